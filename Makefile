@@ -1,0 +1,34 @@
+# leasehold: `make help` lists the targets.
+GO        ?= go
+PKGS      ?= ./...
+TEST_TIMEOUT ?= 45m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the documented targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build every package and the worker binary into bin/
+	$(GO) build ./...
+	$(GO) build -o bin/worker ./cmd/worker
+
+.PHONY: run
+run: ## the demo: embedded Kafka, local Redis, producer, workers, live view (Ctrl-C drains)
+	$(GO) run ./cmd/worker demo
+
+.PHONY: test
+test: ## every test against real Redis, PostgreSQL, kfake and Jaeger, under -race
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2 run
+
+.PHONY: bench
+bench: ## benchmark programs; one figure a line, name=value unit
+	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done
