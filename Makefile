@@ -27,7 +27,7 @@ test: ## every test against real Redis, PostgreSQL, kfake and Jaeger, under -rac
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
-	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2 run
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run
 
 .PHONY: bench
 bench: ## benchmark programs; one figure a line, name=value unit
