@@ -21,7 +21,7 @@ run: ## the demo: embedded Kafka, local Redis, producer, workers, live view (Ctr
 .PHONY: test
 test: ## every test against real Redis, PostgreSQL, kfake and Jaeger, under -race
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	bin=$$(tools/jaeger/build.sh) && JAEGER_BIN=$$bin $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
@@ -32,3 +32,7 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 .PHONY: bench
 bench: ## benchmark programs; one figure a line, name=value unit
 	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done
+
+.PHONY: jaeger
+jaeger: ## build the pinned Jaeger v2 binary into the user cache (once per version); prints its path
+	@tools/jaeger/build.sh
