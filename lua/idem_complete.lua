@@ -1,0 +1,51 @@
+-- idem_complete.lua (fenced): record the outcome of an attempt and release its
+-- lease in one step. The fence prelude has already checked that KEYS[1] is held
+-- with token ARGV[1] and fence ARGV[2]; otherwise nothing here runs.
+-- Used for COMPLETED (a result) and for FAILED (a terminal error, cached like a
+-- result). Record value layout: see idem_claim.lua.
+--
+-- KEYS[1]   lease key
+-- KEYS[2]   heartbeat details key (deleted when ARGV[11] is "1")
+-- KEYS[3]   external result key (written when ARGV[10] is "1")
+-- KEYS[4]   record bucket of the claim's window (its PROCESSING record is removed)
+-- KEYS[5..] record buckets of consecutive windows, the first being ARGV[6]
+-- ARGV[1]   owner token, ARGV[2] fence (prelude)
+-- ARGV[3]   record field (16 bytes)
+-- ARGV[4]   payload fingerprint (8 bytes)
+-- ARGV[5]   attempt number
+-- ARGV[6]   window index of KEYS[5]
+-- ARGV[7]   window length in milliseconds
+-- ARGV[8]   retention in milliseconds
+-- ARGV[9]   state: 3 completed, 4 failed
+-- ARGV[10]  "1": the result goes to KEYS[3]; "0": inline in the record
+-- ARGV[11]  "1": delete the heartbeat details
+-- ARGV[12]  result (or terminal error text)
+-- Returns   1 written, -1 lease lost (prelude), -2 the windows passed do not cover Redis time
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
+local wlen = tonumber(ARGV[7])
+local base = tonumber(ARGV[6])
+local cw = math.floor(nowms / wlen)
+if cw < base or cw > base + #KEYS - 5 then
+  return -2
+end
+local expat = (cw + 1) * wlen + tonumber(ARGV[8])
+local st = tonumber(ARGV[9])
+local res = ARGV[12]
+if ARGV[10] == '1' then
+  st = st + 16
+  redis.call('SET', KEYS[3], res, 'PXAT', expat)
+  res = ''
+end
+local b = KEYS[5 + cw - base]
+redis.call('HSET', b, ARGV[3], struct.pack('>BI7c8I2I4', st, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5]), sec) .. res)
+redis.call('PEXPIREAT', b, expat)
+if KEYS[4] ~= b then
+  redis.call('HDEL', KEYS[4], ARGV[3])
+end
+redis.call('DEL', KEYS[1])
+if ARGV[11] == '1' then
+  redis.call('DEL', KEYS[2])
+end
+return 1

@@ -1,0 +1,48 @@
+package lua
+
+// Idempotency scripts, used by package idempotency. Every key a script touches
+// carries the record's Cluster hash tag. Their status codes are the Idem*
+// constants below.
+var (
+	// IdemClaim checks the record of an idempotency key, compares the payload
+	// fingerprint and, when the key may run, creates its lease and writes the
+	// PROCESSING record (idem_claim.lua).
+	IdemClaim = Plain("idem_claim.lua")
+	// IdemComplete writes a COMPLETED or FAILED record and deletes the lease,
+	// for the lease holder only (idem_complete.lua).
+	IdemComplete = Fenced("idem_complete.lua")
+	// IdemRelease ends an attempt without an outcome (retryable failure, or a
+	// hold), keeping the attempt count, for the lease holder only
+	// (idem_release.lua).
+	IdemRelease = Fenced("idem_release.lua")
+	// IdemDetails saves an attempt's heartbeat details, for the lease holder
+	// only (idem_details.lua).
+	IdemDetails = Fenced("idem_details.lua")
+)
+
+// Status codes of IdemClaim (first element of its reply).
+const (
+	// IdemAcquired: the key was free; the caller now holds its lease.
+	IdemAcquired = 1
+	// IdemTakeover: the previous attempt's lease expired while it was
+	// PROCESSING; the caller now holds a new lease with a higher fence.
+	IdemTakeover = 2
+	// IdemHeld: a live lease (or a hold) keeps the key; the caller must not run it.
+	IdemHeld = 3
+	// IdemDuplicate: the key has a COMPLETED or FAILED record with the same fingerprint.
+	IdemDuplicate = 4
+	// IdemMismatch: the key has a record with another payload fingerprint.
+	IdemMismatch = 5
+	// IdemSkew: the windows passed by the caller do not cover Redis time; the
+	// caller re-reads the server time and retries.
+	IdemSkew = 6
+)
+
+// Status codes of IdemComplete, IdemRelease and IdemDetails.
+const (
+	// IdemOK: the record was written.
+	IdemOK = 1
+	// IdemWindowSkew: the windows passed by the caller do not cover Redis
+	// time (IdemComplete only); nothing was written.
+	IdemWindowSkew = -2
+)
