@@ -1,0 +1,211 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lua"
+)
+
+// redisBackend is the Redis Lua backend: one script per operation, renewals
+// pipelined. A redis.ClusterClient pipeline splits itself per node.
+type redisBackend struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+// NewRedisBackend returns the Redis Lua backend that [NewManager] uses, with
+// lease keys under prefix (see [Manager.Key]). It is exported for wrapping
+// (fault injection, instrumentation) and for [NewManagerWithBackend].
+func NewRedisBackend(c redis.UniversalClient, prefix string) Backend {
+	return &redisBackend{c: c, prefix: prefix}
+}
+
+// KeyFor returns the Redis key of lease name under prefix: prefix +
+// "lease:{" + name + "}", or prefix + "lease:" + name when name already holds a
+// Cluster hash tag ("{...}" with at least one byte inside), so that the
+// caller's tag decides the slot.
+func KeyFor(prefix, name string) string {
+	if hasHashTag(name) {
+		return prefix + "lease:" + name
+	}
+	return prefix + "lease:{" + name + "}"
+}
+
+// hasHashTag applies the Redis Cluster rule: the first '{', then the first '}'
+// after it, with at least one byte between them.
+func hasHashTag(s string) bool {
+	i := strings.IndexByte(s, '{')
+	if i < 0 {
+		return false
+	}
+	j := strings.IndexByte(s[i+1:], '}')
+	return j > 0
+}
+
+func (b *redisBackend) Key(name string) string { return KeyFor(b.prefix, name) }
+
+func ms(d time.Duration) int64 { return max(1, d.Milliseconds()) }
+
+func fenceArg(f uint64) string { return strconv.FormatUint(f, 10) }
+
+func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Grant, error) {
+	res, err := lua.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
+	if err != nil {
+		return Grant{}, classify(err)
+	}
+	if len(res) < 2 {
+		return Grant{}, fmt.Errorf("lease: acquire script: unexpected reply %v", res)
+	}
+	switch code, _ := res[0].(int64); code {
+	case lua.LeaseOK:
+		s, _ := res[1].(string)
+		fence, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return Grant{}, fmt.Errorf("lease: acquire script: bad fence %q: %w", s, err)
+		}
+		return Grant{Name: name, Token: token, Fence: fence, TTL: ttl}, nil
+	case lua.LeaseOtherOwner:
+		he := &HeldError{Name: name}
+		he.Token, _ = res[1].(string)
+		if len(res) > 2 {
+			if pttl, ok := res[2].(int64); ok && pttl > 0 {
+				he.Remaining = time.Duration(pttl) * time.Millisecond
+			}
+		}
+		return Grant{}, he
+	default:
+		return Grant{}, fmt.Errorf("lease: acquire script: unexpected reply %v", res)
+	}
+}
+
+// ownerErr maps a lease script status to the Manager's errors.
+func ownerErr(code int64) error {
+	switch code {
+	case lua.LeaseOK:
+		return nil
+	case lua.LeaseNoOwner:
+		return ErrExpired
+	case lua.LeaseOtherOwner:
+		return ErrStolen
+	default:
+		return fmt.Errorf("lease: unexpected script status %d", code)
+	}
+}
+
+func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResult {
+	out := make([]RenewResult, len(rs))
+	cmds, err := b.renewPipe(ctx, rs)
+	if err != nil && isNoScript(cmds) {
+		// The script cache was flushed (restart, SCRIPT FLUSH, failover):
+		// load it once (on every shard of a Cluster) and send again.
+		_ = lua.LeaseRenew.Load(ctx, b.c).Err()
+		cmds, _ = b.renewPipe(ctx, rs)
+	}
+	for i, c := range cmds {
+		code, err := c.Int64()
+		if err != nil {
+			out[i].Err = classify(err)
+			continue
+		}
+		out[i].Err = ownerErr(code)
+	}
+	return out
+}
+
+func (b *redisBackend) renewPipe(ctx context.Context, rs []Renewal) ([]*redis.Cmd, error) {
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(rs))
+	for i, r := range rs {
+		cmds[i] = lua.LeaseRenew.EvalSha(ctx, pipe, []string{b.Key(r.Name)}, r.Token, fenceArg(r.Fence), ms(r.TTL))
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
+}
+
+func isNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *redisBackend) Release(ctx context.Context, name, token string, fence uint64) error {
+	code, err := lua.LeaseRelease.Run(ctx, b.c, []string{b.Key(name)}, token, fenceArg(fence)).Int64()
+	if err != nil {
+		return classify(err)
+	}
+	return ownerErr(code)
+}
+
+func (b *redisBackend) Fenced(ctx context.Context, name, token string, fence uint64, s *redis.Script, keys []string, args []any) (any, error) {
+	k := make([]string, 0, 1+len(keys))
+	k = append(append(k, b.Key(name)), keys...)
+	a := make([]any, 0, 2+len(args))
+	a = append(append(a, token, fenceArg(fence)), args...)
+	res, err := s.Run(ctx, b.c, k, a...).Result()
+	if err != nil {
+		return res, classify(err)
+	}
+	return res, nil
+}
+
+// Check pings Redis, refuses a maxmemory-policy that evicts keys, and loads
+// the lease scripts.
+func (b *redisBackend) Check(ctx context.Context) error {
+	if err := b.c.Ping(ctx).Err(); err != nil {
+		return classify(err)
+	}
+	pol, err := b.c.ConfigGet(ctx, "maxmemory-policy").Result()
+	switch {
+	case err != nil && transient(err):
+		return classify(err)
+	case err == nil:
+		// Some managed services hide CONFIG; when it answers, it decides.
+		if p := pol["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-") {
+			return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
+		}
+	}
+	for _, s := range []*redis.Script{lua.LeaseAcquire, lua.LeaseRenew, lua.LeaseRelease} {
+		if err := s.Load(ctx, b.c).Err(); err != nil {
+			return classify(err)
+		}
+	}
+	return nil
+}
+
+// transient reports whether err is worth retrying: anything that is not a
+// Redis error reply (network errors, timeouts, cancellations), and the replies
+// of a server that is loading, failing over or busy.
+func transient(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify wraps transient errors in ErrUnavailable and leaves the rest (such
+// as redis.Nil and script errors) as they are.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if transient(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,149 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// renewLoop is the Manager's one renewer goroutine. Every renew interval it
+// renews all held leases in batches; after a round with transient failures it
+// comes back sooner (a quarter interval) so that a short outage costs little
+// of the lease's margin. Loss on the local deadline does not depend on this
+// loop: each lease has its own deadline timer.
+func (m *Manager) renewLoop(ctx context.Context) {
+	defer close(m.loopDone)
+	t := m.clock.NewTimer(m.cfg.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		next := m.cfg.interval
+		if failed := m.renewRound(ctx); failed {
+			next = max(m.cfg.interval/4, time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		t.Reset(next)
+	}
+}
+
+// renewRound renews every held lease once and releases leases abandoned
+// earlier. It reports whether any renewal failed transiently.
+func (m *Manager) renewRound(ctx context.Context) (failed bool) {
+	m.mu.Lock()
+	leases := make([]*Lease, 0, len(m.held))
+	for l := range m.held {
+		leases = append(leases, l)
+	}
+	abandoned := m.abandoned
+	m.abandoned = nil
+	m.mu.Unlock()
+	if len(leases) == 0 && len(abandoned) == 0 {
+		return false
+	}
+	ctx, span := m.tracer.Start(ctx, "lease.renew", trace.WithAttributes(attribute.Int("lease.count", len(leases))))
+	defer span.End()
+
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		sem = make(chan struct{}, max(1, m.cfg.parallel))
+	)
+	batch := max(1, m.cfg.batch)
+	for start := 0; start < len(leases); start += batch {
+		part := leases[start:min(start+batch, len(leases))]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if m.renewBatch(ctx, part) {
+				mu.Lock()
+				failed = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if failed {
+		span.SetAttributes(attribute.Bool("lease.renew.failed", true))
+	}
+	if len(abandoned) > 0 {
+		m.releaseAbandoned(ctx, abandoned)
+	}
+	return failed
+}
+
+// renewBatch sends one batch, bounded by the renew interval so that a hung
+// backend does not hold up later rounds.
+func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (failed bool) {
+	rs := make([]Renewal, len(leases))
+	for i, l := range leases {
+		rs[i] = Renewal{Name: l.name, Token: l.token, Fence: l.fence, TTL: l.ttl}
+	}
+	bctx, cancel := context.WithTimeout(ctx, m.cfg.interval)
+	defer cancel()
+	sent := m.clock.Now()
+	res := m.b.RenewBatch(bctx, rs)
+	took := m.clock.Now().Sub(sent)
+	var firstErr error
+	for i, l := range leases {
+		var r RenewResult
+		if i < len(res) {
+			r = res[i]
+		} else {
+			r.Err = ErrUnavailable
+		}
+		if l.renewed(sent, r) {
+			failed = true
+			if firstErr == nil {
+				firstErr = r.Err
+			}
+		}
+	}
+	outcome := "ok"
+	if failed {
+		outcome = "error"
+		if ctx.Err() == nil {
+			m.log.Warn("lease renewals failed; retrying until each lease's local deadline",
+				slog.Int("leases", len(leases)), slog.String("error", firstErr.Error()))
+		}
+	}
+	m.met.renew.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("outcome", outcome)))
+	return failed
+}
+
+// releaseAbandoned gives back leases lost locally on their deadline; those it
+// cannot reach yet are queued again until they would have expired anyway.
+func (m *Manager) releaseAbandoned(ctx context.Context, as []abandonedLease) {
+	bctx, cancel := context.WithTimeout(ctx, m.cfg.interval)
+	defer cancel()
+	var again []abandonedLease
+	for _, a := range as {
+		if !m.clock.Now().Before(a.until) {
+			continue
+		}
+		err := m.b.Release(bctx, a.Name, a.Token, a.Fence)
+		if err != nil && !errors.Is(err, ErrLost) {
+			again = append(again, a)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	m.mu.Lock()
+	if !m.closed && len(m.abandoned)+len(again) <= maxAbandoned {
+		m.abandoned = append(m.abandoned, again...)
+	}
+	m.mu.Unlock()
+}
