@@ -1,0 +1,23 @@
+// Package chaos is the fault-injection harness behind `make chaos`.
+//
+// It runs the real system as separate operating-system processes (a
+// `worker dev-broker` Kafka, a redis-server with its append-only file on,
+// a `worker payment-stub` and several `worker run` processes executing the
+// demo.transfer job against PostgreSQL) and, while jobs flow, injects the
+// faults that at-least-once delivery has to survive: SIGKILL and restart of
+// a worker, SIGSTOP of a worker for longer than its lease TTL followed by
+// SIGCONT (a zombie), a restart of Redis, and workers joining and leaving to
+// force consumer-group rebalances.
+//
+// The fault schedule is generated from a seed ([NewSchedule]); the seed is
+// printed first, so that a failing run can be replayed with the same seed.
+//
+// When the jobs have drained, [Check] verifies the outcome from the outside:
+// it reads only PostgreSQL and the payment stub's own record of charges and
+// refunds, never the workers' own account, and reports one figure a line
+// (`name=value unit`, see [Figures]). A run fails when a figure that must be
+// zero (jobs_lost, fenced_effects_duplicated, unfenced_net_not_one) is not.
+//
+// Every child process is started by a [Proc], which gives it its own log
+// file and lets the harness stop, kill, pause, resume and restart it.
+package chaos

@@ -1,0 +1,115 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+)
+
+// Figures is the outcome of a chaos run, printed one figure a line as
+// `name=value unit`.
+type Figures struct {
+	// Seed is the schedule's seed, so that the run can be replayed.
+	Seed uint64
+	// JobsEnqueued counts the distinct job keys the harness produced
+	// (duplicates and re-sent records not counted).
+	JobsEnqueued int
+	// JobsCompleted counts distinct keys whose fenced transfer is in
+	// PostgreSQL.
+	JobsCompleted int
+	// JobsLost counts enqueued keys with no fenced transfer in PostgreSQL.
+	// Must be 0.
+	JobsLost int
+	// FencedEffectsDuplicated counts keys whose fenced transfer was applied
+	// more than once. Must be 0.
+	FencedEffectsDuplicated int
+	// UnfencedNetNotOne counts keys whose payment-stub charges minus
+	// refunds is not exactly 1. Must be 0.
+	UnfencedNetNotOne int
+	// ZombieWritesRejected counts fenced writes the fence guard refused
+	// because a newer fence had been seen.
+	ZombieWritesRejected int
+	// CompensationsRun counts refunds the payment stub received.
+	CompensationsRun int
+	// Takeovers counts leases observed to change owner without having been
+	// released by the previous owner.
+	Takeovers int
+	// TakeoverLatencies are the delays from a worker's SIGKILL to another
+	// owner taking over one of the leases it held.
+	TakeoverLatencies []time.Duration
+	// RedisOutage is the total time Redis was unreachable because of the
+	// scheduled restart.
+	RedisOutage time.Duration
+}
+
+// MustBeZero returns `name=value` for each must-be-zero figure that is not.
+func (f Figures) MustBeZero() []string {
+	var out []string
+	for _, x := range []struct {
+		name string
+		v    int
+	}{
+		{"jobs_lost", f.JobsLost},
+		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
+		{"unfenced_net_not_one", f.UnfencedNetNotOne},
+	} {
+		if x.v != 0 {
+			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
+		}
+	}
+	return out
+}
+
+// Err returns an *InvariantError if a must-be-zero figure is not zero.
+func (f Figures) Err() error {
+	if v := f.MustBeZero(); len(v) > 0 {
+		return &InvariantError{Violations: v}
+	}
+	return nil
+}
+
+// Write prints the figures, one `name=value unit` line each.
+func (f Figures) Write(w io.Writer) error {
+	p50, p99 := Percentile(f.TakeoverLatencies, 50), Percentile(f.TakeoverLatencies, 99)
+	lines := []struct {
+		name  string
+		value any
+		unit  string
+	}{
+		{"jobs_enqueued", f.JobsEnqueued, "jobs"},
+		{"jobs_completed", f.JobsCompleted, "jobs"},
+		{"jobs_lost", f.JobsLost, "jobs"},
+		{"fenced_effects_duplicated", f.FencedEffectsDuplicated, "keys"},
+		{"unfenced_net_not_one", f.UnfencedNetNotOne, "keys"},
+		{"zombie_writes_rejected", f.ZombieWritesRejected, "writes"},
+		{"compensations_run", f.CompensationsRun, "refunds"},
+		{"takeovers", f.Takeovers, "leases"},
+		{"takeover_latency_p50_ms", ms(p50), "ms"},
+		{"takeover_latency_p99_ms", ms(p99), "ms"},
+		{"redis_outage_ms", ms(f.RedisOutage), "ms"},
+		{"seed", f.Seed, "seed"},
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(w, "%s=%v %s\n", l.name, l.value, l.unit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// Percentile returns the p-th percentile (nearest rank) of ds, or 0 when ds
+// is empty.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	rank = min(max(rank, 1), len(s))
+	return s[rank-1]
+}

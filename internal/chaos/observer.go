@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Observer watches the lease keys in Redis from the outside and derives two
+// figures that no worker reports about itself:
+//
+//   - takeovers: a lease key seen with one owner token and later with
+//     another, without having been renewed in between by the first owner
+//     (a released lease is deleted and a completed job is not claimed
+//     again, so a new token means the key was taken over);
+//   - takeover latency: for each SIGKILL ([Observer.MarkKill]), the delay
+//     from the kill to each takeover of a lease that was live at the kill
+//     and never renewed after it (so it belonged to the dead worker).
+//
+// It reads only the lease hash fields `tok` and the key's PTTL, per the
+// lease key layout `<prefix>lease:...`.
+type Observer struct {
+	client  redis.UniversalClient
+	pattern string
+	every   time.Duration
+
+	mu        sync.Mutex
+	keys      map[string]*leaseSeen
+	kills     []*killMark
+	takeovers int
+	latencies []time.Duration
+}
+
+type leaseSeen struct {
+	tok    string
+	pttl   time.Duration
+	seenAt time.Time
+}
+
+type killMark struct {
+	at      time.Time
+	until   time.Time
+	pending map[string]string // key -> token at the kill, not yet renewed or taken over
+}
+
+// NewObserver returns an Observer of the keys matching prefix+"lease:*",
+// polling every interval (default 25ms).
+func NewObserver(client redis.UniversalClient, prefix string, every time.Duration) *Observer {
+	if every <= 0 {
+		every = 25 * time.Millisecond
+	}
+	return &Observer{client: client, pattern: prefix + "lease:*", every: every, keys: map[string]*leaseSeen{}}
+}
+
+// Run polls until ctx ends. Polls that fail (Redis down) are skipped.
+func (o *Observer) Run(ctx context.Context) {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		_ = o.Poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// MarkKill records that a worker was killed now; the leases that are live
+// now and are never renewed again are attributed to it. The mark is dropped
+// after watch (the longest a takeover may take to count).
+func (o *Observer) MarkKill(watch time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	m := &killMark{at: now, until: now.Add(watch), pending: map[string]string{}}
+	for k, s := range o.keys {
+		if s.tok != "" {
+			m.pending[k] = s.tok
+		}
+	}
+	o.kills = append(o.kills, m)
+}
+
+// Poll takes one snapshot of the lease keys and updates the figures.
+func (o *Observer) Poll(ctx context.Context) error {
+	var keys []string
+	iter := o.client.Scan(ctx, 0, o.pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	toks := make([]*redis.StringCmd, len(keys))
+	pttls := make([]*redis.DurationCmd, len(keys))
+	_, err := o.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			toks[i] = p.HGet(ctx, k, "tok")
+			pttls[i] = p.PTTL(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		// A key may vanish between SCAN and HGET (redis.Nil); any
+		// other error means the snapshot is unusable.
+		for _, c := range toks {
+			if c.Err() != nil && c.Err() != redis.Nil {
+				return c.Err()
+			}
+		}
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	present := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		present[k] = true
+		tok, terr := toks[i].Result()
+		pttl, perr := pttls[i].Result()
+		if terr != nil || perr != nil || tok == "" || pttl < 0 {
+			continue
+		}
+		o.observe(k, tok, pttl, now)
+	}
+	o.forgetReleased(present, now)
+	o.expireKillMarks(now)
+	return nil
+}
+
+// observe folds one (key, token, pttl) sighting into the state.
+func (o *Observer) observe(key, tok string, pttl time.Duration, now time.Time) {
+	prev, ok := o.keys[key]
+	if !ok {
+		o.keys[key] = &leaseSeen{tok: tok, pttl: pttl, seenAt: now}
+		return
+	}
+	// A renewal resets the PTTL to the full TTL: the remaining time grows
+	// by more than the poll's jitter compared with the expected countdown.
+	elapsed := now.Sub(prev.seenAt)
+	renewed := tok == prev.tok && pttl > prev.pttl-elapsed+5*time.Millisecond
+	if tok != prev.tok {
+		o.takeovers++
+	}
+	for _, m := range o.kills {
+		old, watched := m.pending[key]
+		if !watched {
+			continue
+		}
+		switch {
+		case tok != old:
+			o.latencies = append(o.latencies, now.Sub(m.at))
+			delete(m.pending, key)
+		case renewed:
+			// A live worker renewed it: not the dead worker's lease.
+			delete(m.pending, key)
+		}
+	}
+	prev.tok, prev.pttl, prev.seenAt = tok, pttl, now
+}
+
+// forgetReleased drops the keys that vanished well before their PTTL ran
+// out: their owner released them (job done or failed for retry), so a later
+// lease on the same key is a new claim, not a takeover.
+func (o *Observer) forgetReleased(present map[string]bool, now time.Time) {
+	for k, s := range o.keys {
+		if present[k] {
+			continue
+		}
+		if now.Add(2 * o.every).Before(s.seenAt.Add(s.pttl)) {
+			delete(o.keys, k)
+			for _, m := range o.kills {
+				delete(m.pending, k)
+			}
+		}
+	}
+}
+
+func (o *Observer) expireKillMarks(now time.Time) {
+	live := o.kills[:0]
+	for _, m := range o.kills {
+		if now.Before(m.until) && len(m.pending) > 0 {
+			live = append(live, m)
+		}
+	}
+	o.kills = live
+	// Forget keys not seen for a long time so that memory stays bounded
+	// over long runs; a takeover takes at most a few TTLs.
+	for k, s := range o.keys {
+		if now.Sub(s.seenAt) > 10*time.Minute {
+			delete(o.keys, k)
+		}
+	}
+}
+
+// Takeovers returns the number of owner changes seen so far.
+func (o *Observer) Takeovers() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.takeovers
+}
+
+// Latencies returns the kill-to-takeover delays measured so far.
+func (o *Observer) Latencies() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]time.Duration(nil), o.latencies...)
+}

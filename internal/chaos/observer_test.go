@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestObserverTakeoverAfterKill plays the leases of two workers by hand:
+// worker A's lease is renewed, worker B's is not (B was killed), a third
+// lease is released early and claimed again. Only B's lease taken over by a
+// new owner counts as a takeover with a latency.
+func TestObserverTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+
+	const ttl = 600 * time.Millisecond
+	put := func(key, tok string) {
+		t.Helper()
+		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, "tok", tok, "fen", "1")
+			p.PExpire(ctx, key, ttl)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("lh:lease:{live}", "A1")
+	put("lh:lease:{dead}", "B1")
+	put("lh:lease:{released}", "A2")
+	put("other:key", "ignored")
+
+	o := NewObserver(c, "lh:", 10*time.Millisecond)
+	if err := o.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.MarkKill(10 * time.Second)
+	killed := time.Now()
+
+	// Worker A renews its lease for 2 TTLs and releases the other early,
+	// which is then claimed again by a new token (not a takeover).
+	if err := c.Del(ctx, "lh:lease:{released}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put("lh:lease:{released}", "C1")
+	for time.Since(killed) < 2*ttl {
+		if err := c.PExpire(ctx, "lh:lease:{live}", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// B's lease has expired by now; a new owner takes it over.
+	if n, err := c.Exists(ctx, "lh:lease:{dead}").Result(); err != nil || n != 0 {
+		t.Fatalf("dead lease still there: %d, %v", n, err)
+	}
+	put("lh:lease:{dead}", "D1")
+	tookOver := time.Since(killed)
+	if err := o.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := o.Takeovers(); got != 1 {
+		t.Fatalf("takeovers = %d, want 1", got)
+	}
+	lat := o.Latencies()
+	if len(lat) != 1 {
+		t.Fatalf("latencies = %v, want one", lat)
+	}
+	if lat[0] < ttl || lat[0] > tookOver+50*time.Millisecond {
+		t.Fatalf("latency %s, want between the TTL %s and the takeover time %s", lat[0], ttl, tookOver)
+	}
+}
+
+func TestObserverRunStopsWithContext(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	o := NewObserver(c, "lh:", 5*time.Millisecond)
+	go func() { o.Run(ctx); close(done) }()
+	time.Sleep(30 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}

@@ -1,0 +1,166 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Action is a kind of fault (or topology change) the harness injects.
+type Action int
+
+const (
+	// Kill sends SIGKILL to a worker and starts it again after a short delay.
+	Kill Action = iota + 1
+	// Pause sends SIGSTOP to a worker, waits longer than the lease TTL, and
+	// sends SIGCONT: the worker comes back as a zombie whose leases are gone.
+	Pause
+	// RestartRedis stops redis-server and starts it again on its data.
+	RestartRedis
+	// AddWorker starts one more worker, forcing a rebalance.
+	AddWorker
+	// RemoveWorker stops a worker gracefully (SIGTERM), forcing a rebalance.
+	RemoveWorker
+)
+
+func (a Action) String() string {
+	switch a {
+	case Kill:
+		return "kill"
+	case Pause:
+		return "pause"
+	case RestartRedis:
+		return "restart-redis"
+	case AddWorker:
+		return "add-worker"
+	case RemoveWorker:
+		return "remove-worker"
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
+
+// Event is one step of a fault schedule.
+type Event struct {
+	// At is the offset from the start of the fault phase.
+	At time.Duration
+	// Action is what happens.
+	Action Action
+	// Slot picks the worker: the harness applies the event to the running
+	// worker at position Slot modulo the number of running workers, in
+	// the order the workers were first started. Unused for RestartRedis
+	// and AddWorker.
+	Slot int
+	// For is how long a Pause lasts or how long a killed worker or a
+	// restarted Redis stays down.
+	For time.Duration
+}
+
+func (e Event) String() string {
+	switch e.Action {
+	case RestartRedis:
+		return fmt.Sprintf("t=%s %s down=%s", e.At, e.Action, e.For)
+	case AddWorker:
+		return fmt.Sprintf("t=%s %s", e.At, e.Action)
+	case Pause:
+		return fmt.Sprintf("t=%s %s slot=%d for=%s", e.At, e.Action, e.Slot, e.For)
+	case Kill:
+		return fmt.Sprintf("t=%s %s slot=%d down=%s", e.At, e.Action, e.Slot, e.For)
+	}
+	return fmt.Sprintf("t=%s %s slot=%d", e.At, e.Action, e.Slot)
+}
+
+// ScheduleConfig shapes a fault schedule.
+type ScheduleConfig struct {
+	// Seed makes the schedule reproducible: the same seed and settings give
+	// the same schedule.
+	Seed uint64
+	// Horizon is the length of the fault phase; no event is placed at or
+	// after it.
+	Horizon time.Duration
+	// KillEvery is the mean interval between SIGKILLs (each interval is
+	// drawn uniformly from [KillEvery/2, 3*KillEvery/2]).
+	KillEvery time.Duration
+	// PauseFor is how long a paused worker stays stopped; the harness
+	// makes it longer than the lease TTL.
+	PauseFor time.Duration
+	// PauseEvery is the mean interval between pauses (default 3*KillEvery).
+	PauseEvery time.Duration
+	// Slots is the number of distinct worker positions events may name.
+	Slots int
+	// RedisDown is how long Redis stays stopped when restarted (default 1s).
+	RedisDown time.Duration
+}
+
+// Schedule is a seeded, time-ordered list of fault events.
+type Schedule struct {
+	Seed   uint64
+	Events []Event
+}
+
+// NewSchedule generates the schedule for c. Every schedule with a positive
+// horizon contains exactly one Redis restart (placed in the middle half of
+// the horizon), one worker added in the first half and one removed in the
+// second half, at least one pause, and kills every KillEvery on average.
+func NewSchedule(c ScheduleConfig) (Schedule, error) {
+	if c.Horizon <= 0 || c.KillEvery <= 0 || c.PauseFor <= 0 || c.Slots <= 0 {
+		return Schedule{}, fmt.Errorf("%w: schedule needs a positive horizon, kill interval, pause and slot count", ErrConfig)
+	}
+	pauseEvery := c.PauseEvery
+	if pauseEvery <= 0 {
+		pauseEvery = 3 * c.KillEvery
+	}
+	redisDown := c.RedisDown
+	if redisDown <= 0 {
+		redisDown = time.Second
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	}
+	var ev []Event
+	// Topology changes and the Redis restart first, so that the draws for
+	// them do not depend on how many kills fit in the horizon.
+	h := c.Horizon
+	ev = append(ev,
+		Event{At: between(h/4, 3*h/4), Action: RestartRedis, For: redisDown},
+		Event{At: between(h/10, h/2), Action: AddWorker},
+		Event{At: between(h/2, 9*h/10), Action: RemoveWorker, Slot: rng.IntN(c.Slots)},
+	)
+	first := true
+	for t := between(pauseEvery/3, pauseEvery); t < h || first; t += between(pauseEvery/2, 3*pauseEvery/2) {
+		if t >= h {
+			t = between(0, h-1)
+		}
+		ev = append(ev, Event{At: t, Action: Pause, Slot: rng.IntN(c.Slots), For: c.PauseFor})
+		first = false
+	}
+	for t := between(c.KillEvery/2, 3*c.KillEvery/2); t < h; t += between(c.KillEvery/2, 3*c.KillEvery/2) {
+		ev = append(ev, Event{At: t, Action: Kill, Slot: rng.IntN(c.Slots), For: between(100*time.Millisecond, time.Second)})
+	}
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].At < ev[j].At })
+	return Schedule{Seed: c.Seed, Events: ev}, nil
+}
+
+// Count returns how many events of kind a the schedule holds.
+func (s Schedule) Count(a Action) int {
+	n := 0
+	for _, e := range s.Events {
+		if e.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// String prints the seed first, then one event a line.
+func (s Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d\n", s.Seed)
+	for _, e := range s.Events {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,130 @@
+package chaos
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func testScheduleConfig(seed uint64) ScheduleConfig {
+	return ScheduleConfig{
+		Seed:      seed,
+		Horizon:   2 * time.Minute,
+		KillEvery: 5 * time.Second,
+		PauseFor:  4 * time.Second,
+		Slots:     3,
+	}
+}
+
+func TestScheduleReplaysFromSeed(t *testing.T) {
+	t.Parallel()
+	a, err := NewSchedule(testScheduleConfig(42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSchedule(testScheduleConfig(42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Fatalf("same seed, different schedules (-a +b):\n%s", diff)
+	}
+	c, err := NewSchedule(testScheduleConfig(43))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp.Equal(a, c) {
+		t.Fatal("seeds 42 and 43 gave the same schedule")
+	}
+	if !strings.HasPrefix(a.String(), "seed=42\n") {
+		t.Fatalf("schedule does not print its seed first:\n%s", a)
+	}
+	if got, want := strings.Count(a.String(), "\n"), len(a.Events)+1; got != want {
+		t.Fatalf("printed %d lines, want %d (seed + one per event)", got, want)
+	}
+}
+
+func TestScheduleShape(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 200; seed++ {
+		c := testScheduleConfig(seed)
+		s, err := NewSchedule(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []Action{RestartRedis, AddWorker, RemoveWorker} {
+			if n := s.Count(a); n != 1 {
+				t.Fatalf("seed %d: %d %s events, want 1", seed, n, a)
+			}
+		}
+		if s.Count(Pause) < 1 {
+			t.Fatalf("seed %d: no pause", seed)
+		}
+		// Kills every 5s on average over 2 minutes: between 16 and 48 kills
+		// (intervals are drawn from [2.5s, 7.5s]).
+		if n := s.Count(Kill); n < 15 || n > 48 {
+			t.Fatalf("seed %d: %d kills over %s with a %s mean interval", seed, n, c.Horizon, c.KillEvery)
+		}
+		var prev time.Duration
+		for _, e := range s.Events {
+			if e.At < prev {
+				t.Fatalf("seed %d: events out of order at %s", seed, e)
+			}
+			prev = e.At
+			if e.At < 0 || e.At >= c.Horizon {
+				t.Fatalf("seed %d: event outside the horizon: %s", seed, e)
+			}
+			if e.Slot < 0 || e.Slot >= c.Slots {
+				t.Fatalf("seed %d: slot out of range: %s", seed, e)
+			}
+			switch e.Action {
+			case Pause:
+				if e.For != c.PauseFor {
+					t.Fatalf("seed %d: pause for %s, want %s", seed, e.For, c.PauseFor)
+				}
+			case RestartRedis:
+				if e.At < c.Horizon/4 || e.At > 3*c.Horizon/4 {
+					t.Fatalf("seed %d: redis restart outside the middle half: %s", seed, e)
+				}
+			case AddWorker:
+				if e.At > c.Horizon/2 {
+					t.Fatalf("seed %d: worker added late: %s", seed, e)
+				}
+			case RemoveWorker:
+				if e.At < c.Horizon/2 {
+					t.Fatalf("seed %d: worker removed early: %s", seed, e)
+				}
+			}
+		}
+	}
+}
+
+func TestScheduleShortHorizonStillPauses(t *testing.T) {
+	t.Parallel()
+	c := testScheduleConfig(7)
+	c.Horizon = time.Second // shorter than the first pause would be
+	s, err := NewSchedule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Count(Pause) != 1 || s.Count(RestartRedis) != 1 {
+		t.Fatalf("short schedule:\n%s", s)
+	}
+}
+
+func TestScheduleRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, c := range []ScheduleConfig{
+		{Horizon: 0, KillEvery: time.Second, PauseFor: time.Second, Slots: 1},
+		{Horizon: time.Minute, KillEvery: 0, PauseFor: time.Second, Slots: 1},
+		{Horizon: time.Minute, KillEvery: time.Second, PauseFor: 0, Slots: 1},
+		{Horizon: time.Minute, KillEvery: time.Second, PauseFor: time.Second, Slots: 0},
+	} {
+		if _, err := NewSchedule(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewSchedule(%+v): %v, want ErrConfig", c, err)
+		}
+	}
+}
