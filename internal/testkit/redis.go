@@ -140,7 +140,9 @@ func (s *RedisServer) start() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		// A server configured with requirepass or ACL users answers NOAUTH
+		// to an anonymous PING: it is up.
+		if err == nil || redis.IsAuthError(err) {
 			return nil
 		}
 		select {
