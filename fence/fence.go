@@ -1,0 +1,92 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Table is the name of the fence table, resolved through the connection's
+// search_path like any unqualified table name.
+const Table = "leasehold_fences"
+
+// MaxResourceLen bounds the length of a resource name, in bytes.
+const MaxResourceLen = 512
+
+// Execer is what [Migrate] needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx all
+// satisfy it.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+const createTable = `CREATE TABLE IF NOT EXISTS ` + Table + ` (
+	resource   text        PRIMARY KEY,
+	fence      bigint      NOT NULL CHECK (fence > 0),
+	updated_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// applySQL records the fence when it is not older than the one stored. When
+// the stored fence is newer, ON CONFLICT DO UPDATE still locks the row but the
+// WHERE clause updates nothing and no row is returned.
+const applySQL = `INSERT INTO ` + Table + ` AS t (resource, fence) VALUES ($1, $2)
+ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = now()
+WHERE t.fence <= EXCLUDED.fence
+RETURNING t.fence`
+
+// Migrate creates the fence table if it does not exist. It is safe to run
+// concurrently and repeatedly.
+func Migrate(ctx context.Context, db Execer) error {
+	if _, err := db.Exec(ctx, createTable); err != nil {
+		return fmt.Errorf("fence: migrate: %w", err)
+	}
+	return nil
+}
+
+// Apply admits the caller's write to resource inside tx when fence is greater
+// than or equal to the newest fence recorded for resource, recording fence as
+// the newest. It returns an error wrapping [ErrStaleFence] (a [*StaleError])
+// when a newer fence is recorded; the caller must then roll back tx. Call it
+// before the write it guards: it takes the resource's row lock, which orders
+// concurrent writers of the resource until tx ends.
+func Apply(ctx context.Context, tx pgx.Tx, resource string, fence uint64) error {
+	if resource == "" || len(resource) > MaxResourceLen {
+		return fmt.Errorf("%w: length %d (want 1..%d)", ErrInvalidResource, len(resource), MaxResourceLen)
+	}
+	if fence == 0 || fence > math.MaxInt64 {
+		return fmt.Errorf("%w: %d", ErrInvalidFence, fence)
+	}
+	var got int64
+	err := tx.QueryRow(ctx, applySQL, resource, int64(fence)).Scan(&got)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("fence: apply %q: %w", resource, err)
+	}
+	// Rejected. The row is locked by the upsert, so this read is the value
+	// that beat us; it only serves the error message.
+	var current int64
+	if err := tx.QueryRow(ctx, `SELECT fence FROM `+Table+` WHERE resource = $1`, resource).Scan(&current); err != nil {
+		return fmt.Errorf("fence: apply %q: read newest fence: %w (%w)", resource, err, ErrStaleFence)
+	}
+	return &StaleError{Resource: resource, Fence: fence, Current: uint64(current)}
+}
+
+// Current returns the newest fence recorded for resource, or 0 when none is.
+func Current(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, resource string) (uint64, error) {
+	var f int64
+	err := q.QueryRow(ctx, `SELECT fence FROM `+Table+` WHERE resource = $1`, resource).Scan(&f)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fence: current %q: %w", resource, err)
+	}
+	return uint64(f), nil
+}
