@@ -4,7 +4,8 @@
 -- Used for COMPLETED (a result) and for FAILED (a terminal error, cached like a
 -- result). Record value layout: see idem_claim.lua.
 --
--- KEYS[1]   lease key
+-- KEYS[1]   lease key (deleted when ARGV[13] is "1"; otherwise the caller
+--           releases it through its lease Manager)
 -- KEYS[2]   heartbeat details key (deleted when ARGV[11] is "1")
 -- KEYS[3]   external result key (written when ARGV[10] is "1")
 -- KEYS[4]   record bucket of the claim's window (its PROCESSING record is removed)
@@ -20,6 +21,7 @@
 -- ARGV[10]  "1": the result goes to KEYS[3]; "0": inline in the record
 -- ARGV[11]  "1": delete the heartbeat details
 -- ARGV[12]  result (or terminal error text)
+-- ARGV[13]  "1": delete the lease key
 -- Returns   1 written, -1 lease lost (prelude), -2 the windows passed do not cover Redis time
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
@@ -44,7 +46,9 @@ redis.call('PEXPIREAT', b, expat)
 if KEYS[4] ~= b then
   redis.call('HDEL', KEYS[4], ARGV[3])
 end
-redis.call('DEL', KEYS[1])
+if ARGV[13] == '1' then
+  redis.call('DEL', KEYS[1])
+end
 if ARGV[11] == '1' then
   redis.call('DEL', KEYS[2])
 end

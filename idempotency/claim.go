@@ -1,0 +1,284 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/lua"
+)
+
+// Outcome is the answer to a claim.
+type Outcome uint8
+
+// Claim outcomes.
+const (
+	// Acquired: the key was free (never seen, released for retry, or its
+	// record expired); the caller holds its lease and runs the job.
+	Acquired Outcome = iota + 1
+	// Held: another owner's lease (or a keep hold) covers the key. Do not run
+	// the job and do not acknowledge the message: retry later.
+	Held
+	// Duplicate: the key has an outcome (COMPLETED, or FAILED terminally);
+	// replay it and acknowledge the message.
+	Duplicate
+	// Takeover: the previous attempt's lease expired while it was PROCESSING
+	// (its owner crashed or stalled). The caller holds a new lease with a
+	// higher fence and must first compensate what PrevFence did.
+	Takeover
+	// Mismatch: the key has a record with another payload fingerprint: the key
+	// was reused for a different request. The claim's Err is a *MismatchError.
+	Mismatch
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Acquired:
+		return "acquired"
+	case Held:
+		return "held"
+	case Duplicate:
+		return "duplicate"
+	case Takeover:
+		return "takeover"
+	case Mismatch:
+		return "mismatch"
+	}
+	return "error"
+}
+
+// Request is one key to claim.
+type Request struct {
+	Key         string
+	Fingerprint Fingerprint
+}
+
+// Claim is the answer to one claim. Which fields are set depends on Outcome.
+type Claim struct {
+	Key     string
+	Outcome Outcome // zero when Err says the claim could not be made
+	// Err is nil for Acquired, Held, Duplicate and Takeover; a
+	// *MismatchError for Mismatch; otherwise why the claim could not be made
+	// (ErrUnavailable, a *KeyError, ...).
+	Err error
+
+	// Acquired and Takeover.
+	Lease     *lease.Lease // the key's lease, renewed by the Manager until Complete or Fail
+	Fence     uint64       // the new fence (Duplicate: the fence of the attempt that ended the key)
+	Attempt   int          // this attempt's number, 1 for the first
+	PrevFence uint64       // the previous attempt's fence (Takeover: the one to compensate), 0 if none
+	Details   []byte       // heartbeat details saved by an earlier attempt, nil if none
+
+	// Held.
+	Holder    string        // the holder's owner token ("" for a keep hold); a capability: keep it out of logs
+	Remaining time.Duration // how long the holder's lease (or the hold) has left unless renewed
+
+	// Duplicate and Mismatch.
+	Record *Record // the stored record
+
+	fp       Fingerprint
+	h        keyHash
+	tag      string
+	window   int64 // window index of the PROCESSING record
+	mu       sync.Mutex
+	details  bool // details may exist in Redis for this key
+	finished bool
+}
+
+// Claim claims key k for a payload with fingerprint fp: see Outcome for the
+// answers. A Mismatch is returned with an error (*MismatchError) as well as
+// its Claim; any other error means nothing is known (ErrUnavailable: Redis
+// could not be reached; do not run the job). ctx also parents the lease's
+// Context.
+func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, error) {
+	c := s.ClaimBatch(ctx, []Request{{Key: k, Fingerprint: fp}})[0]
+	return c, c.Err
+}
+
+// ClaimBatch claims many keys in one pipeline (one round trip per Redis
+// node; go-redis groups a Cluster pipeline by node), as for a whole poll
+// batch. It returns one Claim per request, in order; each carries its own Err.
+// A key may appear once per batch (a repeat is answered like a concurrent
+// claim: Held). ctx also parents the leases' Contexts.
+func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
+	out := make([]*Claim, len(reqs))
+	todo := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		c := &Claim{Key: r.Key, fp: r.Fingerprint}
+		out[i] = c
+		if err := ValidateKey(r.Key, s.cfg.maxKey); err != nil {
+			c.Err = err
+			continue
+		}
+		c.h = hashKey(r.Key)
+		c.tag = s.tag(&c.h)
+		todo = append(todo, i)
+	}
+	wide := false
+	for try := 0; len(todo) > 0; try++ {
+		base, n := s.windowRange(s.cfg.windows, wide)
+		tokens := make([]string, len(todo))
+		sent := time.Now()
+		cmds, err := s.pipeline(ctx, len(todo), func(p redis.Pipeliner, j int) *redis.Cmd {
+			c := out[todo[j]]
+			tokens[j] = s.m.NewToken()
+			keys := make([]string, 0, 3+n)
+			keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
+			for w := base; w < base+int64(n); w++ {
+				keys = append(keys, s.bucketKey(c.tag, w))
+			}
+			return lua.IdemClaim.EvalSha(ctx, p, keys, c.h.field(), c.fp[:], tokens[j],
+				s.ttl.Milliseconds(), base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds())
+		})
+		var again []int
+		for j, i := range todo {
+			c := out[i]
+			if err != nil && cmds[j] == nil {
+				c.Err = fmt.Errorf("idempotency: claim: %w", classify(err))
+				continue
+			}
+			res, cerr := cmds[j].Slice()
+			if cerr != nil {
+				c.Err = fmt.Errorf("idempotency: claim: %w", classify(cerr))
+				continue
+			}
+			if skew := s.parseClaim(ctx, c, res, tokens[j], sent); skew {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		if try == 2 {
+			for _, i := range again {
+				out[i].Err = errors.New("idempotency: claim: the Redis clock keeps moving away from the windows computed for it")
+			}
+			break
+		}
+		if err := s.calibrate(ctx); err != nil {
+			for _, i := range again {
+				out[i].Err = err
+			}
+			break
+		}
+		todo, wide = again, true
+	}
+	return out
+}
+
+// pipeline sends n scripts built by add in one pipeline; when the server
+// answers NOSCRIPT (its script cache was flushed: restart, failover), it loads
+// the scripts and sends the pipeline once more. err is the first error.
+func (s *Store) pipeline(ctx context.Context, n int, add func(p redis.Pipeliner, i int) *redis.Cmd) ([]*redis.Cmd, error) {
+	run := func() ([]*redis.Cmd, error) {
+		p := s.c.Pipeline()
+		cmds := make([]*redis.Cmd, n)
+		for i := range n {
+			cmds[i] = add(p, i)
+		}
+		_, err := p.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run()
+	if err != nil {
+		for _, c := range cmds {
+			if isNoScript(c.Err()) {
+				if lerr := s.loadScripts(ctx); lerr != nil {
+					return cmds, lerr
+				}
+				return run()
+			}
+		}
+	}
+	return cmds, err
+}
+
+// parseClaim fills c from the claim script's reply. It reports a skew answer
+// (the claim must be sent again with fresh windows).
+func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token string, sent time.Time) (skew bool) {
+	bad := func(why string) bool {
+		c.Err = fmt.Errorf("%w: claim reply %s", ErrCorrupt, why)
+		return false
+	}
+	if len(res) == 0 {
+		return bad("empty")
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case lua.IdemAcquired, lua.IdemTakeover:
+		if len(res) < 6 {
+			return bad("too short")
+		}
+		fence, _ := res[1].(int64)
+		att, _ := res[2].(int64)
+		prev, _ := res[3].(int64)
+		win, _ := res[5].(int64)
+		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
+		if d, ok := res[4].(string); ok {
+			c.Details, c.details = []byte(d), true
+		}
+		c.Outcome = Acquired
+		if code == lua.IdemTakeover {
+			c.Outcome = Takeover
+		}
+		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: s.ttl, SentAt: sent})
+		if err != nil {
+			// The lease is in Redis but cannot be tracked (the Manager is
+			// closed, or the reply came after the TTL): give the key back.
+			c.Outcome, c.Err = 0, fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
+			s.abandon(ctx, c, token)
+			return false
+		}
+		c.Lease = l
+	case lua.IdemHeld:
+		if len(res) < 3 {
+			return bad("too short")
+		}
+		c.Outcome = Held
+		c.Holder, _ = res[1].(string)
+		ms, _ := res[2].(int64)
+		c.Remaining = time.Duration(max(ms, 0)) * time.Millisecond
+	case lua.IdemDuplicate, lua.IdemMismatch:
+		if len(res) < 2 {
+			return bad("too short")
+		}
+		v, _ := res[1].(string)
+		ext, hasExt := "", false
+		if len(res) > 2 {
+			ext, hasExt = res[2].(string)
+		}
+		rec, err := decodeRecord([]byte(v), []byte(ext), hasExt)
+		if err != nil {
+			c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
+			return false
+		}
+		c.Record, c.Fence = &rec, rec.Fence
+		c.Outcome = Duplicate
+		if code == lua.IdemMismatch {
+			c.Outcome = Mismatch
+			c.Err = &MismatchError{Key: c.Key, Got: c.fp, Record: rec}
+		}
+	case lua.IdemSkew:
+		return true
+	default:
+		return bad("status " + strconv.FormatInt(code, 10))
+	}
+	return false
+}
+
+// abandon releases the lease of a claim that could not be adopted, and puts
+// its record back to RELEASED, best effort: without it the key stays held
+// until the lease TTL and the next claim is a takeover.
+func (s *Store) abandon(ctx context.Context, c *Claim, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
+	defer cancel()
+	keys := []string{s.m.Key(c.tag + ":" + c.Key), s.bucketKey(c.tag, c.window)}
+	_ = lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
+		c.h.field(), c.fp[:], c.Attempt, 0, "1").Err()
+}

@@ -1,0 +1,439 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
+)
+
+func TestAcquiredCompleteDuplicate(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	c := e.claim(t, "order-1", fp("a"), Acquired)
+	if c.Attempt != 1 || c.PrevFence != 0 || c.Details != nil || c.Lease == nil {
+		t.Fatalf("acquired claim = attempt %d prev %d details %q lease %v", c.Attempt, c.PrevFence, c.Details, c.Lease)
+	}
+	if c.Fence != c.Lease.Fence() {
+		t.Fatalf("claim fence %d, lease fence %d", c.Fence, c.Lease.Fence())
+	}
+	before := time.Now().Add(-2 * time.Second)
+	if err := e.s.Complete(ctx, c, []byte("done")); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	select {
+	case <-c.Lease.Done():
+	case <-time.After(time.Second):
+		t.Fatal("lease still held after Complete")
+	}
+	if err := e.s.Complete(ctx, c, []byte("again")); !errors.Is(err, ErrNotClaimed) {
+		t.Fatalf("second Complete = %v, want ErrNotClaimed", err)
+	}
+	d := e.claim(t, "order-1", fp("a"), Duplicate)
+	want := Record{State: Completed, Fence: c.Fence, Fingerprint: fp("a"), Attempt: 1, Result: []byte("done")}
+	if diff := cmp.Diff(want, *d.Record, cmpRecord); diff != "" {
+		t.Fatalf("duplicate record (-want +got):\n%s", diff)
+	}
+	if d.Record.At.Before(before) || d.Record.At.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("record time %v not near now", d.Record.At)
+	}
+	if d.Fence != c.Fence || d.Lease != nil || d.Err != nil || d.Record.Err("order-1") != nil {
+		t.Fatalf("duplicate = %+v", d)
+	}
+	if ks, _ := e.c.Keys(ctx, e.prefix+"lease:*").Result(); len(ks) != 0 {
+		t.Fatalf("lease keys left after Complete: %q", ks)
+	}
+}
+
+// cmpRecord ignores the record time, checked separately.
+var cmpRecord = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".At" }, cmp.Ignore())
+
+func TestHeld(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	c := e.claim(t, "k", fp("a"), Acquired)
+	h := e.claim(t, "k", fp("a"), Held)
+	if h.Holder != c.Lease.Token() {
+		t.Fatalf("holder %q, want the first claim's token", h.Holder)
+	}
+	if h.Remaining <= 0 || h.Remaining > e.m.TTL() {
+		t.Fatalf("remaining %v, want within (0, %v]", h.Remaining, e.m.TTL())
+	}
+	if h.Lease != nil || h.Record != nil {
+		t.Fatalf("held claim carries a lease or a record: %+v", h)
+	}
+	// A held claim cannot finish anything.
+	if err := e.s.Complete(t.Context(), h, nil); !errors.Is(err, ErrNotClaimed) {
+		t.Fatalf("Complete(held) = %v, want ErrNotClaimed", err)
+	}
+}
+
+func TestConcurrentClaimsOneAcquires(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	const n = 100
+	var (
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+		claims = make([]*Claim, n)
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			claims[i], _ = e.s.Claim(t.Context(), "contended", fp("p"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	got := map[Outcome]int{}
+	for _, c := range claims {
+		if c.Err != nil {
+			t.Fatalf("claim error: %v", c.Err)
+		}
+		got[c.Outcome]++
+	}
+	if diff := cmp.Diff(map[Outcome]int{Acquired: 1, Held: n - 1}, got); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	// While the key is processing.
+	c := e.claim(t, "k", fp("a"), Acquired)
+	m := e.claim(t, "k", fp("b"), Mismatch)
+	var me *MismatchError
+	if !errors.As(m.Err, &me) || !errors.Is(m.Err, ErrMismatch) {
+		t.Fatalf("mismatch error %v is not a *MismatchError", m.Err)
+	}
+	if me.Record.State != Processing || me.Record.Fingerprint != fp("a") || me.Got != fp("b") || me.Record.Fence != c.Fence {
+		t.Fatalf("mismatch error carries %+v", me)
+	}
+	// After completion.
+	if err := e.s.Complete(ctx, c, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	m = e.claim(t, "k", fp("b"), Mismatch)
+	if m.Record.State != Completed || string(m.Record.Result) != "r" {
+		t.Fatalf("mismatch record %+v", m.Record)
+	}
+	if !strings.Contains(m.Err.Error(), "fingerprint mismatch") {
+		t.Fatalf("error text %q", m.Err)
+	}
+	e.claim(t, "k", fp("a"), Duplicate)
+}
+
+func TestFailTerminalReplays(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	c := e.claim(t, "k", fp("a"), Acquired)
+	if err := e.s.Fail(t.Context(), c, Terminal, errors.New("card declined")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	<-c.Lease.Done()
+	for range 2 {
+		d := e.claim(t, "k", fp("a"), Duplicate)
+		if d.Record.State != Failed {
+			t.Fatalf("state %v, want FAILED", d.Record.State)
+		}
+		var fe *FailedError
+		if err := d.Record.Err("k"); !errors.As(err, &fe) || !errors.Is(err, ErrFailed) || fe.Message != "card declined" || fe.Fence != c.Fence {
+			t.Fatalf("replayed error %v", err)
+		}
+	}
+}
+
+func TestFailRetryableKeepsAttemptAndDetails(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	c1 := e.claim(t, "k", fp("a"), Acquired)
+	if err := e.s.SaveDetails(ctx, c1, []byte(`{"page":7}`)); err != nil {
+		t.Fatalf("SaveDetails: %v", err)
+	}
+	if err := e.s.Fail(ctx, c1, Retryable, errors.New("timeout")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	c2 := e.claim(t, "k", fp("a"), Acquired)
+	if c2.Attempt != 2 || c2.PrevFence != c1.Fence || c2.Fence <= c1.Fence || string(c2.Details) != `{"page":7}` {
+		t.Fatalf("retry claim: attempt %d fence %d prev %d details %q (first fence %d)",
+			c2.Attempt, c2.Fence, c2.PrevFence, c2.Details, c1.Fence)
+	}
+	if err := e.s.Complete(ctx, c2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.c.Exists(ctx, e.s.detailsKey(c2.tag, "k")).Result(); n != 0 {
+		t.Fatal("details left after Complete")
+	}
+	d := e.claim(t, "k", fp("a"), Duplicate)
+	if d.Record.Attempt != 2 || d.Record.Fence != c2.Fence {
+		t.Fatalf("record %+v", d.Record)
+	}
+}
+
+func TestFailKeepHolds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithKeepHold(300 * time.Millisecond)})
+	c1 := e.claim(t, "k", fp("a"), Acquired)
+	if err := e.s.Fail(t.Context(), c1, Keep, errors.New("rate limited")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	h := e.claim(t, "k", fp("a"), Held)
+	if h.Holder != "" || h.Remaining <= 0 || h.Remaining > 300*time.Millisecond {
+		t.Fatalf("held by keep: holder %q remaining %v", h.Holder, h.Remaining)
+	}
+	time.Sleep(h.Remaining + 50*time.Millisecond)
+	c2 := e.claim(t, "k", fp("a"), Acquired)
+	if c2.Attempt != 2 || c2.Fence <= c1.Fence {
+		t.Fatalf("after the hold: attempt %d fence %d", c2.Attempt, c2.Fence)
+	}
+}
+
+func TestCrashThenTakeover(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ttl := time.Second
+	// The crashed worker: its Manager ends without releasing (as a killed
+	// process would), so nothing renews the lease.
+	a := setupOn(t, c, prefix, nil, lease.WithTTL(ttl), lease.WithLeaveOnShutdown(true))
+	b := setupOn(t, c, prefix, nil, lease.WithTTL(ttl))
+	c1 := a.claim(t, "job", fp("x"), Acquired)
+	if err := a.s.SaveDetails(t.Context(), c1, []byte("step 3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.m.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.claim(t, "job", fp("x"), Held)
+	var c2 *Claim
+	deadline := time.Now().Add(5 * ttl)
+	for {
+		c2, _ = b.s.Claim(t.Context(), "job", fp("x"))
+		if c2.Outcome != Held || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c2.Outcome != Takeover {
+		t.Fatalf("after the TTL: %v (%v), want takeover", c2.Outcome, c2.Err)
+	}
+	if c2.PrevFence != c1.Fence || c2.Fence <= c1.Fence || c2.Attempt != 2 || string(c2.Details) != "step 3" {
+		t.Fatalf("takeover: fence %d prev %d attempt %d details %q; crashed fence %d",
+			c2.Fence, c2.PrevFence, c2.Attempt, c2.Details, c1.Fence)
+	}
+	if err := b.s.Complete(t.Context(), c2, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestZombieCompleteAfterTakeover(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := t.Context()
+	// The zombie's Manager would renew only after 9s: its lease key is made to
+	// vanish (as if it had expired during a stall) while it still believes
+	// it holds it, so the fence check in Redis is what stops it.
+	zombie := setupOn(t, c, prefix, nil, lease.WithTTL(10*time.Second), lease.WithRenewInterval(9*time.Second))
+	owner := setupOn(t, c, prefix, nil)
+	z := zombie.claim(t, "k", fp("a"), Acquired)
+	if err := c.Del(ctx, zombie.m.Key(z.Lease.Name())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := owner.claim(t, "k", fp("a"), Takeover)
+	if n.PrevFence != z.Fence {
+		t.Fatalf("takeover prev fence %d, want %d", n.PrevFence, z.Fence)
+	}
+	if err := owner.s.Complete(ctx, n, []byte("new owner")); err != nil {
+		t.Fatal(err)
+	}
+	err := zombie.s.Complete(ctx, z, []byte("zombie"))
+	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("zombie Complete = %v, want ErrLeaseLost", err)
+	}
+	if err := zombie.s.SaveDetails(ctx, z, []byte("x")); !errors.Is(err, ErrNotClaimed) && !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("zombie SaveDetails = %v", err)
+	}
+	d := owner.claim(t, "k", fp("a"), Duplicate)
+	if string(d.Record.Result) != "new owner" || d.Record.Fence != n.Fence {
+		t.Fatalf("record after the zombie: %q fence %d, want the new owner's (fence %d)", d.Record.Result, d.Record.Fence, n.Fence)
+	}
+	select {
+	case <-z.Lease.Done():
+		if !errors.Is(z.Lease.Err(), lease.ErrLost) {
+			t.Fatalf("zombie lease ended with %v", z.Lease.Err())
+		}
+	case <-time.After(time.Second):
+		t.Fatal("zombie lease not ended")
+	}
+}
+
+func TestRetentionExpiryRunsAgain(t *testing.T) {
+	t.Parallel()
+	const retention = 2 * time.Second
+	e := setup(t, []Opt{WithRetention(retention), WithWindows(2)})
+	c1 := e.claim(t, "k", fp("a"), Acquired)
+	if err := e.s.Complete(t.Context(), c1, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	done := time.Now()
+	time.Sleep(retention / 2)
+	e.claim(t, "k", fp("a"), Duplicate)
+	// Kept at most retention + retention/windows.
+	time.Sleep(time.Until(done.Add(retention + retention/2 + 200*time.Millisecond)))
+	c2 := e.claim(t, "k", fp("b"), Acquired)
+	if c2.Fence <= c1.Fence || c2.Attempt != 1 {
+		t.Fatalf("after the retention: fence %d (was %d) attempt %d", c2.Fence, c1.Fence, c2.Attempt)
+	}
+}
+
+func TestBoundsWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithMaxKeyLen(16), WithMaxResult(10), WithMaxDetails(4)})
+	ctx := t.Context()
+	for _, k := range []string{"", strings.Repeat("k", 17), "a\nb", "tab\there", "del\x7f", "c1\u0085", "bad\xff"} {
+		c, err := e.s.Claim(ctx, k, fp("a"))
+		var ke *KeyError
+		if !errors.As(err, &ke) || !errors.Is(err, ErrInvalidKey) || c.Outcome != 0 || c.Lease != nil {
+			t.Errorf("Claim(%q) = %v, %v; want a *KeyError", k, c.Outcome, err)
+		}
+	}
+	if ks := e.keys(t); len(ks) != 0 {
+		t.Fatalf("invalid keys wrote %q", ks)
+	}
+	c := e.claim(t, strings.Repeat("k", 16), fp("a"), Acquired)
+	var te *TooLargeError
+	if err := e.s.Complete(ctx, c, make([]byte, 11)); !errors.As(err, &te) || te.Size != 11 || te.Limit != 10 {
+		t.Fatalf("Complete(11 bytes) = %v, want a *TooLargeError", err)
+	}
+	if err := e.s.SaveDetails(ctx, c, []byte("12345")); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("SaveDetails(5 bytes) = %v", err)
+	}
+	// Nothing was written: the key is still processing, and the claim can
+	// still complete within the bound.
+	e.claim(t, c.Key, fp("a"), Held)
+	if err := e.s.Complete(ctx, c, make([]byte, 10)); err != nil {
+		t.Fatalf("Complete(10 bytes): %v", err)
+	}
+}
+
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	done := e.claim(t, "done", fp("d"), Acquired)
+	if err := e.s.Complete(ctx, done, []byte("cached")); err != nil {
+		t.Fatal(err)
+	}
+	e.claim(t, "busy", fp("b"), Acquired)
+	reqs := []Request{{"done", fp("d")}, {"busy", fp("b")}, {"", fp("x")}, {"other", fp("o")}}
+	for i := range 50 {
+		reqs = append(reqs, Request{fmt.Sprintf("new-%d", i), fp("n")})
+	}
+	cs := e.s.ClaimBatch(ctx, reqs)
+	got := make([]Outcome, len(cs))
+	want := []Outcome{Duplicate, Held, 0, Acquired}
+	var comps []Completion
+	for i, c := range cs {
+		got[i] = c.Outcome
+		if i >= 4 {
+			want = append(want, Acquired)
+		}
+		if c.Outcome == Acquired {
+			comps = append(comps, Completion{Claim: c, Result: []byte(c.Key)})
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("batch outcomes (-want +got):\n%s", diff)
+	}
+	if !errors.Is(cs[2].Err, ErrInvalidKey) {
+		t.Fatalf("empty key in a batch: %v", cs[2].Err)
+	}
+	for i, err := range e.s.CompleteBatch(ctx, comps) {
+		if err != nil {
+			t.Fatalf("CompleteBatch[%d]: %v", i, err)
+		}
+	}
+	again := e.s.ClaimBatch(ctx, reqs[3:])
+	for _, c := range again {
+		if c.Outcome != Duplicate || string(c.Record.Result) != c.Key {
+			t.Fatalf("after CompleteBatch, %q: %v %q", c.Key, c.Outcome, c.Record.Result)
+		}
+	}
+}
+
+func TestLargeResultKeepsBucketsCompact(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithShards(1)})
+	ctx := t.Context()
+	big := []byte(strings.Repeat("r", 5000))
+	for i, res := range [][]byte{big, []byte("small"), nil} {
+		k := fmt.Sprintf("k%d", i)
+		c := e.claim(t, k, fp("a"), Acquired)
+		if err := e.s.Complete(ctx, c, res); err != nil {
+			t.Fatal(err)
+		}
+		d := e.claim(t, k, fp("a"), Duplicate)
+		if !cmp.Equal(string(d.Record.Result), string(res)) {
+			t.Fatalf("%s: replayed %d bytes, want %d", k, len(d.Record.Result), len(res))
+		}
+	}
+	buckets, _ := e.c.Keys(ctx, e.prefix+"idem:b:*").Result()
+	if len(buckets) == 0 {
+		t.Fatal("no bucket")
+	}
+	for _, b := range buckets {
+		if enc, _ := e.c.ObjectEncoding(ctx, b).Result(); enc != "listpack" {
+			t.Fatalf("bucket %s encoding %q, want listpack", b, enc)
+		}
+	}
+}
+
+func TestCompleteAfterLocalLoss(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, lease.WithTTL(time.Second))
+	c := e.claim(t, "k", fp("a"), Acquired)
+	lost := make(chan error, 1)
+	c.Lease.OnLost(func(err error) { lost <- err })
+	if err := e.c.Del(t.Context(), e.m.Key(c.Lease.Name())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(3 * time.Second):
+		t.Fatal("renewer did not notice the lost lease")
+	}
+	if err := e.s.Complete(t.Context(), c, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Complete after loss = %v, want ErrLeaseLost", err)
+	}
+	e.claim(t, "k", fp("a"), Takeover)
+}
+
+func TestCompleteDoesNotFireOnLost(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, lease.WithTTL(600*time.Millisecond))
+	c := e.claim(t, "k", fp("a"), Acquired)
+	lost := make(chan error, 1)
+	c.Lease.OnLost(func(err error) { lost <- err })
+	if err := e.s.Complete(t.Context(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lost:
+		t.Fatalf("OnLost ran after a successful Complete: %v", err)
+	case <-time.After(time.Second):
+	}
+	if got := len(e.m.Held()); got != 0 {
+		t.Fatalf("Manager still holds %d leases", got)
+	}
+}
+

@@ -1,0 +1,70 @@
+// Package idempotency runs each job of an at-least-once stream once in
+// effect: a record per idempotency key, claimed under an owner-tokened,
+// fenced lease (package lease), completed with a fenced write, and replayed to
+// every later duplicate.
+//
+// # States
+//
+//	absent ──claim──▶ PROCESSING (token, fence F, attempt n) + lease
+//	PROCESSING, lease live          ──claim──▶ Held (do not run, do not ack)
+//	PROCESSING, lease expired       ──claim──▶ Takeover: fence > F, PrevFence = F (compensate F first)
+//	PROCESSING ──Complete(token, F)──▶ COMPLETED (result)          ErrLeaseLost if not the holder
+//	PROCESSING ──Fail(Retryable)───▶ RELEASED (attempt kept) ──claim──▶ Acquired, attempt n+1
+//	PROCESSING ──Fail(Keep)────────▶ RELEASED + hold ──claim──▶ Held until the hold ends
+//	PROCESSING ──Fail(Terminal)────▶ FAILED (error text, cached like a result)
+//	COMPLETED / FAILED ──claim──▶ Duplicate (replayed); another fingerprint ──▶ Mismatch
+//	any record ──retention──▶ absent (the key runs again, with a higher fence)
+//
+// Every transition is one Lua script (package lua: idem_claim.lua,
+// idem_complete.lua, idem_release.lua, idem_details.lua). The claim script
+// reads the record, compares the payload fingerprint, checks the lease and
+// creates it (in the lease package's key layout, fence = max(previous + 1,
+// Redis TIME in µs)) in one step; the Store then hands the lease to
+// lease.Manager.Adopt, whose batched renewer keeps it alive while the job
+// runs. The other scripts are fenced: they write only while the caller's
+// token and fence still own the lease.
+//
+// # Layout
+//
+// One Redis key per record costs about 100 bytes of key overhead alone, so
+// records are not keys. Each idempotency key K hashes (SHA-256) to a shard
+// (bytes 16..19, modulo WithShards, default 65536) and a 16-byte field name
+// (bytes 0..15). Records live in buckets, one hash per (shard, time window):
+//
+//	<prefix>idem:b:{i:<shard>}:<window start ms>   field = 16-byte hash of K, value = packed record
+//
+// A window is Retention/WithWindows long (default 24h/2). A record is written
+// into the bucket of the current window (by Redis TIME, inside the script),
+// and the bucket expires at the end of its window plus the retention, so a
+// record is kept at least the retention and at most retention + one window.
+// A claim looks up the current window and the WithWindows earlier ones. The
+// record value is 18 bytes (state, 56-bit fence, 64-bit fingerprint,
+// attempt), plus a 4-byte time and the result for an outcome: about 42 bytes
+// per completed record inside a listpack-encoded hash. A result that would
+// push a value past the server's hash-max-listpack-value goes to its own key
+// (<prefix>idem:r:{i:<shard>}:K, same expiry), so buckets stay listpacks.
+// A bucket stays a listpack while it holds at most hash-max-listpack-entries
+// records: choose shards >= rate x window / hash-max-listpack-entries
+// (Capacity reports it). Changing the retention, the windows or the shards
+// starts a new layout: records written under the old one are not consulted.
+//
+// Every key of K carries the tag {i:<shard>} ([Store.Tag]): the lease
+// (Manager.Key("{i:<shard>}:K")), the heartbeat details
+// (<prefix>idem:d:{i:<shard>}:K) and the other packages' keys for K (the
+// compensation journal), so that one script touches one Cluster slot.
+// 65536 shards spread over all 16384 slots.
+//
+// # Assumptions
+//
+// The Redis server clock does not go back (fences and windows come from
+// TIME). The Store's Manager is a lease.NewManager on the same Redis: the
+// claim script writes the lease itself. Redis must not evict keys: New
+// refuses an evicting maxmemory-policy unless WithAllowEviction.
+//
+// # Failures
+//
+// Redis unreachable (or refusing writes) is ErrUnavailable, never an outcome:
+// do not run the job and do not acknowledge the message. Keys, results and
+// details are bounded ([WithMaxKeyLen], [WithMaxResult], [WithMaxDetails]);
+// an oversized value is refused with nothing written, never truncated.
+package idempotency

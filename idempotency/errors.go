@@ -1,0 +1,144 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/lease"
+)
+
+// ErrLeaseLost is returned by Complete, Fail and SaveDetails when the caller no
+// longer holds the key's lease with its token and fence (it expired, or another
+// owner took the key over). Nothing was written: the record of the current
+// owner stands. errors.Is(err, lease.ErrLost) also holds.
+var ErrLeaseLost = fmt.Errorf("idempotency: lease lost: %w", lease.ErrLost)
+
+// ErrUnavailable is returned when Redis cannot be reached or cannot take the
+// write (connection refused, timeout, OOM, LOADING, READONLY, CLUSTERDOWN).
+// It is not a business outcome: the caller must not run the job nor
+// acknowledge the message. errors.Is(err, lease.ErrUnavailable) also holds.
+var ErrUnavailable = fmt.Errorf("idempotency: redis unavailable: %w", lease.ErrUnavailable)
+
+// ErrMismatch is matched by a *MismatchError: the key already has a record
+// whose payload fingerprint differs from the claim's.
+var ErrMismatch = errors.New("idempotency: fingerprint mismatch")
+
+// ErrInvalidKey is matched by a *KeyError: the idempotency key is empty, too
+// long, not UTF-8, or contains control characters. Nothing was written.
+var ErrInvalidKey = errors.New("idempotency: invalid key")
+
+// ErrTooLarge is matched by a *TooLargeError: a result or heartbeat details
+// exceed the configured bound. Nothing was written; results are never
+// truncated.
+var ErrTooLarge = errors.New("idempotency: too large")
+
+// ErrEvictionPolicy is matched by a *PolicyError: the server's
+// maxmemory-policy may evict keys, so leases and records could vanish.
+var ErrEvictionPolicy = errors.New("idempotency: maxmemory-policy evicts keys")
+
+// ErrPolicyUnknown is returned by New when maxmemory-policy cannot be read
+// (CONFIG disabled or renamed, or not permitted) and no WithMaxmemoryPolicy
+// option states it.
+var ErrPolicyUnknown = errors.New("idempotency: cannot read maxmemory-policy")
+
+// ErrFailed is matched by a *FailedError: the key's stored outcome is a
+// terminal failure, replayed by Claim as a Duplicate.
+var ErrFailed = errors.New("idempotency: failed terminally")
+
+// ErrNotClaimed is returned when Complete, Fail or SaveDetails get a Claim
+// that does not hold a lease (its outcome is not Acquired or Takeover), or
+// that was already finished.
+var ErrNotClaimed = errors.New("idempotency: claim holds no lease")
+
+// ErrCorrupt is returned when a stored record cannot be decoded.
+var ErrCorrupt = errors.New("idempotency: corrupt record")
+
+// MismatchError reports a claim whose payload fingerprint differs from the
+// one stored for the key. It matches ErrMismatch.
+type MismatchError struct {
+	Key    string      // the idempotency key
+	Got    Fingerprint // the claim's fingerprint
+	Record Record      // the stored record
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("idempotency: fingerprint mismatch for key %s: claim %x, stored %x (%s, fence %d)",
+		quoteKey(e.Key), e.Got[:], e.Record.Fingerprint[:], e.Record.State, e.Record.Fence)
+}
+
+// Unwrap returns ErrMismatch.
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// KeyError reports an idempotency key that fails validation. It matches
+// ErrInvalidKey.
+type KeyError struct {
+	Key    string // the key, shortened for display
+	Reason string // what is wrong with it
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("idempotency: invalid key %s: %s", quoteKey(e.Key), e.Reason)
+}
+
+// Unwrap returns ErrInvalidKey.
+func (e *KeyError) Unwrap() error { return ErrInvalidKey }
+
+// TooLargeError reports a value over its bound. It matches ErrTooLarge.
+type TooLargeError struct {
+	What  string // "result" or "details"
+	Size  int    // bytes given
+	Limit int    // bytes allowed
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("idempotency: %s of %d bytes exceeds the limit of %d bytes", e.What, e.Size, e.Limit)
+}
+
+// Unwrap returns ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+
+// PolicyError reports a maxmemory-policy that evicts keys. It matches
+// ErrEvictionPolicy.
+type PolicyError struct {
+	Policy string // the server's maxmemory-policy
+	Node   string // the server address, when known
+}
+
+func (e *PolicyError) Error() string {
+	node := ""
+	if e.Node != "" {
+		node = " on " + e.Node
+	}
+	return fmt.Sprintf("idempotency: maxmemory-policy is %q%s: under memory pressure Redis would evict lease and "+
+		"record keys, so a held job could be run twice and a completed one replayed; set maxmemory-policy "+
+		"noeviction, or pass WithAllowEviction to accept the risk", e.Policy, node)
+}
+
+// Unwrap returns ErrEvictionPolicy.
+func (e *PolicyError) Unwrap() error { return ErrEvictionPolicy }
+
+// FailedError is the cached terminal failure of a key, replayed on every
+// later claim. It matches ErrFailed.
+type FailedError struct {
+	Key     string    // the idempotency key
+	Message string    // the error text recorded by Fail
+	Fence   uint64    // the fence of the attempt that failed
+	At      time.Time // when it failed (Redis time, second precision)
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("idempotency: key %s failed terminally (fence %d): %s", quoteKey(e.Key), e.Fence, e.Message)
+}
+
+// Unwrap returns ErrFailed.
+func (e *FailedError) Unwrap() error { return ErrFailed }
+
+// quoteKey quotes a key for an error message, shortened to 64 bytes.
+func quoteKey(k string) string {
+	const max = 64
+	if len(k) > max {
+		return fmt.Sprintf("%q...(%d bytes)", k[:max], len(k))
+	}
+	return fmt.Sprintf("%q", k)
+}

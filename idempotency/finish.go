@@ -1,0 +1,348 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/lua"
+)
+
+// Policy says what Fail does with the key.
+type Policy uint8
+
+// Failure policies.
+const (
+	// Retryable releases the key at once: the next claim runs it again (as
+	// Acquired, with the attempt count kept and the heartbeat details
+	// readable).
+	Retryable Policy = iota + 1
+	// Terminal records the failure (FAILED); later claims replay it as a
+	// Duplicate whose Record.Err is a *FailedError.
+	Terminal
+	// Keep releases the lease but holds the key for the keep hold
+	// (WithKeepHold, default the lease TTL): claims answer Held until then,
+	// then Acquired.
+	Keep
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Retryable:
+		return "retryable"
+	case Terminal:
+		return "terminal"
+	case Keep:
+		return "keep"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Completion is one result to record, for CompleteBatch.
+type Completion struct {
+	Claim  *Claim
+	Result []byte
+}
+
+// Complete records result as the outcome of c's key and releases its lease,
+// in one fenced script: when c no longer holds the lease (it expired, or was
+// taken over), nothing is written and the error wraps ErrLeaseLost. A result
+// over the limit (WithMaxResult) is refused with a *TooLargeError and nothing
+// is written: the caller still holds the lease and may Fail.
+func (s *Store) Complete(ctx context.Context, c *Claim, result []byte) error {
+	return s.CompleteBatch(ctx, []Completion{{Claim: c, Result: result}})[0]
+}
+
+// CompleteBatch records many results in one pipeline (one round trip per
+// Redis node). It returns one error per completion, in order (nil when
+// recorded).
+func (s *Store) CompleteBatch(ctx context.Context, cs []Completion) []error {
+	out := make([]error, len(cs))
+	ops := make([]finishOp, 0, len(cs))
+	for i, x := range cs {
+		if len(x.Result) > s.cfg.maxResult {
+			out[i] = &TooLargeError{What: "result", Size: len(x.Result), Limit: s.cfg.maxResult}
+			continue
+		}
+		ops = append(ops, finishOp{i: i, c: x.Claim, state: Completed, result: x.Result})
+	}
+	s.finish(ctx, ops, out)
+	return out
+}
+
+// Fail ends c's attempt with err under policy (see Policy), in one fenced
+// script. Terminal stores err's text (cut to the result limit, marked as cut)
+// as the key's cached outcome. ErrLeaseLost: nothing was written.
+func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) error {
+	switch policy {
+	case Terminal:
+		msg := "unknown error"
+		if err != nil {
+			msg = err.Error()
+		}
+		if len(msg) > s.cfg.maxResult {
+			const mark = "...(cut)"
+			msg = msg[:max(0, s.cfg.maxResult-len(mark))] + mark
+			msg = msg[:min(len(msg), s.cfg.maxResult)]
+		}
+		out := make([]error, 1)
+		s.finish(ctx, []finishOp{{c: c, state: Failed, result: []byte(msg)}}, out)
+		return out[0]
+	case Retryable, Keep:
+	default:
+		return fmt.Errorf("idempotency: unknown failure policy %d", policy)
+	}
+	if err := s.begin(c); err != nil {
+		return err
+	}
+	hold := int64(0)
+	if policy == Keep {
+		hold = max(s.cfg.hold.Milliseconds(), 1)
+	}
+	_, ferr := s.m.Fenced(ctx, c.Lease, lua.IdemRelease, []string{s.bucketKey(c.tag, c.window)},
+		c.h.field(), c.fp[:], c.Attempt, hold, deleteFlag(c.Lease))
+	if ferr = s.end(c, ferr); ferr == nil {
+		s.endLeases(ctx, []*lease.Lease{c.Lease})
+	}
+	return ferr
+}
+
+// SaveDetails stores heartbeat details (a progress checkpoint) for c's key,
+// fenced: the next attempt of the key gets them in Claim.Details. They live
+// until the key completes or fails terminally (or for the retention).
+func (s *Store) SaveDetails(ctx context.Context, c *Claim, details []byte) error {
+	if len(details) > s.cfg.maxDetails {
+		return &TooLargeError{What: "details", Size: len(details), Limit: s.cfg.maxDetails}
+	}
+	c.mu.Lock()
+	if c.Lease == nil || c.finished {
+		c.mu.Unlock()
+		return ErrNotClaimed
+	}
+	c.details = true
+	c.mu.Unlock()
+	_, err := s.m.Fenced(ctx, c.Lease, lua.IdemDetails, []string{s.detailsKey(c.tag, c.Key)},
+		details, s.cfg.retention.Milliseconds())
+	return mapFenced(err)
+}
+
+type finishOp struct {
+	i      int
+	c      *Claim
+	state  State
+	result []byte
+}
+
+// begin marks c as finishing; a claim is finished once.
+func (s *Store) begin(c *Claim) error {
+	if c == nil {
+		return ErrNotClaimed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Lease == nil || c.finished {
+		return ErrNotClaimed
+	}
+	c.finished = true
+	return nil
+}
+
+// end settles a claim after its fenced script: when the attempt may be
+// retried (Redis unreachable), the claim can be finished again. On success
+// the caller ends the lease (endLeases).
+func (s *Store) end(c *Claim, err error) error {
+	err = mapFenced(err)
+	switch {
+	case err == nil, errors.Is(err, ErrLeaseLost):
+	default:
+		c.mu.Lock()
+		c.finished = false
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func mapFenced(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lease.ErrLost):
+		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	}
+	return classify(err)
+}
+
+// finish runs the complete script for ops in one pipeline and stores each
+// outcome in out[op.i].
+func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
+	todo := ops[:0:0]
+	for _, op := range ops {
+		if err := s.begin(op.c); err != nil {
+			out[op.i] = err
+			continue
+		}
+		if err := op.c.Lease.Err(); err != nil {
+			out[op.i] = s.end(op.c, err)
+			continue
+		}
+		todo = append(todo, op)
+	}
+	var ended []*lease.Lease
+	defer func() { s.endLeases(ctx, ended) }()
+	wide := false
+	for try := 0; len(todo) > 0; try++ {
+		base, n := s.windowRange(0, wide)
+		var cmds []*redis.Cmd
+		var perr error
+		if len(todo) == 1 {
+			// One completion goes through the Manager, which ends the lease
+			// at once when the script answers lost.
+			keys, args := s.completeArgs(todo[0], base, n)
+			res, err := s.m.Fenced(ctx, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
+			cmd := redis.NewCmd(ctx)
+			cmd.SetVal(res)
+			cmd.SetErr(err)
+			cmds = []*redis.Cmd{cmd}
+		} else {
+			cmds, perr = s.pipeline(ctx, len(todo), func(p redis.Pipeliner, j int) *redis.Cmd {
+				keys, args := s.completeArgs(todo[j], base, n)
+				return lua.IdemComplete.EvalSha(ctx, p, keys, args...)
+			})
+		}
+		var again []finishOp
+		for j, op := range todo {
+			if perr != nil && cmds[j] == nil {
+				out[op.i] = s.end(op.c, perr)
+				continue
+			}
+			code, err := cmds[j].Int64()
+			switch {
+			case errors.Is(err, lease.ErrLost):
+				out[op.i] = s.end(op.c, err)
+			case err != nil:
+				out[op.i] = s.end(op.c, err)
+			case code == lua.StatusLost:
+				out[op.i] = s.end(op.c, s.lost(op.c))
+			case code == lua.IdemWindowSkew:
+				again = append(again, op)
+			case code == lua.IdemOK:
+				out[op.i] = s.end(op.c, nil)
+				ended = append(ended, op.c.Lease)
+			default:
+				out[op.i] = s.end(op.c, fmt.Errorf("%w: complete status %d", ErrCorrupt, code))
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		err := s.calibrate(ctx)
+		if err == nil && try == 2 {
+			err = errors.New("idempotency: complete: the Redis clock keeps moving away from the windows computed for it")
+		}
+		if err != nil {
+			for _, op := range again {
+				out[op.i] = s.end(op.c, err)
+			}
+			break
+		}
+		todo, wide = again, true
+	}
+}
+
+// completeArgs returns the KEYS and ARGV of the complete script for op, with
+// the windows base..base+n-1.
+func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
+	c := op.c
+	keys := make([]string, 0, 4+n)
+	keys = append(keys, s.m.Key(c.Lease.Name()), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key),
+		s.bucketKey(c.tag, c.window))
+	for w := base; w < base+int64(n); w++ {
+		keys = append(keys, s.bucketKey(c.tag, w))
+	}
+	external := "0"
+	if outcomeLen+len(op.result) > s.inline {
+		external = "1"
+	}
+	c.mu.Lock()
+	details := "0"
+	if c.details {
+		details = "1"
+	}
+	c.mu.Unlock()
+	return keys, []any{c.Lease.Token(), strconv.FormatUint(c.Lease.Fence(), 10),
+		c.h.field(), c.fp[:], c.Attempt, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(),
+		int(op.state), external, details, op.result, deleteFlag(c.Lease)}
+}
+
+// lost reports a fenced script's lost answer for c's lease: the lease is
+// ended as lost through the Manager (its OnLost callbacks run), as
+// Manager.Fenced does.
+func (s *Store) lost(c *Claim) error {
+	err := c.Lease.Err()
+	if err == nil {
+		err = lease.ErrLost
+	}
+	return fmt.Errorf("idempotency: complete %s: %w", quoteKey(c.Key), err)
+}
+
+// forgetter is a Lease that can be ended locally, without a call to Redis and
+// without running its OnLost callbacks.
+type forgetter interface{ Forget() }
+
+// deleteFlag tells a finishing script whether to delete the lease key itself
+// (in the same atomic step as the record write): only when the Lease can then
+// be ended locally. Otherwise the key stays until endLeases releases it
+// through the Manager; the record is written either way.
+func deleteFlag(l *lease.Lease) string {
+	if _, ok := any(l).(forgetter); ok {
+		return "1"
+	}
+	return "0"
+}
+
+// endLeases ends the leases of finished claims: locally when the script
+// deleted their keys, else by releasing them through the Manager (a few at a
+// time, each retried briefly; a lease that cannot be released stays renewed
+// and is logged).
+func (s *Store) endLeases(ctx context.Context, ls []*lease.Lease) {
+	if len(ls) == 0 {
+		return
+	}
+	if _, ok := any(ls[0]).(forgetter); ok {
+		for _, l := range ls {
+			any(l).(forgetter).Forget()
+		}
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, l := range ls {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var err error
+			for try := range 3 {
+				rctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+				err = l.Release(rctx)
+				cancel()
+				if err == nil || !errors.Is(err, lease.ErrUnavailable) {
+					break
+				}
+				time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+			}
+			if err != nil && !errors.Is(err, lease.ErrLost) {
+				s.log.Warn("idempotency: lease of a finished key not released", slog.String("lease", l.Name()),
+					slog.String("error", err.Error()))
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,73 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Layout of one idempotency key K (tag = Tag(K), every key in one Cluster slot):
+//
+//	lease     Manager.Key(tag + ":" + K)                 hash tok/fen, PX = lease TTL
+//	bucket    <prefix>idem:b:<tag>:<window start ms>     hash: field = 16-byte hash of K, value = record
+//	details   <prefix>idem:d:<tag>:<K>                   string, heartbeat details, PX = retention
+//	result    <prefix>idem:r:<tag>:<K>                   string, a result too large to sit in the bucket
+//
+// A bucket holds the records of every key of its shard written in its window;
+// it expires at window end + retention.
+
+// keyHash is the SHA-256 of an idempotency key: bytes 0..15 name the record
+// inside its bucket, bytes 16..19 pick the shard.
+type keyHash [sha256.Size]byte
+
+func hashKey(k string) keyHash { return sha256.Sum256([]byte(k)) }
+
+func (h *keyHash) field() string { return string(h[:16]) }
+
+func (h *keyHash) shard(n int) int { return int(binary.BigEndian.Uint32(h[16:20]) % uint32(n)) }
+
+// Tag returns the Cluster hash tag shared by every Redis key of idempotency
+// key k, braces included (for example "{i:4821}"). Other packages put their
+// own keys for k under it (compensation journals) so that a script can touch
+// them together with the record.
+func (s *Store) Tag(k string) string {
+	h := hashKey(k)
+	return s.tag(&h)
+}
+
+func (s *Store) tag(h *keyHash) string {
+	return "{i:" + strconv.Itoa(h.shard(s.cfg.shards)) + "}"
+}
+
+// LeaseName returns the name of the lease that guards key k, as given to the
+// lease.Manager; Manager.Key(LeaseName(k)) is its Redis key.
+func (s *Store) LeaseName(k string) string { return s.Tag(k) + ":" + k }
+
+func (s *Store) bucketKey(tag string, window int64) string {
+	return s.cfg.prefix + "idem:b:" + tag + ":" + strconv.FormatInt(window*s.window.Milliseconds(), 10)
+}
+
+func (s *Store) detailsKey(tag, k string) string { return s.cfg.prefix + "idem:d:" + tag + ":" + k }
+
+func (s *Store) resultKey(tag, k string) string { return s.cfg.prefix + "idem:r:" + tag + ":" + k }
+
+// ValidateKey reports whether k can be used as an idempotency key: not empty,
+// at most max bytes, valid UTF-8, and free of control characters (C0, DEL and
+// C1). It returns a *KeyError otherwise.
+func ValidateKey(k string, max int) error {
+	switch {
+	case k == "":
+		return &KeyError{Key: k, Reason: "empty"}
+	case len(k) > max:
+		return &KeyError{Key: k, Reason: "longer than " + strconv.Itoa(max) + " bytes (" + strconv.Itoa(len(k)) + ")"}
+	case !utf8.ValidString(k):
+		return &KeyError{Key: k, Reason: "not valid UTF-8"}
+	}
+	for i, r := range k {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return &KeyError{Key: k, Reason: "control character " + strconv.QuoteRune(r) + " at byte " + strconv.Itoa(i)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package idempotency
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Opt configures a Store.
+type Opt interface{ apply(*cfg) }
+
+type optFunc func(*cfg)
+
+func (f optFunc) apply(c *cfg) { f(c) }
+
+type cfg struct {
+	prefix        string
+	retention     time.Duration
+	windows       int
+	shards        int
+	maxKey        int
+	maxResult     int
+	maxDetails    int
+	hold          time.Duration
+	fingerprinter Fingerprinter
+	logger        *slog.Logger
+	allowEviction bool
+	policy        string
+}
+
+// WithPrefix sets the prefix of every key the Store writes (not of lease keys,
+// which the lease.Manager names). It must not contain '{' or '}'. Default "lh:".
+func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
+
+// WithRetention sets how long a COMPLETED or FAILED record is kept after it
+// was written: a duplicate arriving within the retention is replayed; after
+// it, the key runs again (with a higher fence). Records are kept at least this
+// long and at most Retention + Retention/windows. Changing it starts a new
+// layout: records written under another retention are not consulted.
+// Default 24h.
+func WithRetention(d time.Duration) Opt { return optFunc(func(c *cfg) { c.retention = d }) }
+
+// WithWindows sets into how many time windows the retention is cut. Records
+// are grouped in buckets per window; a claim looks at windows+1 buckets, and a
+// record lives at most Retention/windows longer than the retention. Default 2.
+func WithWindows(n int) Opt { return optFunc(func(c *cfg) { c.windows = n }) }
+
+// WithShards sets the number of hash-tag shards records are spread over. Each
+// (shard, window) bucket is one Redis hash; it stays in the compact listpack
+// encoding while it holds at most hash-max-listpack-entries records, so the
+// shard count should be at least rate x window / hash-max-listpack-entries
+// (Capacity reports it). Changing it makes earlier records invisible, like
+// WithRetention. Default 65536 (four shards per Cluster slot).
+func WithShards(n int) Opt { return optFunc(func(c *cfg) { c.shards = n }) }
+
+// WithMaxKeyLen bounds the length of an idempotency key in bytes. Default 512.
+func WithMaxKeyLen(n int) Opt { return optFunc(func(c *cfg) { c.maxKey = n }) }
+
+// WithMaxResult bounds a result (or terminal error text) in bytes; a larger
+// result is refused with a *TooLargeError, never truncated. Default 64 KiB.
+func WithMaxResult(n int) Opt { return optFunc(func(c *cfg) { c.maxResult = n }) }
+
+// WithMaxDetails bounds heartbeat details in bytes. Default 64 KiB.
+func WithMaxDetails(n int) Opt { return optFunc(func(c *cfg) { c.maxDetails = n }) }
+
+// WithKeepHold sets how long Fail with the Keep policy holds a key before the
+// next claim may run it. Default: the lease Manager's TTL.
+func WithKeepHold(d time.Duration) Opt { return optFunc(func(c *cfg) { c.hold = d }) }
+
+// WithFingerprinter sets how Store.Fingerprint computes payload fingerprints.
+// Default PayloadFingerprint (a hash of the whole payload); see also
+// FieldsFingerprint and FuncFingerprint.
+func WithFingerprinter(f Fingerprinter) Opt { return optFunc(func(c *cfg) { c.fingerprinter = f }) }
+
+// WithLogger sets the logger. Default: a logger that discards everything.
+func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *cfg) { c.logger = l }) }
+
+// WithAllowEviction accepts a maxmemory-policy that evicts keys (allkeys-*,
+// volatile-*): New then logs a warning instead of refusing. Evicted leases let
+// a second owner run a held job; evicted records let a duplicate run again.
+// Default: refused.
+func WithAllowEviction() Opt { return optFunc(func(c *cfg) { c.allowEviction = true }) }
+
+// WithMaxmemoryPolicy states the server's maxmemory-policy instead of reading
+// it with CONFIG GET, for managed servers where CONFIG is disabled or renamed.
+// The stated policy is checked like a read one. Default: read from the server
+// (New fails with ErrPolicyUnknown when it cannot be read).
+func WithMaxmemoryPolicy(policy string) Opt { return optFunc(func(c *cfg) { c.policy = policy }) }

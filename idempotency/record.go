@@ -1,0 +1,158 @@
+package idempotency
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// State is the state of an idempotency record.
+type State uint8
+
+// Record states. A key without a record is absent.
+const (
+	// Processing: an attempt holds (or held, until its lease expired) the key.
+	Processing State = 1
+	// Released: the last attempt ended without an outcome (a retryable
+	// failure, or a hold); the next claim runs the key again.
+	Released State = 2
+	// Completed: the key ran to completion; its result is replayed.
+	Completed State = 3
+	// Failed: the key failed terminally; the error is replayed like a result.
+	Failed State = 4
+)
+
+func (s State) String() string {
+	switch s {
+	case Processing:
+		return "PROCESSING"
+	case Released:
+		return "RELEASED"
+	case Completed:
+		return "COMPLETED"
+	case Failed:
+		return "FAILED"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Record is the stored state of one idempotency key.
+type Record struct {
+	State       State
+	Fence       uint64      // fence of the attempt that wrote the record
+	Fingerprint Fingerprint // payload fingerprint of the key's first claim
+	Attempt     int         // attempt number, 1 for the first
+	At          time.Time   // Completed and Failed: when (Redis time, second precision)
+	Result      []byte      // Completed: the result; Failed: the error text
+	HoldUntil   time.Time   // Released by a keep failure: claims are held until then (Redis time)
+}
+
+// Err returns a *FailedError for a Failed record, and nil otherwise.
+func (r Record) Err(key string) error {
+	if r.State != Failed {
+		return nil
+	}
+	return &FailedError{Key: key, Message: string(r.Result), Fence: r.Fence, At: r.At}
+}
+
+// Binary layout of a record value, big-endian; it is what the Lua scripts
+// pack with struct format '>BI7c8I2' followed by the state's tail:
+//
+//	0      state byte: State, +flagExternal when the result is in its own key
+//	1..7   fence (56 bits; fences stay below 2^53)
+//	8..15  payload fingerprint
+//	16..17 attempt
+//	Completed/Failed: 18..21 unix seconds, 22.. inline result
+//	Released: optionally 18..23 hold-until unix milliseconds (48 bits)
+const (
+	headerLen    = 18
+	outcomeLen   = headerLen + 4
+	holdLen      = headerLen + 6
+	flagExternal = 16
+	maxFence     = 1<<53 - 1
+)
+
+// encodeRecord returns the stored form of r. external marks a result kept in
+// the record's result key (r.Result is then not included).
+func encodeRecord(r Record, external bool) []byte {
+	b := make([]byte, headerLen, outcomeLen+len(r.Result))
+	b[0] = byte(r.State)
+	if external {
+		b[0] |= flagExternal
+	}
+	var f [8]byte
+	binary.BigEndian.PutUint64(f[:], r.Fence)
+	copy(b[1:8], f[1:])
+	copy(b[8:16], r.Fingerprint[:])
+	binary.BigEndian.PutUint16(b[16:18], uint16(min(max(r.Attempt, 0), 65535)))
+	switch r.State {
+	case Completed, Failed:
+		b = binary.BigEndian.AppendUint32(b, uint32(r.At.Unix()))
+		if !external {
+			b = append(b, r.Result...)
+		}
+	case Released:
+		if !r.HoldUntil.IsZero() {
+			ms := uint64(r.HoldUntil.UnixMilli())
+			b = append(b, byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms))
+		}
+	}
+	return b
+}
+
+// decodeRecord parses a stored record value. ext is the content of the
+// record's result key, used when the value says the result lives there.
+func decodeRecord(b []byte, ext []byte, hasExt bool) (Record, error) {
+	if len(b) < headerLen {
+		return Record{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrCorrupt, len(b), headerLen)
+	}
+	var r Record
+	external := b[0]&flagExternal != 0
+	r.State = State(b[0] &^ flagExternal)
+	if b[0]&^(flagExternal|0x0f) != 0 {
+		return Record{}, fmt.Errorf("%w: unknown flags in state byte %#x", ErrCorrupt, b[0])
+	}
+	var f [8]byte
+	copy(f[1:], b[1:8])
+	r.Fence = binary.BigEndian.Uint64(f[:])
+	copy(r.Fingerprint[:], b[8:16])
+	r.Attempt = int(binary.BigEndian.Uint16(b[16:18]))
+	if r.Fence > maxFence {
+		return Record{}, fmt.Errorf("%w: fence %d above 2^53", ErrCorrupt, r.Fence)
+	}
+	switch r.State {
+	case Processing:
+		if len(b) != headerLen || external {
+			return Record{}, fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, len(b))
+		}
+	case Released:
+		switch {
+		case external:
+			return Record{}, fmt.Errorf("%w: released record with an external result", ErrCorrupt)
+		case len(b) == holdLen:
+			t := b[headerLen:]
+			ms := uint64(t[0])<<40 | uint64(t[1])<<32 | uint64(t[2])<<24 | uint64(t[3])<<16 | uint64(t[4])<<8 | uint64(t[5])
+			r.HoldUntil = time.UnixMilli(int64(ms))
+		case len(b) != headerLen:
+			return Record{}, fmt.Errorf("%w: released record of %d bytes", ErrCorrupt, len(b))
+		}
+	case Completed, Failed:
+		if len(b) < outcomeLen {
+			return Record{}, fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, len(b))
+		}
+		r.At = time.Unix(int64(binary.BigEndian.Uint32(b[headerLen:outcomeLen])), 0)
+		switch {
+		case !external:
+			r.Result = append([]byte{}, b[outcomeLen:]...)
+		case len(b) != outcomeLen:
+			return Record{}, fmt.Errorf("%w: inline bytes after an external result flag", ErrCorrupt)
+		case !hasExt:
+			return Record{}, fmt.Errorf("%w: the result key of a %s record is missing", ErrCorrupt, r.State)
+		default:
+			r.Result = append([]byte{}, ext...)
+		}
+	default:
+		return Record{}, fmt.Errorf("%w: unknown state %d", ErrCorrupt, uint8(r.State))
+	}
+	return r, nil
+}

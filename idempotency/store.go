@@ -1,0 +1,270 @@
+package idempotency
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/lua"
+)
+
+// Store keeps idempotency records in Redis and hands out their leases through
+// a lease.Manager. It is safe for concurrent use.
+type Store struct {
+	c        redis.UniversalClient
+	m        *lease.Manager
+	cfg      cfg
+	log      *slog.Logger
+	window   time.Duration // retention / windows
+	inline   int           // largest record value kept inside a bucket (hash-max-listpack-value)
+	entries  int           // hash-max-listpack-entries, for Capacity
+	policy   string        // the maxmemory-policy New found or was told
+	ttl      time.Duration // lease TTL
+	clockMu  sync.Mutex
+	local    time.Time // local time (monotonic) of the last TIME call
+	remote   time.Time // Redis time at local
+	scripts  []*redis.Script
+}
+
+// New returns a Store over client and m. m must be a started Manager built
+// with lease.NewManager on the same Redis (one node, or the same Cluster):
+// the claim script creates leases in m's key layout, and the Manager renews
+// them. ctx bounds the checks New makes: that Redis answers, that its
+// maxmemory-policy does not evict keys (see WithAllowEviction and
+// WithMaxmemoryPolicy), the listpack limits that decide how records are laid
+// out, the server clock, and loading the scripts.
+func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, opts ...Opt) (*Store, error) {
+	c := cfg{}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	c.prefix = cmp.Or(c.prefix, "lh:")
+	c.retention = cmp.Or(c.retention, 24*time.Hour)
+	c.windows = cmp.Or(c.windows, 2)
+	c.shards = cmp.Or(c.shards, 65536)
+	c.maxKey = cmp.Or(c.maxKey, 512)
+	c.maxResult = cmp.Or(c.maxResult, 64<<10)
+	c.maxDetails = cmp.Or(c.maxDetails, 64<<10)
+	if c.fingerprinter == nil {
+		c.fingerprinter = PayloadFingerprint
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case client == nil || m == nil:
+		return nil, errors.New("idempotency: New needs a Redis client and a lease.Manager")
+	case strings.ContainsAny(c.prefix, "{}"):
+		return nil, fmt.Errorf("idempotency: prefix %q must not contain '{' or '}' (hash tags are the Store's)", c.prefix)
+	case c.windows < 1 || c.windows > 16:
+		return nil, fmt.Errorf("idempotency: windows must be 1 to 16, got %d", c.windows)
+	case c.shards < 1 || c.shards > 1<<24:
+		return nil, fmt.Errorf("idempotency: shards must be 1 to 2^24, got %d", c.shards)
+	case c.retention < time.Duration(c.windows)*time.Millisecond*10:
+		return nil, fmt.Errorf("idempotency: retention %s too short for %d windows", c.retention, c.windows)
+	case c.maxKey < 1 || c.maxResult < 0 || c.maxDetails < 0:
+		return nil, errors.New("idempotency: size limits must be positive")
+	}
+	s := &Store{
+		c:       client,
+		m:       m,
+		cfg:     c,
+		log:     c.logger,
+		window:  (c.retention / time.Duration(c.windows)).Truncate(time.Millisecond),
+		ttl:     m.TTL(),
+		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemRelease, lua.IdemDetails},
+	}
+	s.cfg.hold = cmp.Or(c.hold, s.ttl)
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Fingerprint computes the fingerprint of payload with the Store's
+// Fingerprinter (see WithFingerprinter).
+func (s *Store) Fingerprint(payload []byte) (Fingerprint, error) { return s.cfg.fingerprinter(payload) }
+
+// Retention returns the configured retention.
+func (s *Store) Retention() time.Duration { return s.cfg.retention }
+
+// check runs New's start-up checks.
+func (s *Store) check(ctx context.Context) error {
+	if err := s.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("idempotency: ping: %w", classify(err))
+	}
+	if err := s.checkPolicy(ctx); err != nil {
+		return err
+	}
+	s.inline, s.entries = 64, 128
+	if v, err := s.configInt(ctx, "hash-max-listpack-value"); err == nil {
+		s.inline = v
+	}
+	if v, err := s.configInt(ctx, "hash-max-listpack-entries"); err == nil {
+		s.entries = v
+	}
+	if err := s.calibrate(ctx); err != nil {
+		return err
+	}
+	return s.loadScripts(ctx)
+}
+
+// evicts reports whether a maxmemory-policy may evict keys.
+func evicts(policy string) bool {
+	return strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-")
+}
+
+func (s *Store) checkPolicy(ctx context.Context) error {
+	type finding struct{ node, policy string }
+	var found []finding
+	if s.cfg.policy != "" {
+		found = append(found, finding{"", s.cfg.policy})
+	} else {
+		var mu sync.Mutex
+		read := func(ctx context.Context, c *redis.Client) error {
+			res, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+			if err != nil {
+				var re redis.Error
+				if errors.As(err, &re) {
+					return fmt.Errorf("%w on %s (%w): CONFIG may be disabled or renamed; "+
+						"state the policy with WithMaxmemoryPolicy", ErrPolicyUnknown, c.Options().Addr, err)
+				}
+				return fmt.Errorf("idempotency: CONFIG GET maxmemory-policy: %w", classify(err))
+			}
+			p, ok := res["maxmemory-policy"]
+			if !ok {
+				return fmt.Errorf("%w on %s: CONFIG GET returned nothing; state the policy with WithMaxmemoryPolicy",
+					ErrPolicyUnknown, c.Options().Addr)
+			}
+			mu.Lock()
+			found = append(found, finding{c.Options().Addr, p})
+			mu.Unlock()
+			return nil
+		}
+		var err error
+		switch c := s.c.(type) {
+		case *redis.ClusterClient:
+			err = c.ForEachMaster(ctx, read)
+		case *redis.Client:
+			err = read(ctx, c)
+		default:
+			var res map[string]string
+			if res, err = s.c.ConfigGet(ctx, "maxmemory-policy").Result(); err == nil {
+				found = append(found, finding{"", res["maxmemory-policy"]})
+			} else {
+				err = fmt.Errorf("%w (%w): state the policy with WithMaxmemoryPolicy", ErrPolicyUnknown, classify(err))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, f := range found {
+		s.policy = f.policy
+		if !evicts(f.policy) {
+			continue
+		}
+		perr := &PolicyError{Policy: f.policy, Node: f.node}
+		if !s.cfg.allowEviction {
+			return perr
+		}
+		s.log.Warn("idempotency: accepting an evicting maxmemory-policy", slog.String("policy", f.policy),
+			slog.String("node", f.node), slog.String("risk", perr.Error()))
+	}
+	return nil
+}
+
+// configInt reads an integer server setting (the first node's, on a Cluster).
+func (s *Store) configInt(ctx context.Context, name string) (int, error) {
+	res, err := s.c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := res[name]
+	if !ok {
+		return 0, fmt.Errorf("idempotency: no %s", name)
+	}
+	return strconv.Atoi(v)
+}
+
+func (s *Store) loadScripts(ctx context.Context) error {
+	for _, sc := range s.scripts {
+		if err := sc.Load(ctx, s.c).Err(); err != nil {
+			return fmt.Errorf("idempotency: load scripts: %w", classify(err))
+		}
+	}
+	return nil
+}
+
+// calibrate reads the Redis clock. Windows are picked from it (the scripts
+// check them against TIME and answer a skew status when they are off).
+func (s *Store) calibrate(ctx context.Context) error {
+	t0 := time.Now()
+	rt, err := s.c.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("idempotency: TIME: %w", classify(err))
+	}
+	t1 := time.Now()
+	s.clockMu.Lock()
+	s.local, s.remote = t0.Add(t1.Sub(t0)/2), rt
+	s.clockMu.Unlock()
+	return nil
+}
+
+// redisNow estimates the Redis clock from the last calibration.
+func (s *Store) redisNow() time.Time {
+	s.clockMu.Lock()
+	defer s.clockMu.Unlock()
+	return s.remote.Add(time.Since(s.local))
+}
+
+// windowRange returns the first window index and the number of windows to
+// pass to a script that needs the current window and the back earlier ones.
+// Near a window edge (or when wide is set after a skew answer), one more
+// window is passed on each side, so that a small difference between the
+// estimate and Redis's TIME still falls inside the range.
+func (s *Store) windowRange(back int, wide bool) (int64, int) {
+	w := s.window.Milliseconds()
+	now := s.redisNow().UnixMilli()
+	cur := now / w
+	margin := min(int64(time.Second/time.Millisecond), w/4)
+	if off := now % w; wide || off < margin || w-off < margin {
+		return cur - int64(back) - 1, back + 3
+	}
+	return cur - int64(back), back + 1
+}
+
+// classify maps errors from Redis: failures to reach it or to write to it
+// wrap ErrUnavailable; context errors and other replies are returned as they
+// are.
+func classify(err error) error {
+	switch {
+	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled),
+		errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, lease.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !errors.Is(err, redis.ErrClosed) {
+		for _, p := range []string{"OOM", "LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
+			if redis.HasErrorPrefix(err, p) {
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
