@@ -436,4 +436,3 @@ func TestCompleteDoesNotFireOnLost(t *testing.T) {
 		t.Fatalf("Manager still holds %d leases", got)
 	}
 }
-

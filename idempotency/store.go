@@ -21,19 +21,19 @@ import (
 // Store keeps idempotency records in Redis and hands out their leases through
 // a lease.Manager. It is safe for concurrent use.
 type Store struct {
-	c        redis.UniversalClient
-	m        *lease.Manager
-	cfg      cfg
-	log      *slog.Logger
-	window   time.Duration // retention / windows
-	inline   int           // largest record value kept inside a bucket (hash-max-listpack-value)
-	entries  int           // hash-max-listpack-entries, for Capacity
-	policy   string        // the maxmemory-policy New found or was told
-	ttl      time.Duration // lease TTL
-	clockMu  sync.Mutex
-	local    time.Time // local time (monotonic) of the last TIME call
-	remote   time.Time // Redis time at local
-	scripts  []*redis.Script
+	c       redis.UniversalClient
+	m       *lease.Manager
+	cfg     cfg
+	log     *slog.Logger
+	window  time.Duration // retention / windows
+	inline  int           // largest record value kept inside a bucket (hash-max-listpack-value)
+	entries int           // hash-max-listpack-entries, for Capacity
+	policy  string        // the maxmemory-policy New found or was told
+	ttl     time.Duration // lease TTL
+	clockMu sync.Mutex
+	local   time.Time // local time (monotonic) of the last TIME call
+	remote  time.Time // Redis time at local
+	scripts []*redis.Script
 }
 
 // New returns a Store over client and m. m must be a started Manager built
