@@ -1,0 +1,141 @@
+package leasehold
+
+import (
+	"context"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MaxKeyLen bounds the length of idempotency keys and job types, in bytes.
+const MaxKeyLen = 256
+
+// NewJob describes a job to enqueue.
+type NewJob struct {
+	// Type is the job type; required.
+	Type string
+	// Key is the idempotency key. Pass a deterministic key (an order id, a
+	// request id) so that retries of the producer deduplicate; when empty a
+	// random UUID is used, which deduplicates only broker-level redelivery.
+	Key string
+	// Payload is the record value.
+	Payload []byte
+	// Topic is the topic to produce to; when empty the client's default
+	// produce topic (kgo.DefaultProduceTopic) is used.
+	Topic string
+	// PartitionKey is the Kafka record key, which picks the partition and,
+	// with [WithOrderedKeys], the ordering. Default: the idempotency key, so
+	// that every copy of a job lands in the same partition.
+	PartitionKey []byte
+	// Headers are extra record headers.
+	Headers map[string]string
+}
+
+// Enqueue produces one job and waits for the broker's acknowledgement. It sets
+// the idempotency-key and job-type headers; the record carries ctx, so a
+// client built with tracing hooks (package tracing) injects the trace context.
+// It returns the key used.
+func Enqueue(ctx context.Context, cl *kgo.Client, job NewJob) (string, error) {
+	r, err := job.record(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return "", fmt.Errorf("leasehold: enqueue %s %q: %w", job.Type, job.Key, err)
+	}
+	return string(headerValue(r.Headers, HeaderKey)), nil
+}
+
+// EnqueueBatch produces jobs concurrently and waits for every
+// acknowledgement. It returns the keys used, in order, and the first error.
+func EnqueueBatch(ctx context.Context, cl *kgo.Client, jobs []NewJob) ([]string, error) {
+	recs := make([]*kgo.Record, len(jobs))
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		r, err := j.record(ctx)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = r
+		keys[i] = string(headerValue(r.Headers, HeaderKey))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("leasehold: enqueue batch: %w", err)
+	}
+	return keys, nil
+}
+
+func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
+	if err := ValidateType(j.Type); err != nil {
+		return nil, err
+	}
+	key := j.Key
+	if key == "" {
+		key = uuid.NewString()
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	pk := j.PartitionKey
+	if pk == nil {
+		pk = []byte(key)
+	}
+	hs := make([]kgo.RecordHeader, 0, len(j.Headers)+2)
+	hs = append(hs,
+		kgo.RecordHeader{Key: HeaderKey, Value: []byte(key)},
+		kgo.RecordHeader{Key: HeaderType, Value: []byte(j.Type)},
+	)
+	for k, v := range j.Headers {
+		if k == HeaderKey || k == HeaderType {
+			continue
+		}
+		hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return &kgo.Record{Topic: j.Topic, Key: pk, Value: j.Payload, Headers: hs, Context: ctx}, nil
+}
+
+// ValidateKey checks an idempotency key: 1 to [MaxKeyLen] bytes of UTF-8
+// without control characters or whitespace.
+func ValidateKey(key string) error {
+	if err := validToken(key); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidKey, err)
+	}
+	return nil
+}
+
+// ValidateType checks a job type with the same rules as [ValidateKey].
+func ValidateType(t string) error {
+	if err := validToken(t); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidJobType, err)
+	}
+	return nil
+}
+
+func validToken(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty")
+	case len(s) > MaxKeyLen:
+		return fmt.Errorf("%d bytes, more than %d", len(s), MaxKeyLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("not UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("holds a control or space character")
+		}
+	}
+	return nil
+}
+
+func headerValue(hs []kgo.RecordHeader, key string) []byte {
+	for _, h := range hs {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package leasehold
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrLeaseLost is the cause with which a job's context is cancelled when
+	// the worker no longer holds the job's lease (it expired, was taken over,
+	// or renewals failed until the local deadline), and the error that
+	// completing such a job returns. A handler that sees it must stop: another
+	// worker may already be running the job with a newer fence.
+	ErrLeaseLost = errors.New("leasehold: lease lost")
+
+	// ErrUnavailable reports that Redis could not be reached. The worker
+	// fails closed on it: it pauses fetching, runs no handler and moves no
+	// offset until Redis answers again.
+	ErrUnavailable = errors.New("leasehold: redis unavailable")
+
+	// ErrInvalidKey reports an idempotency key that is empty, too long, or
+	// holds control characters or whitespace.
+	ErrInvalidKey = errors.New("leasehold: invalid idempotency key")
+
+	// ErrInvalidJobType reports a job type that is empty, too long, or holds
+	// control characters or whitespace.
+	ErrInvalidJobType = errors.New("leasehold: invalid job type")
+
+	// ErrDuplicateType is returned by [Worker.Register] when a handler is
+	// already registered for the job type.
+	ErrDuplicateType = errors.New("leasehold: job type already registered")
+
+	// ErrUnknownType is the dead-letter cause for a record whose job type has
+	// no registered handler.
+	ErrUnknownType = errors.New("leasehold: no handler for job type")
+
+	// ErrPayloadTooLarge reports a payload above the configured maximum
+	// ([WithMaxPayload]).
+	ErrPayloadTooLarge = errors.New("leasehold: payload too large")
+
+	// ErrFingerprintMismatch is the dead-letter cause for a record whose
+	// payload differs from the payload first processed under the same key.
+	ErrFingerprintMismatch = errors.New("leasehold: payload differs from the one first processed under this key")
+
+	// ErrPermanent marks a handler error as terminal: the job is not retried,
+	// its failure is recorded and the record goes to the dead-letter topic.
+	// Wrap errors with [Permanent] rather than returning it bare.
+	ErrPermanent = errors.New("leasehold: permanent failure")
+
+	// ErrAttemptsExhausted is the dead-letter cause for a job that failed with
+	// retryable errors as many times as its [WithMaxAttempts] allows.
+	ErrAttemptsExhausted = errors.New("leasehold: attempts exhausted")
+
+	// ErrShutdown is the cause with which running jobs' contexts are
+	// cancelled when a graceful shutdown's drain timeout passes; it wraps
+	// [ErrLeaseLost], because the worker gives their leases up.
+	ErrShutdown = fmt.Errorf("leasehold: worker shut down before the job finished: %w", ErrLeaseLost)
+
+	// ErrClosed is returned by methods called on a worker that has shut down.
+	ErrClosed = errors.New("leasehold: worker closed")
+
+	// ErrNoHandlers is returned by [Worker.Start] when no job type is
+	// registered.
+	ErrNoHandlers = errors.New("leasehold: no job types registered")
+)
+
+// Permanent wraps err so that the worker treats it as terminal: no retry,
+// the failure is cached under the job's key and the record is dead-lettered.
+// errors.Is(Permanent(err), ErrPermanent) and errors.Is(Permanent(err), err)
+// both hold.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// PermanentError is a handler error that must not be retried. Build one with
+// [Permanent].
+type PermanentError struct {
+	Err error
+}
+
+// Error implements error.
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Is reports ErrPermanent as matching.
+func (e *PermanentError) Is(target error) bool { return target == ErrPermanent }
+
+// LeaseLostError is the cancellation cause of a job whose lease was lost. It
+// matches [ErrLeaseLost] and unwraps to the lease package's reason (expired,
+// stolen, renew deadline passed).
+type LeaseLostError struct {
+	Key   string
+	Fence uint64
+	Err   error
+}
+
+// Error implements error.
+func (e *LeaseLostError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("leasehold: lease lost for key %q (fence %d)", e.Key, e.Fence)
+	}
+	return fmt.Sprintf("leasehold: lease lost for key %q (fence %d): %v", e.Key, e.Fence, e.Err)
+}
+
+// Unwrap returns the lease-level reason.
+func (e *LeaseLostError) Unwrap() error { return e.Err }
+
+// Is reports ErrLeaseLost as matching.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// DeadLetterError describes why a record went to the dead-letter topic.
+type DeadLetterError struct {
+	Reason string // one of the Reason* constants
+	Err    error
+}
+
+// Error implements error.
+func (e *DeadLetterError) Error() string {
+	if e.Err == nil {
+		return "leasehold: dead-lettered: " + e.Reason
+	}
+	return "leasehold: dead-lettered (" + e.Reason + "): " + e.Err.Error()
+}
+
+// Unwrap returns the underlying cause.
+func (e *DeadLetterError) Unwrap() error { return e.Err }

@@ -1,0 +1,153 @@
+package testkit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Kafka is a Kafka cluster for one test: an in-process kfake cluster, or,
+// when KAFKA_BROKERS is set (comma-separated host:port list), that real
+// cluster. Topics made with [Kafka.Topic] carry a random suffix so that tests
+// sharing a real cluster do not see each other's records.
+type Kafka struct {
+	t       testing.TB
+	brokers []string
+	cluster *kfake.Cluster // nil against a real cluster
+}
+
+// StartKafka returns the test's Kafka: the KAFKA_BROKERS cluster if set,
+// else a kfake cluster with three brokers closed at cleanup.
+func StartKafka(t testing.TB) *Kafka {
+	t.Helper()
+	if env := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); env != "" {
+		k := &Kafka{t: t, brokers: strings.Split(env, ",")}
+		cl := k.Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cl.Ping(ctx); err != nil {
+			t.Fatalf("testkit: KAFKA_BROKERS=%s does not answer: %v", env, err)
+		}
+		return k
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(1))
+	if err != nil {
+		t.Fatalf("testkit: start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &Kafka{t: t, brokers: c.ListenAddrs(), cluster: c}
+}
+
+// Brokers returns the seed broker addresses.
+func (k *Kafka) Brokers() []string { return append([]string(nil), k.brokers...) }
+
+// Fake returns the kfake cluster, or nil against a real cluster.
+func (k *Kafka) Fake() *kfake.Cluster { return k.cluster }
+
+// Client returns a client seeded with the cluster's brokers plus opts,
+// closed at cleanup.
+func (k *Kafka) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("testkit: kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Topic creates a topic named base plus a random suffix with the given
+// partitions and returns its name.
+func (k *Kafka) Topic(t testing.TB, base string, partitions int32) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := base + "-" + hex.EncodeToString(b[:])
+	k.CreateTopic(t, name, partitions)
+	return name
+}
+
+// CreateTopic creates the topic name with the given partitions.
+func (k *Kafka) CreateTopic(t testing.TB, name string, partitions int32) {
+	t.Helper()
+	adm := kadm.NewClient(k.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("testkit: create topic %s: %v", name, err)
+	}
+}
+
+// Committed returns the group's committed offsets for topic, by partition.
+func (k *Kafka) Committed(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	adm := kadm.NewClient(k.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("testkit: fetch offsets of %s: %v", group, err)
+	}
+	out := make(map[int32]int64)
+	for p, o := range resp[topic] {
+		if o.Err == nil {
+			out[p] = o.At
+		}
+	}
+	return out
+}
+
+// EndOffsets returns the topic's end offsets (the next offset to be
+// written), by partition.
+func (k *Kafka) EndOffsets(t testing.TB, topic string) map[int32]int64 {
+	t.Helper()
+	adm := kadm.NewClient(k.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("testkit: end offsets of %s: %v", topic, err)
+	}
+	out := make(map[int32]int64)
+	resp.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[o.Partition] = o.Offset
+		}
+	})
+	return out
+}
+
+// ReadAll consumes topic from the start until every partition reaches its
+// end offset as of the call, and returns the records.
+func (k *Kafka) ReadAll(t testing.TB, topic string) []*kgo.Record {
+	t.Helper()
+	end := k.EndOffsets(t, topic)
+	want := int64(0)
+	for _, o := range end {
+		want += o
+	}
+	cl := k.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for int64(len(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("testkit: read %s: got %d of %d records: %v", topic, len(out), want, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MaxHeartbeatDetails bounds the size of the details a heartbeat stores.
+const MaxHeartbeatDetails = 64 << 10
+
+// Job is one delivery of a job to a handler. The exported fields describe the
+// record; they must not be modified by handlers.
+type Job struct {
+	// Key is the idempotency key: every record with this key has its effect
+	// once.
+	Key string
+	// Type is the registered job type.
+	Type string
+	// Payload is the record value.
+	Payload []byte
+	// Headers are the record headers other than the ones leasehold sets.
+	Headers map[string]string
+	// Attempt counts the runs of this key, starting at 1; it survives worker
+	// crashes and takeovers because the idempotency record keeps it.
+	Attempt int
+	// Takeover is true when this run took the key over from an owner whose
+	// lease expired.
+	Takeover bool
+	// Topic, Partition and Offset locate the record.
+	Topic     string
+	Partition int32
+	Offset    int64
+
+	fence uint64
+	last  []byte
+	ctx   context.Context // the job context (lease-bound)
+	c     *claim
+	w     *Worker
+	act   *activeJob
+	hb    heartbeats
+}
+
+// Fence returns the job's fencing token: strictly greater than the fence of
+// every earlier owner of the key. Pass it to downstream writes (see package
+// fence) so that a zombie's late write is rejected.
+func (j *Job) Fence() uint64 { return j.fence }
+
+// LastHeartbeat returns the details the previous attempt stored with
+// [Job.Heartbeat], or nil on a first attempt. Handlers resume from it.
+func (j *Job) LastHeartbeat() []byte { return j.last }
+
+// Context returns the job's context: cancelled with cause [ErrLeaseLost] when
+// the lease is lost, and with [ErrShutdown] when a shutdown's drain timeout
+// passes. It is the context the handler receives.
+func (j *Job) Context() context.Context { return j.ctx }
+
+// Heartbeat records progress details, the checkpoint the next attempt reads
+// back with [Job.LastHeartbeat]. Calls are throttled like Temporal's: the
+// first is stored at once, later ones at most once per throttle interval
+// ([WithHeartbeatThrottle]) with the latest details winning, and pending
+// details are flushed when the handler fails. Details above
+// [MaxHeartbeatDetails] are refused. It returns an error matching
+// [ErrLeaseLost] once the lease is lost; the lease itself is renewed
+// independently of heartbeats.
+func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
+	if len(details) > MaxHeartbeatDetails {
+		return fmt.Errorf("leasehold: heartbeat details of %d bytes exceed %d", len(details), MaxHeartbeatDetails)
+	}
+	if err := context.Cause(j.ctx); err != nil && errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	d := append([]byte(nil), details...)
+	if j.act != nil {
+		j.act.progress.Store(&d)
+	}
+	return j.hb.record(ctx, j, d)
+}
+
+// heartbeats throttles heartbeat writes for one job.
+type heartbeats struct {
+	mu       sync.Mutex
+	throttle time.Duration
+	lastSent time.Time
+	pending  []byte
+	dirty    bool
+	timer    *time.Timer
+	closed   bool
+	err      error // last write error
+}
+
+func (h *heartbeats) record(ctx context.Context, j *Job, d []byte) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.pending, h.dirty = d, true
+	wait := h.throttle - time.Since(h.lastSent)
+	if h.lastSent.IsZero() || wait <= 0 {
+		h.mu.Unlock()
+		return h.flush(ctx, j)
+	}
+	if h.timer == nil {
+		h.timer = time.AfterFunc(wait, func() { _ = h.flush(j.ctx, j) })
+	}
+	err := h.err
+	h.mu.Unlock()
+	return err
+}
+
+// flush writes pending details, if any.
+func (h *heartbeats) flush(ctx context.Context, j *Job) error {
+	h.mu.Lock()
+	h.timer = nil
+	if !h.dirty {
+		h.mu.Unlock()
+		return nil
+	}
+	d := h.pending
+	h.dirty = false
+	h.lastSent = time.Now()
+	h.mu.Unlock()
+
+	err := j.w.store.Heartbeat(context.WithoutCancel(ctx), j.c, d)
+	h.mu.Lock()
+	h.err = err
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		// Keep the details for the next flush unless newer ones arrived.
+		if !h.dirty {
+			h.pending, h.dirty = d, true
+		}
+	}
+	h.mu.Unlock()
+	if err == nil {
+		j.w.hooks.heartbeat(ctx, j, d)
+	}
+	return err
+}
+
+// stop cancels a scheduled flush; with flushPending it writes pending details
+// first (on failure, so that the next attempt resumes from them).
+func (h *heartbeats) stop(j *Job, flushPending bool) {
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	h.mu.Unlock()
+	if flushPending {
+		_ = h.flush(context.Background(), j)
+	}
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+}

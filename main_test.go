@@ -1,0 +1,15 @@
+package leasehold
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// go-redis pools and franz-go clients closed at cleanup may leave a
+		// reader draining briefly; opencensus-style globals do not apply.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}

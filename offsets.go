@@ -1,0 +1,150 @@
+package leasehold
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Offset tracking. Records of one partition finish out of order (a bounded
+// pool, held keys parked for later, retries with backoff), but Kafka commits
+// one offset per partition meaning "everything below is done". Each assigned
+// partition therefore has a tracker of its in-flight offsets, and only the
+// contiguous prefix of finished records is marked for commit. A record parked
+// because its key is held elsewhere stays in flight, so nothing at or after it
+// is committed while it waits.
+//
+// Marks go to franz-go (AutoCommitMarks + MarkCommitOffsets), which commits
+// them on an interval and, blocking, in the revoke callback. Marks are issued
+// under offsets.mu, and revoking a partition removes its tracker under the
+// same lock before the blocking commit, so no mark for a revoked partition can
+// reach franz-go afterwards: records of a revoked partition keep running
+// under their leases but their completions no longer move offsets.
+
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+type inflight struct {
+	offset int64
+	epoch  int32
+	done   bool
+}
+
+type partTracker struct {
+	tp      partKey
+	removed bool       // guarded by offsets.mu
+	queue   []inflight // ascending offsets; queue[0] is the oldest unfinished
+	last    int64      // highest offset ever tracked, -1 before the first
+	marked  int64      // next offset to commit, -1 before the first mark
+}
+
+type offsets struct {
+	mu    sync.Mutex
+	parts map[partKey]*partTracker
+	mark  func(map[string]map[int32]kgo.EpochOffset)
+}
+
+func newOffsets(mark func(map[string]map[int32]kgo.EpochOffset)) *offsets {
+	return &offsets{parts: make(map[partKey]*partTracker), mark: mark}
+}
+
+// track registers a polled record as in flight. It returns false for a record
+// at or below an offset already tracked on this assignment (a re-fetch of
+// something that is done or already in flight), which the caller drops.
+func (o *offsets) track(r *kgo.Record) (*partTracker, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tp := partKey{r.Topic, r.Partition}
+	t := o.parts[tp]
+	if t == nil {
+		t = &partTracker{tp: tp, last: -1, marked: -1}
+		o.parts[tp] = t
+	}
+	if r.Offset <= t.last {
+		return t, false
+	}
+	t.last = r.Offset
+	t.queue = append(t.queue, inflight{offset: r.Offset, epoch: r.LeaderEpoch})
+	return t, true
+}
+
+// done marks offset finished on t and, if the finished prefix grew and t is
+// still assigned, marks the new prefix end for commit.
+func (o *offsets) done(t *partTracker, offset int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := sort.Search(len(t.queue), func(i int) bool { return t.queue[i].offset >= offset })
+	if i == len(t.queue) || t.queue[i].offset != offset {
+		return
+	}
+	t.queue[i].done = true
+	n := 0
+	for n < len(t.queue) && t.queue[n].done {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	lastDone := t.queue[n-1]
+	t.queue = t.queue[n:]
+	if len(t.queue) == 0 {
+		t.queue = nil // let the backing array go
+	}
+	t.marked = lastDone.offset + 1
+	if t.removed || o.mark == nil {
+		return
+	}
+	o.mark(map[string]map[int32]kgo.EpochOffset{
+		t.tp.topic: {t.tp.partition: {Epoch: lastDone.epoch, Offset: lastDone.offset + 1}},
+	})
+}
+
+// alive reports whether t is still assigned.
+func (o *offsets) alive(t *partTracker) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !t.removed
+}
+
+// remove forgets the given partitions (revoked or lost).
+func (o *offsets) remove(parts map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			tp := partKey{topic, p}
+			if t := o.parts[tp]; t != nil {
+				t.removed = true
+				delete(o.parts, tp)
+			}
+		}
+	}
+}
+
+// removeAll forgets every partition.
+func (o *offsets) removeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for tp, t := range o.parts {
+		t.removed = true
+		delete(o.parts, tp)
+	}
+}
+
+// inFlight counts tracked, unfinished records.
+func (o *offsets) inFlight() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, t := range o.parts {
+		for _, e := range t.queue {
+			if !e.done {
+				n++
+			}
+		}
+	}
+	return n
+}

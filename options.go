@@ -1,0 +1,217 @@
+package leasehold
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// Defaults of the worker options.
+const (
+	DefaultGroup           = "leasehold"
+	DefaultTopic           = "leasehold.jobs"
+	DefaultConcurrency     = 16
+	DefaultLeaseTTL        = 15 * time.Second
+	DefaultRetention       = 24 * time.Hour
+	DefaultCommitInterval  = time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxPayload      = 1 << 20
+	DefaultMaxAttempts     = 10
+	DefaultBackoffMin      = time.Second
+	DefaultBackoffMax      = time.Minute
+)
+
+// Opt configures a [Worker]. Each option's doc states its default.
+type Opt interface{ apply(*config) }
+
+type optFunc func(*config)
+
+func (f optFunc) apply(c *config) { f(c) }
+
+type config struct {
+	group           string
+	topics          []string
+	kafkaOpts       []kgo.Opt
+	concurrency     int
+	ordered         bool
+	dlqTopic        string
+	commitInterval  time.Duration
+	shutdownTimeout time.Duration
+	logger          *slog.Logger
+	middleware      []Middleware
+	hooks           hookList
+	leaseTTL        time.Duration
+	retention       time.Duration
+	hbThrottle      time.Duration
+	maxPayload      int
+	heldMin         time.Duration
+	heldMax         time.Duration
+	probeMin        time.Duration
+	probeMax        time.Duration
+	jobDefaults     []JobOpt
+	storeOverride   store
+	keyPrefix       string
+	leaseOpts       []lease.Opt
+	idemOpts        []idempotency.Opt
+}
+
+// WithGroup sets the Kafka consumer group. Default "leasehold".
+func WithGroup(group string) Opt { return optFunc(func(c *config) { c.group = group }) }
+
+// WithTopics sets the topics to consume. Default "leasehold.jobs".
+func WithTopics(topics ...string) Opt {
+	return optFunc(func(c *config) { c.topics = append([]string(nil), topics...) })
+}
+
+// WithKafka adds franz-go client options: seed brokers, TLS, SASL, kotel
+// hooks, logger. The worker adds the consumer-group options itself
+// (cooperative-sticky balancing, marked autocommits, revoke and lost
+// callbacks); giving conflicting group options here is unsupported. Default:
+// kgo.SeedBrokers("127.0.0.1:9092").
+func WithKafka(opts ...kgo.Opt) Opt {
+	return optFunc(func(c *config) { c.kafkaOpts = append(c.kafkaOpts, opts...) })
+}
+
+// WithConcurrency bounds how many handlers run at once. Default 16.
+func WithConcurrency(n int) Opt { return optFunc(func(c *config) { c.concurrency = n }) }
+
+// WithOrderedKeys runs records that share a Kafka record key one after
+// another, in offset order, instead of concurrently. Default false.
+func WithOrderedKeys(on bool) Opt { return optFunc(func(c *config) { c.ordered = on }) }
+
+// WithDeadLetterTopic sets the topic that poison records are written to,
+// with headers naming the reason, the error and the original
+// topic/partition/offset. Default: the first consumed topic + ".dlq".
+func WithDeadLetterTopic(topic string) Opt {
+	return optFunc(func(c *config) { c.dlqTopic = topic })
+}
+
+// WithCommitInterval sets how often finished offsets are committed. Default 1s.
+func WithCommitInterval(d time.Duration) Opt {
+	return optFunc(func(c *config) { c.commitInterval = d })
+}
+
+// WithShutdownTimeout bounds how long a shutdown waits for running jobs
+// before cancelling them with [ErrShutdown], when the shutdown context has no
+// earlier deadline. Default 30s.
+func WithShutdownTimeout(d time.Duration) Opt {
+	return optFunc(func(c *config) { c.shutdownTimeout = d })
+}
+
+// WithLogger sets the logger. Default: a logger that discards.
+func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l }) }
+
+// WithMiddleware wraps every handler; the first middleware given is the
+// outermost. Default none.
+func WithMiddleware(mw ...Middleware) Opt {
+	return optFunc(func(c *config) { c.middleware = append(c.middleware, mw...) })
+}
+
+// WithHooks adds a set of hooks; may be given several times. Default none.
+func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(c.hooks, h) }) }
+
+// WithLeaseTTL sets the lease TTL: a crashed worker's jobs are taken over
+// after at most this long. Leases are renewed every TTL/3. Default 15s.
+func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
+
+// WithRetention sets how long completed and failed records are kept to
+// answer duplicates. Default 24h.
+func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
+
+// WithHeartbeatThrottle sets the minimum interval between stored heartbeat
+// details of one job. Default: the lease TTL / 3.
+func WithHeartbeatThrottle(d time.Duration) Opt {
+	return optFunc(func(c *config) { c.hbThrottle = d })
+}
+
+// WithMaxPayload bounds the record value size; larger records are
+// dead-lettered. Default 1 MiB.
+func WithMaxPayload(n int) Opt { return optFunc(func(c *config) { c.maxPayload = n }) }
+
+// WithHeldBackoff sets the backoff bounds for re-claiming a key another worker
+// holds. Default 100ms up to the lease TTL.
+func WithHeldBackoff(min, max time.Duration) Opt {
+	return optFunc(func(c *config) { c.heldMin, c.heldMax = min, max })
+}
+
+// WithRedisProbe sets the backoff bounds for probing Redis while fetching is
+// paused because Redis is unreachable. Default 100ms up to 2s.
+func WithRedisProbe(min, max time.Duration) Opt {
+	return optFunc(func(c *config) { c.probeMin, c.probeMax = min, max })
+}
+
+// WithKeyPrefix sets the prefix of every Redis key the worker writes.
+// Default "lh:".
+func WithKeyPrefix(p string) Opt { return optFunc(func(c *config) { c.keyPrefix = p }) }
+
+// WithJobDefaults sets job options that apply to every job type before the
+// type's own options. Default none.
+func WithJobDefaults(opts ...JobOpt) Opt {
+	return optFunc(func(c *config) { c.jobDefaults = append(c.jobDefaults, opts...) })
+}
+
+// WithLeaseOptions passes options to the lease manager the worker builds
+// (tracer and meter providers, drift, renew batching). TTL, prefix and logger
+// come from the worker's own options unless overridden here. Default none.
+func WithLeaseOptions(opts ...lease.Opt) Opt {
+	return optFunc(func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) })
+}
+
+// WithIdempotencyOptions passes options to the idempotency store the worker
+// builds (fingerprinter, result and details limits, shards, eviction
+// policy). Prefix, retention and logger come from the worker's own options
+// unless overridden here. Default none.
+func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
+	return optFunc(func(c *config) { c.idemOpts = append(c.idemOpts, opts...) })
+}
+
+// withStore replaces the idempotency store (tests of the Kafka side).
+func withStore(s store) Opt { return optFunc(func(c *config) { c.storeOverride = s }) }
+
+// JobOpt configures one job type in [Worker.Register]. Each option's doc
+// states its default.
+type JobOpt interface{ applyJob(*jobConfig) }
+
+type jobOptFunc func(*jobConfig)
+
+func (f jobOptFunc) applyJob(c *jobConfig) { f(c) }
+
+type jobConfig struct {
+	maxAttempts int
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	timeout     time.Duration
+	retryable   func(error) bool
+	middleware  []Middleware
+}
+
+// WithMaxAttempts bounds the runs of one key; after the last failed attempt
+// the failure is recorded and the record dead-lettered. Default 10.
+func WithMaxAttempts(n int) JobOpt { return jobOptFunc(func(c *jobConfig) { c.maxAttempts = n }) }
+
+// WithBackoff sets the exponential backoff bounds between attempts (full
+// jitter). Default 1s up to 1m.
+func WithBackoff(min, max time.Duration) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.backoffMin, c.backoffMax = min, max })
+}
+
+// WithTimeout bounds one run of the handler; a run that times out counts as
+// a retryable failure. Default none.
+func WithTimeout(d time.Duration) JobOpt { return jobOptFunc(func(c *jobConfig) { c.timeout = d }) }
+
+// WithRetryable sets the error policy: errors for which f returns false are
+// terminal. Errors wrapping [ErrPermanent] are always terminal. Default:
+// every other error is retryable.
+func WithRetryable(f func(error) bool) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.retryable = f })
+}
+
+// WithJobMiddleware wraps this job type's handler inside the worker-wide
+// middleware. Default none.
+func WithJobMiddleware(mw ...Middleware) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.middleware = append(c.middleware, mw...) })
+}

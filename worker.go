@@ -1,0 +1,439 @@
+package leasehold
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/semaphore"
+)
+
+// Worker consumes jobs from Kafka and runs each job's effect once: it claims
+// the record's idempotency key under a lease in Redis, runs the registered
+// handler while the lease is renewed, commits the result fenced, and commits
+// the Kafka offset only when the record is finished (completed, replayed or
+// dead-lettered).
+//
+// Lifecycle: [New], [Worker.Register] every job type, then [Worker.Run] (or
+// [Worker.Start] and [Worker.Shutdown]).
+//
+// Shutdown order:
+//  1. stop polling and claiming; fetching is paused; records parked for a
+//     retry are left uncommitted for the partition's next owner;
+//  2. wait for running jobs, up to the drain timeout (the earlier of the
+//     context deadline and [WithShutdownTimeout]);
+//  3. cancel jobs still running with cause [ErrShutdown] (it matches
+//     [ErrLeaseLost]): their leases are given up, OnLeaseLost hooks run
+//     (compensation), and the next owner takes the keys over;
+//  4. commit the offsets of finished records, blocking;
+//  5. leave the consumer group and close the Kafka client;
+//  6. shut the lease manager down (releasing any lease still held).
+type Worker struct {
+	cfg   config
+	rdb   redis.UniversalClient
+	store store
+	hooks hookList
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string]*registration
+	started  bool
+	closed   bool
+
+	cl    *kgo.Client
+	offs  *offsets
+	sched *schedule
+	sem   *semaphore.Weighted
+
+	baseCtx    context.Context // parents leases; not cancelled by shutdown
+	stopCtx    context.Context // cancelled when shutdown begins
+	stopLoop   context.CancelFunc
+	loopDone   chan struct{}
+	running    sync.WaitGroup // handler goroutines
+	aux        sync.WaitGroup // dead-letter writers
+	pollMu     sync.Mutex
+	pollCancel context.CancelFunc
+	paused     atomic.Bool
+
+	activeMu sync.Mutex
+	active   map[*Job]*activeJob
+
+	dropCommits atomic.Bool // tests: simulate a crash that loses uncommitted offsets
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	closeStore   func(context.Context) error
+
+	stats counters
+}
+
+type registration struct {
+	typ     string
+	handler Handler // wrapped with middleware
+	cfg     jobConfig
+}
+
+type activeJob struct {
+	cancel   context.CancelCauseFunc
+	started  time.Time
+	progress atomic.Pointer[[]byte]
+}
+
+// New returns a worker over the Redis client rdb. It checks nothing on the
+// network yet; [Worker.Start] does.
+func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
+	var c config
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	c.group = cmp.Or(c.group, DefaultGroup)
+	if len(c.topics) == 0 {
+		c.topics = []string{DefaultTopic}
+	}
+	c.concurrency = cmp.Or(c.concurrency, DefaultConcurrency)
+	c.dlqTopic = cmp.Or(c.dlqTopic, c.topics[0]+".dlq")
+	c.commitInterval = cmp.Or(c.commitInterval, DefaultCommitInterval)
+	c.shutdownTimeout = cmp.Or(c.shutdownTimeout, DefaultShutdownTimeout)
+	c.leaseTTL = cmp.Or(c.leaseTTL, DefaultLeaseTTL)
+	c.retention = cmp.Or(c.retention, DefaultRetention)
+	c.hbThrottle = cmp.Or(c.hbThrottle, c.leaseTTL/3)
+	c.maxPayload = cmp.Or(c.maxPayload, DefaultMaxPayload)
+	c.heldMin = cmp.Or(c.heldMin, 100*time.Millisecond)
+	c.heldMax = cmp.Or(c.heldMax, c.leaseTTL)
+	c.probeMin = cmp.Or(c.probeMin, 100*time.Millisecond)
+	c.probeMax = cmp.Or(c.probeMax, 2*time.Second)
+	c.keyPrefix = cmp.Or(c.keyPrefix, "lh:")
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.concurrency < 1 {
+		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
+	}
+	for _, t := range append([]string{c.dlqTopic}, c.topics...) {
+		if t == "" {
+			return nil, errors.New("leasehold: empty topic name")
+		}
+	}
+	for _, t := range c.topics {
+		if t == c.dlqTopic {
+			return nil, fmt.Errorf("leasehold: dead-letter topic %q is also consumed", t)
+		}
+	}
+	w := &Worker{
+		cfg:      c,
+		rdb:      rdb,
+		hooks:    c.hooks,
+		log:      c.logger,
+		handlers: make(map[string]*registration),
+		active:   make(map[*Job]*activeJob),
+	}
+	w.closeStore = func(context.Context) error { return nil }
+	if c.storeOverride != nil {
+		w.store = c.storeOverride
+	} else if rdb == nil {
+		return nil, errors.New("leasehold: nil redis client")
+	}
+	return w, nil
+}
+
+// Register binds a handler to a job type. It must be called before
+// [Worker.Start]; registering a type twice returns [ErrDuplicateType].
+func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
+	if err := ValidateType(jobType); err != nil {
+		return err
+	}
+	if h == nil {
+		return fmt.Errorf("leasehold: nil handler for %q", jobType)
+	}
+	jc := jobConfig{
+		maxAttempts: DefaultMaxAttempts,
+		backoffMin:  DefaultBackoffMin,
+		backoffMax:  DefaultBackoffMax,
+	}
+	for _, o := range w.cfg.jobDefaults {
+		o.applyJob(&jc)
+	}
+	for _, o := range opts {
+		o.applyJob(&jc)
+	}
+	if jc.maxAttempts < 1 {
+		return fmt.Errorf("leasehold: max attempts %d < 1 for %q", jc.maxAttempts, jobType)
+	}
+	wrapped := Chain(jc.middleware...)(h)
+	wrapped = Chain(w.cfg.middleware...)(wrapped)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return fmt.Errorf("leasehold: register %q after start", jobType)
+	}
+	if _, dup := w.handlers[jobType]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicateType, jobType)
+	}
+	w.handlers[jobType] = &registration{typ: jobType, handler: wrapped, cfg: jc}
+	return nil
+}
+
+// Run starts the worker, blocks until ctx is done, then shuts down
+// gracefully (see [Worker] for the order) within [WithShutdownTimeout] plus
+// the time to commit and leave the group.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout+10*time.Second)
+	defer cancel()
+	return w.Shutdown(sctx)
+}
+
+// Start joins the consumer group and starts consuming; it does not block.
+// It fails if no job type is registered or Redis does not answer.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("leasehold: worker already started")
+	}
+	if len(w.handlers) == 0 {
+		w.mu.Unlock()
+		return ErrNoHandlers
+	}
+	w.started = true
+	w.mu.Unlock()
+
+	if w.store == nil {
+		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
+		if err != nil {
+			w.mu.Lock()
+			w.started = false
+			w.mu.Unlock()
+			return err
+		}
+		w.store, w.closeStore = s, closeFn
+	}
+	if err := w.store.Ping(ctx); err != nil {
+		return err
+	}
+	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
+	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
+	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, w.cfg.kafkaOpts...)
+	kopts = append(kopts,
+		kgo.ConsumerGroup(w.cfg.group),
+		kgo.ConsumeTopics(w.cfg.topics...),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(w.cfg.commitInterval),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(w.onRevoked),
+		kgo.OnPartitionsLost(w.onLost),
+	)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("leasehold: kafka client: %w", err)
+	}
+	w.cl = cl
+	w.offs = newOffsets(cl.MarkCommitOffsets)
+	w.baseCtx = context.WithoutCancel(ctx)
+	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
+	w.loopDone = make(chan struct{})
+	go w.loop()
+	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
+		slog.Int("concurrency", w.cfg.concurrency))
+	return nil
+}
+
+// Shutdown stops the worker gracefully (see [Worker] for the order). It is
+// idempotent; later calls return the first call's result.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.shutdownOnce.Do(func() { w.shutdownErr = w.shutdown(ctx) })
+	return w.shutdownErr
+}
+
+func (w *Worker) shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	started := w.started
+	w.closed = true
+	w.mu.Unlock()
+	if !started {
+		return w.closeStore(ctx)
+	}
+
+	// 1. Stop polling and claiming.
+	w.stopLoop()
+	w.cl.PauseFetchTopics(w.cfg.topics...)
+	<-w.loopDone
+
+	// 2. Drain running jobs until the drain deadline.
+	drain := time.Now().Add(w.cfg.shutdownTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(drain) {
+		drain = dl
+	}
+	drained := make(chan struct{})
+	go func() { w.running.Wait(); w.aux.Wait(); close(drained) }()
+	timer := time.NewTimer(time.Until(drain))
+	defer timer.Stop()
+	var errs []error
+	select {
+	case <-drained:
+	case <-timer.C:
+		// 3. Cancel what is still running; its leases are given up.
+		n := w.cancelActive(ErrShutdown)
+		w.log.Warn("drain timeout: cancelled running jobs", slog.Int("jobs", n))
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("leasehold: handlers ignored cancellation: %w", ctx.Err()))
+		}
+	case <-ctx.Done():
+		w.cancelActive(ErrShutdown)
+		errs = append(errs, ctx.Err())
+	}
+
+	// 4. Commit what is finished.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if w.dropCommits.Load() {
+		// nothing: a crash loses what was not committed yet
+	} else if err := w.cl.CommitMarkedOffsets(cctx); err != nil {
+		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
+	}
+	// 5. Leave the group and close the client.
+	w.cl.Close()
+	// 6. Release what the lease manager still holds.
+	if err := w.closeStore(cctx); err != nil {
+		errs = append(errs, err)
+	}
+	w.log.Info("worker stopped")
+	return errors.Join(errs...)
+}
+
+// Ready reports whether the worker can make progress: started, not shutting
+// down, Redis answering and fetching not paused, and a Kafka broker answering.
+func (w *Worker) Ready(ctx context.Context) error {
+	w.mu.Lock()
+	started, closed := w.started, w.closed
+	w.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case !started:
+		return errors.New("leasehold: worker not started")
+	case w.paused.Load():
+		return fmt.Errorf("%w: fetching paused", ErrUnavailable)
+	}
+	if w.store == nil {
+		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
+		if err != nil {
+			w.mu.Lock()
+			w.started = false
+			w.mu.Unlock()
+			return err
+		}
+		w.store, w.closeStore = s, closeFn
+	}
+	if err := w.store.Ping(ctx); err != nil {
+		return err
+	}
+	if err := w.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("leasehold: kafka: %w", err)
+	}
+	return nil
+}
+
+// Client returns the worker's franz-go client (nil before Start), for
+// producing from handlers or reading metrics.
+func (w *Worker) Client() *kgo.Client { return w.cl }
+
+func (w *Worker) cancelActive(cause error) int {
+	w.activeMu.Lock()
+	defer w.activeMu.Unlock()
+	for _, a := range w.active {
+		a.cancel(cause)
+	}
+	return len(w.active)
+}
+
+// RunningJob describes a job a handler is running.
+type RunningJob struct {
+	Key      string
+	Type     string
+	Fence    uint64
+	Attempt  int
+	Takeover bool
+	Started  time.Time
+	Progress []byte // the latest heartbeat details
+}
+
+// Running lists the jobs being run now.
+func (w *Worker) Running() []RunningJob {
+	w.activeMu.Lock()
+	defer w.activeMu.Unlock()
+	out := make([]RunningJob, 0, len(w.active))
+	for j, a := range w.active {
+		var p []byte
+		if pp := a.progress.Load(); pp != nil {
+			p = *pp
+		}
+		out = append(out, RunningJob{Key: j.Key, Type: j.Type, Fence: j.fence, Attempt: j.Attempt,
+			Takeover: j.Takeover, Started: a.started, Progress: p})
+	}
+	return out
+}
+
+// Stats counts what the worker did since it started.
+type Stats struct {
+	Claimed      map[Outcome]int64
+	Started      int64
+	Succeeded    int64
+	Retried      int64 // retryable failures parked for another attempt
+	Failed       int64 // terminal failures (permanent or attempts exhausted)
+	DeadLettered int64
+	Replayed     int64
+	LeasesLost   int64
+	Pauses       int64
+	Parked       int // records waiting to be claimed again
+	InFlight     int // polled records not yet committed
+}
+
+type counters struct {
+	claimed                                    [OutcomeUndecodable + 1]atomic.Int64
+	started, succeeded, retried, failed        atomic.Int64
+	deadLettered, replayed, leasesLost, pauses atomic.Int64
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	s := Stats{Claimed: make(map[Outcome]int64)}
+	for o := OutcomeAcquired; o <= OutcomeUndecodable; o++ {
+		s.Claimed[o] = w.stats.claimed[o].Load()
+	}
+	s.Started = w.stats.started.Load()
+	s.Succeeded = w.stats.succeeded.Load()
+	s.Retried = w.stats.retried.Load()
+	s.Failed = w.stats.failed.Load()
+	s.DeadLettered = w.stats.deadLettered.Load()
+	s.Replayed = w.stats.replayed.Load()
+	s.LeasesLost = w.stats.leasesLost.Load()
+	s.Pauses = w.stats.pauses.Load()
+	if w.sched != nil {
+		s.Parked = w.sched.len()
+	}
+	if w.offs != nil {
+		s.InFlight = w.offs.inFlight()
+	}
+	return s
+}
