@@ -68,6 +68,10 @@ func EnqueueBatch(ctx context.Context, cl *kgo.Client, jobs []NewJob) ([]string,
 	return keys, nil
 }
 
+// Record builds the record [Enqueue] produces for job, for callers that
+// produce asynchronously with their own client calls.
+func Record(ctx context.Context, job NewJob) (*kgo.Record, error) { return job.record(ctx) }
+
 func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
 	if err := ValidateType(j.Type); err != nil {
 		return nil, err

@@ -1,0 +1,20 @@
+// Command worker runs leasehold workers and the tools around them: run,
+// enqueue, inspect, leases, expire, dev-broker, payment-stub and demo.
+// `worker help` lists the commands; `worker <command> -h` their flags.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/leasehold/leasehold/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}

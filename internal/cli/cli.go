@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Env is what a subcommand may touch: its output streams and the process
+// environment. Tests give their own.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *Env, args []string) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"run":          {"consume jobs: Kafka consumer group + Redis leases (embedded Kafka when no brokers are given)", cmdRun},
+		"enqueue":      {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
+		"inspect":      {"show one idempotency key: its lease (owner, fence, TTL) and its details", cmdInspect},
+		"leases":       {"list the leases held now: key, owner, fence, remaining TTL, last heartbeat", cmdLeases},
+		"expire":       {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
+		"dev-broker":   {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
+		"payment-stub": {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
+		"demo":         {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
+	}
+}
+
+// Main runs the worker command line and returns the process exit code: 0 on
+// success, 1 when the command failed, 2 for usage errors. Errors are printed
+// on one line to e.Stderr.
+func Main(ctx context.Context, args []string, e *Env) int {
+	if e.Getenv == nil {
+		e.Getenv = os.Getenv
+	}
+	if len(args) == 0 {
+		usage(e.Stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		usage(e.Stdout)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(e.Stderr, "worker: unknown command %q (run 'worker help')\n", name)
+		return 2
+	}
+	err := cmd.run(ctx, e, args[1:])
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		return 2
+	default:
+		fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: worker <command> [flags]   (worker <command> -h for its flags)")
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+	}
+}
+
+// usageError is a bad flag, argument or value: exit code 2.
+type usageError struct{ err error }
+
+func (u *usageError) Error() string { return u.err.Error() }
+func (u *usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
+
+// oneLine flattens an error message to one line.
+func oneLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return s
+}
+
+// flags wraps a FlagSet whose defaults may come from environment variables.
+type flags struct {
+	*flag.FlagSet
+	e   *Env
+	bad error // a bad environment value
+}
+
+func newFlags(e *Env, name, args string) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	f := &flags{FlagSet: fs, e: e}
+	fs.Usage = func() {
+		fmt.Fprintf(e.Stdout, "usage: worker %s [flags] %s\n", name, args)
+		fs.SetOutput(e.Stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return f
+}
+
+// parse parses args; a parse failure is a usage error.
+func (f *flags) parse(args []string) error {
+	if f.bad != nil {
+		return f.bad
+	}
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.Usage()
+			return err
+		}
+		return &usageError{err}
+	}
+	return nil
+}
+
+func (f *flags) env(name, def string) string {
+	if v := f.e.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// envInt reads an integer default from env var name; a bad value is
+// reported by parse.
+func (f *flags) envInt(name string, def int) int {
+	v := f.e.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		f.bad = usagef("%s=%q: not an integer", name, v)
+		return def
+	}
+	return n
+}
+
+// envDur reads a duration default from env var name; a bad value is
+// reported by parse.
+func (f *flags) envDur(name string, def time.Duration) time.Duration {
+	v := f.e.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f.bad = usagef("%s=%q: not a duration", name, v)
+		return def
+	}
+	return d
+}
+
+// noArgs refuses positional arguments.
+func (f *flags) noArgs() error {
+	if f.NArg() > 0 {
+		return usagef("unexpected argument %q", f.Arg(0))
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("log format %q: want text or json", format)
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/paystub"
+)
+
+func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "dev-broker", "")
+	listen := f.String("listen", f.env("LEASEHOLD_DEV_BROKER", "127.0.0.1:9092"), "address to listen on (env LEASEHOLD_DEV_BROKER)")
+	topics := f.String("topics", leasehold.DefaultTopic+":6,"+leasehold.DefaultTopic+".dlq:1", "topics to create: name[:partitions],...")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	specs, err := parseTopics(*topics, 6)
+	if err != nil {
+		return err
+	}
+	c, err := startKfake(*listen, specs)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// One line on stdout that scripts can wait for.
+	fmt.Fprintf(e.Stdout, "dev-broker listening on %s\n", c.ListenAddrs()[0])
+	<-ctx.Done()
+	return nil
+}
+
+func cmdPaymentStub(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "payment-stub", "")
+	listen := f.String("listen", f.env("LEASEHOLD_PAYSTUB_LISTEN", "127.0.0.1:8099"), "address to listen on (env LEASEHOLD_PAYSTUB_LISTEN)")
+	level := f.String("log-level", "info", "debug, info, warn or error")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	log, err := newLogger(e.Stderr, *level, "text")
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "payment-stub listening on %s\n", ln.Addr())
+	err = paystub.Serve(ctx, ln, paystub.New(), log)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

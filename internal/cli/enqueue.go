@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+)
+
+// enqueueConfig is what `worker enqueue` reads.
+type enqueueConfig struct {
+	brokers, topic, typ, keyPrefix string
+	count, payloadSize, steps      int
+	dup, rate                      float64
+	sleep                          time.Duration
+	progress                       bool
+}
+
+func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "enqueue", "")
+	var c enqueueConfig
+	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", "127.0.0.1:9092"), "Kafka seed brokers (env LEASEHOLD_BROKERS)")
+	f.StringVar(&c.topic, "topic", f.env("LEASEHOLD_TOPIC", leasehold.DefaultTopic), "topic (env LEASEHOLD_TOPIC)")
+	f.StringVar(&c.typ, "type", "demo.sleep", "job type")
+	f.StringVar(&c.keyPrefix, "key-prefix", "", "idempotency key prefix; keys are PREFIX-N (default: a random run id, so each run enqueues new jobs)")
+	f.IntVar(&c.count, "count", 100, "distinct jobs to enqueue")
+	f.Float64Var(&c.dup, "dup", 0, "fraction of extra duplicate records, 0 to 1 (0.2: 20 duplicates per 100 jobs)")
+	f.Float64Var(&c.rate, "rate", 0, "records per second; 0 is as fast as the broker takes them")
+	f.IntVar(&c.payloadSize, "payload-size", 0, "pad each payload to at least this many bytes")
+	f.DurationVar(&c.sleep, "sleep", 2*time.Second, "demo.sleep: how long each job runs")
+	f.IntVar(&c.steps, "steps", 10, "demo.sleep: heartbeats per job")
+	f.BoolVar(&c.progress, "progress", true, "draw a progress bar on stderr")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	switch {
+	case c.count < 0 || c.count > 100_000_000:
+		return usagef("count %d: want 0 to 100000000", c.count)
+	case c.dup < 0 || c.dup > 1:
+		return usagef("dup %v: want 0 to 1", c.dup)
+	case c.rate < 0:
+		return usagef("rate %v: want >= 0", c.rate)
+	case c.payloadSize < 0 || c.payloadSize > leasehold.DefaultMaxPayload:
+		return usagef("payload-size %d: want 0 to %d", c.payloadSize, leasehold.DefaultMaxPayload)
+	case c.sleep < 0 || c.sleep > maxSleep:
+		return usagef("sleep %v: want 0 to %v", c.sleep, maxSleep)
+	}
+	if err := leasehold.ValidateType(c.typ); err != nil {
+		return &usageError{err}
+	}
+	if c.keyPrefix == "" {
+		c.keyPrefix = "job-" + strings.ToLower(crand.Text()[:8])
+	}
+	if err := leasehold.ValidateKey(c.keyPrefix); err != nil {
+		return &usageError{err}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(c.brokers)...), kgo.DefaultProduceTopic(c.topic),
+		kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = cl.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("kafka at %s does not answer: %w", c.brokers, err)
+	}
+	var bar io.Writer
+	if c.progress {
+		bar = e.Stderr
+	}
+	n, dups, err := enqueueJobs(ctx, cl, c, bar)
+	fmt.Fprintf(e.Stdout, "enqueued %d records (%d jobs, %d duplicates) to %s, keys %s-0..%d\n",
+		n, n-dups, dups, c.topic, c.keyPrefix, max(c.count-1, 0))
+	return err
+}
+
+// payloadFor builds the payload of job i.
+func payloadFor(c enqueueConfig, i int) []byte {
+	var b []byte
+	if c.typ == "demo.sleep" {
+		b, _ = json.Marshal(SleepJob{DurationMS: int(c.sleep.Milliseconds()), Steps: c.steps})
+	} else {
+		b, _ = json.Marshal(map[string]int{"n": i})
+	}
+	if pad := c.payloadSize - len(b); pad > 0 && b[len(b)-1] == '}' {
+		padded := append([]byte(nil), b[:len(b)-1]...)
+		if len(b) > 2 {
+			padded = append(padded, ',')
+		}
+		padded = append(padded, `"pad":"`...)
+		padded = append(padded, strings.Repeat("x", max(pad-9, 0))...)
+		padded = append(padded, `"}`...)
+		b = padded
+	}
+	return b
+}
+
+// enqueueJobs produces c.count jobs plus c.dup*c.count duplicates of random
+// earlier jobs, at c.rate, drawing progress on bar. It returns the records
+// produced and how many were duplicates.
+func enqueueJobs(ctx context.Context, cl *kgo.Client, c enqueueConfig, bar io.Writer) (int, int, error) {
+	extra := int(float64(c.count) * c.dup)
+	total := c.count + extra
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	var (
+		acked    atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	p := newProgress(bar, total)
+	defer p.finish(func() int { return int(acked.Load()) })
+	start := time.Now()
+	dups := 0
+	next := 0
+	for sent := 0; sent < total; sent++ {
+		if err := ctx.Err(); err != nil {
+			return int(acked.Load()), dups, err
+		}
+		if c.rate > 0 {
+			due := start.Add(time.Duration(float64(sent) / c.rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return int(acked.Load()), dups, ctx.Err()
+				}
+			}
+		}
+		// A duplicate once at least one job exists, with probability extra/total.
+		var i int
+		if next > 0 && dups < extra && (next >= c.count || rng.IntN(total) < extra) {
+			i = rng.IntN(next)
+			dups++
+		} else {
+			i = next
+			next++
+		}
+		job := leasehold.NewJob{Type: c.typ, Key: fmt.Sprintf("%s-%d", c.keyPrefix, i), Payload: payloadFor(c, i)}
+		r, err := enqueueRecord(ctx, job)
+		if err != nil {
+			return int(acked.Load()), dups, err
+		}
+		wg.Add(1)
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+				return
+			}
+			p.set(int(acked.Add(1)))
+		})
+	}
+	wg.Wait()
+	return int(acked.Load()), dups, firstErr
+}
+
+// enqueueRecord builds the record Enqueue would produce.
+func enqueueRecord(ctx context.Context, j leasehold.NewJob) (*kgo.Record, error) {
+	return leasehold.Record(ctx, j)
+}
+
+// progress draws a bar on a terminal, or a line per 10% elsewhere.
+type progress struct {
+	w     io.Writer
+	total int
+	tty   bool
+	mu    sync.Mutex
+	last  time.Time
+	step  int
+	start time.Time
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	p := &progress{w: w, total: max(total, 1), start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) set(n int) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		if time.Since(p.last) < 100*time.Millisecond && n < p.total {
+			return
+		}
+		p.last = time.Now()
+		fmt.Fprintf(p.w, "\r%s", p.line(n))
+		return
+	}
+	if s := n * 10 / p.total; s > p.step {
+		p.step = s
+		fmt.Fprintln(p.w, p.line(n))
+	}
+}
+
+func (p *progress) line(n int) string {
+	const width = 30
+	filled := n * width / p.total
+	rate := float64(n) / max(time.Since(p.start).Seconds(), 1e-3)
+	return fmt.Sprintf("[%s%s] %d/%d %.0f/s", strings.Repeat("#", filled), strings.Repeat(" ", width-filled), n, p.total, rate)
+}
+
+func (p *progress) finish(n func() int) {
+	if p.w == nil || !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "\r%s\n", p.line(n()))
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// SleepJob is the payload of demo.sleep: a long job of Steps steps lasting
+// DurationMS in total, heartbeating after each step.
+type SleepJob struct {
+	DurationMS int    `json:"duration_ms"`
+	Steps      int    `json:"steps"`
+	FailAt     int    `json:"fail_at,omitempty"` // fail once (retryably) when reaching this step on attempt 1
+	Pad        string `json:"pad,omitempty"`     // filler for payload-size tests
+}
+
+// SleepProgress is demo.sleep's heartbeat details.
+type SleepProgress struct {
+	Step  int `json:"step"`
+	Steps int `json:"steps"`
+}
+
+// SleepResult is demo.sleep's result.
+type SleepResult struct {
+	Steps       int    `json:"steps"`
+	ResumedFrom int    `json:"resumed_from"`
+	Fence       uint64 `json:"fence"`
+}
+
+// maxSleep bounds a demo.sleep job.
+const maxSleep = 10 * time.Minute
+
+// registerDemoJobs registers the demo job types on w.
+func registerDemoJobs(w *leasehold.Worker) error {
+	return w.Register("demo.sleep", leasehold.Typed(sleepJob), leasehold.WithMaxAttempts(5),
+		leasehold.WithBackoff(200*time.Millisecond, 5*time.Second))
+}
+
+// sleepJob runs a demo.sleep job: it resumes from the previous attempt's last
+// heartbeat, so a job taken over after a lost lease does not start again.
+func sleepJob(ctx context.Context, job *leasehold.Job, in SleepJob) (SleepResult, error) {
+	steps := min(max(in.Steps, 1), 10000)
+	total := min(time.Duration(max(in.DurationMS, 0))*time.Millisecond, maxSleep)
+	from := 0
+	if lh := job.LastHeartbeat(); lh != nil {
+		var p SleepProgress
+		if err := json.Unmarshal(lh, &p); err == nil && p.Step >= 0 && p.Step <= steps {
+			from = p.Step
+		}
+	}
+	step := total / time.Duration(steps)
+	t := time.NewTimer(step)
+	defer t.Stop()
+	for i := from; i < steps; i++ {
+		if i > from {
+			t.Reset(step)
+		}
+		select {
+		case <-ctx.Done():
+			return SleepResult{}, context.Cause(ctx)
+		case <-t.C:
+		}
+		if in.FailAt > 0 && i+1 == in.FailAt && job.Attempt == 1 {
+			return SleepResult{}, fmt.Errorf("demo.sleep: planned failure at step %d", i+1)
+		}
+		d, _ := json.Marshal(SleepProgress{Step: i + 1, Steps: steps})
+		if err := job.Heartbeat(ctx, d); err != nil {
+			return SleepResult{}, err
+		}
+	}
+	return SleepResult{Steps: steps, ResumedFrom: from, Fence: job.Fence()}, nil
+}

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// opsFlags are the flags of the operator commands.
+type opsFlags struct {
+	redisURL, prefix string
+}
+
+func (o *opsFlags) define(f *flags) {
+	f.StringVar(&o.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL (env REDIS_URL)")
+	f.StringVar(&o.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix (env LEASEHOLD_PREFIX)")
+}
+
+// opsStore connects to Redis and builds the lease manager and the
+// idempotency store the worker uses, to name keys the way it does.
+type opsStore struct {
+	rdb redis.UniversalClient
+	m   *lease.Manager
+	s   *idempotency.Store
+}
+
+func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
+	rdb, err := openRedis(ctx, o.redisURL)
+	if err != nil {
+		return nil, err
+	}
+	m, err := lease.NewManager(rdb, lease.WithPrefix(o.prefix))
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(o.prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))
+	if err != nil {
+		_ = m.Shutdown(ctx)
+		_ = rdb.Close()
+		return nil, err
+	}
+	return &opsStore{rdb: rdb, m: m, s: s}, nil
+}
+
+func (o *opsStore) close() {
+	_ = o.m.Shutdown(context.Background())
+	_ = o.rdb.Close()
+}
+
+// leaseInfo is one lease as stored in Redis.
+type leaseInfo struct {
+	Key       string // the Redis key
+	Name      string // the lease name (hash tag + idempotency key)
+	Owner     string // a digest of the owner token (the token itself is a capability)
+	Fence     uint64
+	Remaining time.Duration
+}
+
+func ownerDigest(token string) string {
+	if token == "" {
+		return "-"
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:4])
+}
+
+func readLease(ctx context.Context, rdb redis.UniversalClient, key string) (leaseInfo, bool, error) {
+	p := rdb.Pipeline()
+	h := p.HMGet(ctx, key, "tok", "fen")
+	ttl := p.PTTL(ctx, key)
+	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+		return leaseInfo{}, false, err
+	}
+	vals := h.Val()
+	tok, _ := vals[0].(string)
+	if tok == "" {
+		return leaseInfo{}, false, nil
+	}
+	fenS, _ := vals[1].(string)
+	fen, _ := strconv.ParseUint(fenS, 10, 64)
+	return leaseInfo{Key: key, Owner: ownerDigest(tok), Fence: fen, Remaining: max(ttl.Val(), 0)}, true, nil
+}
+
+func keyArg(f *flags) (string, error) {
+	if f.NArg() != 1 {
+		return "", usagef("want exactly one argument, the idempotency key")
+	}
+	k := f.Arg(0)
+	if err := leasehold.ValidateKey(k); err != nil {
+		return "", &usageError{err}
+	}
+	return k, nil
+}
+
+func cmdInspect(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "inspect", "KEY")
+	var o opsFlags
+	o.define(f)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	k, err := keyArg(f)
+	if err != nil {
+		return err
+	}
+	ops, err := openOps(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	name := ops.s.LeaseName(k)
+	li, held, err := readLease(ctx, ops.rdb, ops.m.Key(name))
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "key\t%s\n", k)
+	fmt.Fprintf(tw, "cluster tag\t%s\n", ops.s.Tag(k))
+	fmt.Fprintf(tw, "lease key\t%s\n", ops.m.Key(name))
+	if held {
+		fmt.Fprintf(tw, "lease\theld\n")
+		fmt.Fprintf(tw, "owner\t%s (token digest)\n", li.Owner)
+		fmt.Fprintf(tw, "fence\t%d\n", li.Fence)
+		fmt.Fprintf(tw, "remaining\t%s\n", li.Remaining.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
+	}
+	return tw.Flush()
+}
+
+func cmdLeases(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "leases", "")
+	var o opsFlags
+	o.define(f)
+	limit := f.Int("limit", 1000, "list at most this many leases")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	ops, err := openOps(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	leases, err := scanLeases(ctx, ops.rdb, o.prefix+"lease:", *limit)
+	if err != nil {
+		return err
+	}
+	return printLeases(e.Stdout, leases)
+}
+
+func printLeases(w io.Writer, leases []leaseInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING")
+	for _, l := range leases {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Name, l.Owner, l.Fence, l.Remaining.Round(time.Millisecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d leases held\n", len(leases))
+	return err
+}
+
+// scanLeases lists the leases under keyPrefix (SCAN on every master).
+func scanLeases(ctx context.Context, rdb redis.UniversalClient, keyPrefix string, limit int) ([]leaseInfo, error) {
+	var keys []string
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, escapeGlob(keyPrefix)+"*", 500).Iterator()
+		for it.Next(ctx) && len(keys) < limit {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]leaseInfo, 0, len(keys))
+	for _, k := range keys {
+		li, held, err := readLease(ctx, rdb, k)
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			li.Name = displayName(strings.TrimPrefix(k, keyPrefix))
+			out = append(out, li)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// displayName strips the "{tag}:" the idempotency store puts in front of the
+// key, and the braces the lease manager adds around untagged names.
+func displayName(n string) string {
+	if strings.HasPrefix(n, "{") {
+		if i := strings.Index(n, "}"); i > 0 {
+			rest := n[i+1:]
+			if strings.HasPrefix(rest, ":") {
+				return rest[1:]
+			}
+			if rest == "" {
+				return n[1:i]
+			}
+		}
+	}
+	return n
+}
+
+func escapeGlob(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+	return r.Replace(s)
+}
+
+func cmdExpire(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "expire", "KEY")
+	var o opsFlags
+	o.define(f)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	k, err := keyArg(f)
+	if err != nil {
+		return err
+	}
+	ops, err := openOps(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	key := ops.m.Key(ops.s.LeaseName(k))
+	li, held, err := readLease(ctx, ops.rdb, key)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("no lease held for key %q", k)
+	}
+	// PEXPIRE of 1ms: the lease ends as if its holder had stopped renewing;
+	// the holder's next renewal finds it gone (lease: expired) and the next
+	// claim of the key is a takeover with a higher fence.
+	if err := ops.rdb.PExpire(ctx, key, time.Millisecond).Err(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(e.Stderr, nil))
+	log.Warn("lease expired by operator", slog.String("key", k), slog.Uint64("fence", li.Fence),
+		slog.String("owner", li.Owner), slog.Duration("remaining_before", li.Remaining))
+	fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, li.Fence)
+	return nil
+}

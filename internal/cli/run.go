@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+)
+
+// runConfig is what `worker run` reads from flags and environment.
+type runConfig struct {
+	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
+	concurrency                                             int
+	leaseTTL, retention, shutdown                           time.Duration
+	logLevel, logFormat                                     string
+	embedded                                                string
+}
+
+func cmdRun(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "run", "")
+	var c runConfig
+	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, comma-separated; empty starts an embedded Kafka (env LEASEHOLD_BROKERS)")
+	f.StringVar(&c.embedded, "embedded-listen", "127.0.0.1:0", "address of the embedded Kafka when no brokers are given")
+	f.StringVar(&c.topics, "topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "topics to consume, comma-separated (env LEASEHOLD_TOPICS)")
+	f.StringVar(&c.group, "group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "consumer group (env LEASEHOLD_GROUP)")
+	f.StringVar(&c.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL (env REDIS_URL)")
+	f.StringVar(&c.dlq, "dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
+	f.StringVar(&c.httpAddr, "http", f.env("LEASEHOLD_HTTP", ""), "HTTP listen address for /healthz, /readyz and /metrics; empty disables (env LEASEHOLD_HTTP)")
+	f.StringVar(&c.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix (env LEASEHOLD_PREFIX)")
+	f.IntVar(&c.concurrency, "concurrency", f.envInt("LEASEHOLD_CONCURRENCY", leasehold.DefaultConcurrency), "handlers running at once (env LEASEHOLD_CONCURRENCY)")
+	f.DurationVar(&c.leaseTTL, "lease-ttl", f.envDur("LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL), "lease TTL; renewed every TTL/3 (env LEASEHOLD_LEASE_TTL)")
+	f.DurationVar(&c.retention, "retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys answer duplicates (env LEASEHOLD_RETENTION)")
+	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "drain time for running jobs on SIGTERM (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
+	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
+	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	return runWorker(ctx, e, c)
+}
+
+func runWorker(ctx context.Context, e *Env, c runConfig) error {
+	log, err := newLogger(e.Stderr, c.logLevel, c.logFormat)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.concurrency < 1 || c.concurrency > 10000:
+		return usagef("concurrency %d: want 1 to 10000", c.concurrency)
+	case c.leaseTTL < 100*time.Millisecond:
+		return usagef("lease TTL %v is too short (minimum 100ms)", c.leaseTTL)
+	case c.retention < time.Second:
+		return usagef("retention %v is too short (minimum 1s)", c.retention)
+	}
+	topics := splitList(c.topics)
+	if len(topics) == 0 {
+		return usagef("no topics")
+	}
+	dlq := c.dlq
+	if dlq == "" {
+		dlq = topics[0] + ".dlq"
+	}
+	rdb, err := openRedis(ctx, c.redisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	brokers := splitList(c.brokers)
+	if len(brokers) == 0 {
+		specs := []topicSpec{{dlq, 1}}
+		for _, t := range topics {
+			specs = append(specs, topicSpec{t, 6})
+		}
+		kc, err := startKfake(c.embedded, specs)
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+		brokers = kc.ListenAddrs()
+		log.Info("embedded kafka started", slog.Any("brokers", brokers), slog.Any("topics", topics))
+	}
+
+	w, err := leasehold.New(rdb,
+		leasehold.WithKafka(kgo.SeedBrokers(brokers...)),
+		leasehold.WithTopics(topics...),
+		leasehold.WithGroup(c.group),
+		leasehold.WithDeadLetterTopic(dlq),
+		leasehold.WithConcurrency(c.concurrency),
+		leasehold.WithLeaseTTL(c.leaseTTL),
+		leasehold.WithRetention(c.retention),
+		leasehold.WithShutdownTimeout(c.shutdown),
+		leasehold.WithKeyPrefix(c.prefix),
+		leasehold.WithLogger(log),
+	)
+	if err != nil {
+		return err
+	}
+	if err := registerDemoJobs(w); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = w.Start(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	var srv *http.Server
+	if c.httpAddr != "" {
+		ln, err := net.Listen("tcp", c.httpAddr)
+		if err != nil {
+			_ = w.Shutdown(context.Background())
+			return fmt.Errorf("http listen: %w", err)
+		}
+		srv = &http.Server{Handler: healthMux(w), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", slog.Any("err", err))
+			}
+		}()
+		log.Info("http listening", slog.String("addr", ln.Addr().String()))
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down", slog.Duration("drain", c.shutdown))
+	dctx, cancel := context.WithTimeout(context.Background(), c.shutdown+15*time.Second)
+	defer cancel()
+	if srv != nil {
+		_ = srv.Shutdown(dctx)
+	}
+	return w.Shutdown(dctx)
+}
+
+// healthMux serves /healthz (the process is up) and /readyz (Kafka and Redis
+// answer and fetching is not paused).
+func healthMux(w *leasehold.Worker) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain")
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		rw.Header().Set("Content-Type", "text/plain")
+		if err := w.Ready(ctx); err != nil {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = rw.Write([]byte("not ready: " + oneLine(err) + "\n"))
+			return
+		}
+		_, _ = rw.Write([]byte("ready\n"))
+	})
+	return mux
+}

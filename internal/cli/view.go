@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// demoView is the demo's terminal view: on a terminal it redraws the screen
+// (plain ANSI) with the running jobs and their heartbeat progress; elsewhere
+// it prints one line per event.
+type demoView struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+
+	mu        sync.Mutex
+	workers   []viewWorker
+	jobs      int
+	dups      int
+	lostKey   string
+	retryKey  string
+	completed map[string]bool
+	replays   int
+	held      int
+	retries   int
+	lost      int
+	takeovers int
+	dead      int
+	events    []string // recent events (terminal) or pending lines (plain)
+}
+
+type viewWorker struct {
+	name string
+	w    *leasehold.Worker
+}
+
+func newDemoView(w io.Writer, plain bool) *demoView {
+	v := &demoView{w: w, start: time.Now(), completed: map[string]bool{}}
+	if f, ok := w.(*os.File); ok && !plain {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			v.tty = true
+		}
+	}
+	return v
+}
+
+func (v *demoView) setPlan(jobs, dups int, lostKey, retryKey string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.jobs, v.dups, v.lostKey, v.retryKey = jobs, dups, lostKey, retryKey
+}
+
+func (v *demoView) addWorker(name string, w *leasehold.Worker) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.workers = append(v.workers, viewWorker{name, w})
+}
+
+// note records an event line.
+func (v *demoView) note(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.event(fmt.Sprintf(format, args...))
+}
+
+// event must be called with v.mu held.
+func (v *demoView) event(s string) {
+	line := fmt.Sprintf("%5.1fs  %s", time.Since(v.start).Seconds(), s)
+	v.events = append(v.events, line)
+	if v.tty && len(v.events) > 12 {
+		v.events = v.events[len(v.events)-12:]
+	}
+}
+
+// hooks returns the hooks of one worker, feeding the view.
+func (v *demoView) hooks(worker string) leasehold.Hooks {
+	return leasehold.Hooks{
+		OnClaim: func(_ context.Context, info leasehold.ClaimInfo) {
+			if info.Outcome != leasehold.OutcomeTakeover {
+				return
+			}
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.takeovers++
+			v.event(fmt.Sprintf("%s takes over %s with fence %d (attempt %d)", worker, info.Key, info.Fence, info.Attempt))
+		},
+		OnStart: func(_ context.Context, j *leasehold.Job) {
+			if j.Attempt == 1 && !j.Takeover {
+				return
+			}
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			from := "the start"
+			if p, ok := parseProgress(j.LastHeartbeat()); ok {
+				from = fmt.Sprintf("step %d/%d (last heartbeat)", p.Step, p.Steps)
+			}
+			v.event(fmt.Sprintf("%s runs %s again, attempt %d, resuming from %s", worker, j.Key, j.Attempt, from))
+		},
+		OnDone: func(_ context.Context, j *leasehold.Job, _ []byte, err error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			if err == nil {
+				v.completed[j.Key] = true
+				if !v.tty {
+					v.event(fmt.Sprintf("%s completed %s (fence %d)", worker, j.Key, j.Fence()))
+				}
+			}
+		},
+		OnReplay: func(_ context.Context, info leasehold.ClaimInfo, result []byte, failure string) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.replays++
+			what := "result " + string(result)
+			if failure != "" {
+				what = "failure " + failure
+			}
+			v.event(fmt.Sprintf("%s: duplicate of %s (offset %d) replayed: %s", worker, info.Key, info.Offset, truncate(what, 60)))
+		},
+		OnRetry: func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration, err error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			if err == nil {
+				v.held++
+				if v.held <= 6 || !v.tty {
+					v.event(fmt.Sprintf("%s: %s is held by another attempt: parked %v, offset %d not committed", worker, info.Key, delay.Round(time.Millisecond), info.Offset))
+				}
+				return
+			}
+			if errors.Is(err, leasehold.ErrLeaseLost) {
+				v.event(fmt.Sprintf("%s: claims %s again in %v (a takeover, or a replay if another worker finished it)", worker, info.Key, delay.Round(time.Millisecond)))
+				return
+			}
+			v.retries++
+			v.event(fmt.Sprintf("%s: %s failed (%s): retry in %v", worker, info.Key, truncate(err.Error(), 50), delay.Round(time.Millisecond)))
+		},
+		OnLeaseLost: func(_ context.Context, j *leasehold.Job, err error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.lost++
+			v.event(fmt.Sprintf("%s LOST the lease of %s (fence %d): %s; handler cancelled", worker, j.Key, j.Fence(), truncate(err.Error(), 60)))
+		},
+		OnDeadLetter: func(_ context.Context, info leasehold.ClaimInfo, reason string, _ error) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.dead++
+			v.event(fmt.Sprintf("%s: dead-lettered offset %d (%s)", worker, info.Offset, reason))
+		},
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func parseProgress(b []byte) (SleepProgress, bool) {
+	var p SleepProgress
+	if b == nil || json.Unmarshal(b, &p) != nil || p.Steps <= 0 {
+		return p, false
+	}
+	return p, true
+}
+
+func (v *demoView) completedCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.completed)
+}
+
+// finished reports whether every job completed, every duplicate was
+// replayed, the poison record was dead-lettered and nothing is in flight.
+func (v *demoView) finished() bool {
+	v.mu.Lock()
+	done := len(v.completed) >= v.jobs && v.replays >= v.dups && v.dead >= 1
+	ws := append([]viewWorker(nil), v.workers...)
+	v.mu.Unlock()
+	if !done {
+		return false
+	}
+	for _, w := range ws {
+		if s := w.w.Stats(); s.InFlight > 0 || s.Parked > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// draw redraws the screen (terminal) or prints pending event lines.
+func (v *demoView) draw() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.tty {
+		for _, l := range v.events {
+			fmt.Fprintln(v.w, l)
+		}
+		v.events = v.events[:0]
+		return
+	}
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   dead-lettered %d\n\n",
+		time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held, v.retries, v.lost, v.takeovers, v.dead)
+	type row struct {
+		worker string
+		j      leasehold.RunningJob
+	}
+	var rows []row
+	for _, w := range v.workers {
+		for _, j := range w.w.Running() {
+			rows = append(rows, row{w.name, j})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].j.Key < rows[j].j.Key })
+	fmt.Fprintf(&b, "  %-6s %-18s %-6s %-18s %-22s %s\n", "WORKER", "KEY", "ATT", "FENCE", "PROGRESS", "")
+	for _, r := range rows {
+		bar := strings.Repeat(".", 20)
+		pct := ""
+		if p, ok := parseProgress(r.j.Progress); ok {
+			n := min(p.Step*20/p.Steps, 20)
+			bar = strings.Repeat("#", n) + strings.Repeat(".", 20-n)
+			pct = fmt.Sprintf("%d/%d", p.Step, p.Steps)
+		}
+		mark := ""
+		switch r.j.Key {
+		case v.lostKey:
+			mark = "  <- its lease will be expired"
+			if r.j.Takeover {
+				mark = "  <- taken over, resumed"
+			}
+		case v.retryKey:
+			mark = "  <- fails once at step 4"
+		}
+		fmt.Fprintf(&b, "  %-6s %-18s %-6d %-18d [%s] %-6s%s\n", r.worker, r.j.Key, r.j.Attempt, r.j.Fence, bar, pct, mark)
+	}
+	b.WriteString("\n")
+	for _, l := range v.events {
+		b.WriteString("  " + l + "\n")
+	}
+	_, _ = io.WriteString(v.w, b.String())
+}
+
+// totals prints the final counts.
+func (v *demoView) totals() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var started, succeeded, dead int64
+	for _, w := range v.workers {
+		s := w.w.Stats()
+		started += s.Started
+		succeeded += s.Succeeded
+		dead += s.DeadLettered
+	}
+	fmt.Fprintf(v.w, "\ntotals after %.1fs: %d/%d jobs completed exactly once (%d handler runs, %d completions), %d duplicates replayed, %d held waits, %d retries, %d leases lost, %d takeovers, %d dead-lettered\n",
+		time.Since(v.start).Seconds(), len(v.completed), v.jobs, started, succeeded, v.replays, v.held, v.retries, v.lost, v.takeovers, dead)
+}
