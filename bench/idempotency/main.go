@@ -1,0 +1,394 @@
+// Command idempotency benchmarks the idempotency layer against a faithful
+// reference of the seed articles' design, side by side on one Redis, with a
+// no-op job, and prints one figure a line (name=value unit):
+//
+//	seed_ref_msgs_per_s        seed design, one message at a time: SET NX PROCESSING with a TTL, then SET COMPLETED
+//	leasehold_msgs_per_s       claim + fenced complete, batched per poll batch (-batch, default 500)
+//	speedup_vs_seed            leasehold_msgs_per_s / seed_ref_msgs_per_s
+//	bytes_per_record           used_memory delta per COMPLETED record (random UUID keys, empty result)
+//	seed_ref_bytes_per_record  the same for the seed's JSON strings under idempotency:v1:<key>
+//
+// By default it starts a private redis-server (on PATH) so that other clients
+// neither disturb the memory figures nor see the keys; -addr uses a running
+// server instead (keys under a random prefix, deleted afterwards).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/lease"
+)
+
+func main() {
+	addr := flag.String("addr", "", "Redis address to use (default: start a private redis-server)")
+	msgs := flag.Int("msgs", 200_000, "messages for the leasehold throughput run")
+	seedMsgs := flag.Int("seed-msgs", 20_000, "messages for the seed reference throughput run")
+	batch := flag.Int("batch", 500, "poll batch size (claims and completes per pipeline)")
+	conc := flag.Int("concurrency", 4, "poll batches in flight at once (partitions consumed in parallel)")
+	records := flag.Int("records", 1_000_000, "completed records for the memory figures (0 skips them)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the leasehold throughput run to this file")
+	flag.Parse()
+
+	ctx := context.Background()
+	a := *addr
+	if a == "" {
+		srv, err := startRedis()
+		if err != nil {
+			log.Fatalf("start redis-server: %v", err)
+		}
+		defer srv.stop()
+		a = srv.addr
+	}
+	c := redis.NewClient(&redis.Options{Addr: a, PoolSize: 4 * (*conc + 2)})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		log.Fatalf("redis at %s: %v", a, err)
+	}
+	prefix := "bench:" + strings.ToLower(rand.Text()[:10]) + ":"
+	defer func() { _ = deletePrefix(context.Background(), c, prefix) }()
+
+	m, err := lease.NewManager(c, lease.WithPrefix(prefix))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	s, err := idempotency.New(ctx, c, m, idempotency.WithPrefix(prefix))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	seedRate, err := seedThroughput(ctx, c, prefix, *seedMsgs)
+	if err != nil {
+		log.Fatalf("seed reference: %v", err)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+	}
+	usecBefore, err := scriptUsec(ctx, c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lhRate, err := leaseholdThroughput(ctx, s, *msgs, *batch, *conc)
+	pprof.StopCPUProfile()
+	usecAfter, err2 := scriptUsec(ctx, c)
+	if err2 != nil {
+		log.Fatal(err2)
+	}
+	if err != nil {
+		log.Fatalf("leasehold: %v", err)
+	}
+	fmt.Printf("seed_ref_msgs_per_s=%.0f msgs/s\n", seedRate)
+	fmt.Printf("leasehold_msgs_per_s=%.0f msgs/s\n", lhRate)
+	fmt.Printf("speedup_vs_seed=%.1f x\n", lhRate/seedRate)
+	perMsg := float64(usecAfter-usecBefore) / float64(*msgs)
+	fmt.Printf("leasehold_redis_usec_per_msg=%.2f us\n", perMsg)
+	fmt.Printf("leasehold_redis_bound_msgs_per_s=%.0f msgs/s\n", 1e6/perMsg)
+	if *records > 0 {
+		if err := deletePrefix(ctx, c, prefix); err != nil {
+			log.Fatal(err)
+		}
+		lhBytes, err := leaseholdMemory(ctx, c, s, *records, *batch)
+		if err != nil {
+			log.Fatalf("leasehold memory: %v", err)
+		}
+		if err := deletePrefix(ctx, c, prefix); err != nil {
+			log.Fatal(err)
+		}
+		seedBytes, err := seedMemory(ctx, c, *records)
+		if err != nil {
+			log.Fatalf("seed memory: %v", err)
+		}
+		fmt.Printf("bytes_per_record=%.1f bytes\n", lhBytes)
+		fmt.Printf("seed_ref_bytes_per_record=%.1f bytes\n", seedBytes)
+		fmt.Printf("records=%d records\n", *records)
+	}
+}
+
+// seedThroughput runs the seed articles' design one message at a time: SET
+// NX of a PROCESSING JSON value with a 300s TTL, the no-op job, then SET of
+// the COMPLETED JSON value with a 24h TTL.
+func seedThroughput(ctx context.Context, c *redis.Client, prefix string, n int) (float64, error) {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + "idempotency:v1:" + uuid.NewString()
+	}
+	consumer := "consumer-" + strconv.Itoa(os.Getpid())
+	start := time.Now()
+	for _, k := range keys {
+		processing, _ := json.Marshal(map[string]any{"status": "PROCESSING", "owner": consumer + ":" + uuid.NewString(),
+			"timestamp": float64(time.Now().UnixNano()) / 1e9})
+		ok, err := c.SetNX(ctx, k, processing, 300*time.Second).Result()
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return 0, fmt.Errorf("key %s already set", k)
+		}
+		completed, _ := json.Marshal(map[string]any{"status": "COMPLETED", "result": ""})
+		if err := c.Set(ctx, k, completed, 24*time.Hour).Err(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// leaseholdThroughput claims and completes n fresh keys in poll batches of
+// batch, conc batches in flight at once.
+func leaseholdThroughput(ctx context.Context, s *idempotency.Store, n, batch, conc int) (float64, error) {
+	batches := make(chan []idempotency.Request, conc)
+	go func() {
+		defer close(batches)
+		for i := 0; i < n; i += batch {
+			reqs := make([]idempotency.Request, 0, batch)
+			for j := i; j < min(i+batch, n); j++ {
+				reqs = append(reqs, idempotency.Request{Key: uuid.NewString()})
+			}
+			batches <- reqs
+		}
+	}()
+	// Pre-generate the first batches so that key generation stays out of the
+	// measured time as much as a producer would.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for reqs := range batches {
+				if err := claimComplete(ctx, s, reqs); err != nil {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), firstErr
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func claimComplete(ctx context.Context, s *idempotency.Store, reqs []idempotency.Request) error {
+	for i := range reqs {
+		f, err := s.Fingerprint([]byte(reqs[i].Key))
+		if err != nil {
+			return err
+		}
+		reqs[i].Fingerprint = f
+	}
+	claims := s.ClaimBatch(ctx, reqs)
+	comps := make([]idempotency.Completion, 0, len(claims))
+	for _, c := range claims {
+		if c.Outcome != idempotency.Acquired {
+			return fmt.Errorf("claim %s: %v %v", c.Key, c.Outcome, c.Err)
+		}
+		comps = append(comps, idempotency.Completion{Claim: c})
+	}
+	for _, err := range s.CompleteBatch(ctx, comps) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseholdMemory completes n records through the Store and returns the
+// used_memory delta per record.
+func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store, n, batch int) (float64, error) {
+	before, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < n; i += batch {
+		reqs := make([]idempotency.Request, 0, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			reqs = append(reqs, idempotency.Request{Key: uuid.NewString()})
+		}
+		if err := claimComplete(ctx, s, reqs); err != nil {
+			return 0, err
+		}
+	}
+	after, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(n), nil
+}
+
+// seedMemory writes n COMPLETED records of the seed design (a JSON string per
+// key under idempotency:v1:<uuid>, 24h TTL), returns the used_memory delta per
+// record and deletes them.
+func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
+	completed, _ := json.Marshal(map[string]any{"status": "COMPLETED", "result": ""})
+	keys := make([]string, 0, n)
+	before, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for i := 0; i < len(keys); i += 1000 {
+			_ = c.Unlink(context.Background(), keys[i:min(i+1000, len(keys))]...).Err()
+		}
+	}()
+	const chunk = 1000
+	for i := 0; i < n; i += chunk {
+		p := c.Pipeline()
+		for j := i; j < min(i+chunk, n); j++ {
+			k := "idempotency:v1:" + uuid.NewString()
+			keys = append(keys, k)
+			p.Set(ctx, k, completed, 24*time.Hour)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return 0, err
+		}
+	}
+	after, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(n), nil
+}
+
+// scriptUsec returns the microseconds Redis spent in EVALSHA and EVAL calls
+// so far (INFO commandstats): the server-side cost of the scripts, which
+// bounds throughput on Redis's single command thread.
+func scriptUsec(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+		}
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				total += n
+			}
+		}
+	}
+	return total, nil
+}
+
+func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("no used_memory in INFO memory")
+}
+
+func deletePrefix(ctx context.Context, c *redis.Client, prefix string) error {
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 5000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := c.Unlink(ctx, keys...).Err(); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+type server struct {
+	addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// startRedis starts a private redis-server on a free port with no
+// persistence and noeviction.
+func startRedis() (*server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "lh-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
+		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := c.Ping(context.Background()).Err(); err == nil {
+			return s, nil
+		} else if time.Now().After(deadline) {
+			s.stop()
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = os.RemoveAll(s.dir)
+}

@@ -1,0 +1,157 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CapacityReport is what Capacity measured and estimated.
+type CapacityReport struct {
+	// BytesPerRecord is the measured used_memory growth per COMPLETED record
+	// with an empty result, laid out as the Store lays them out at the given
+	// rate (records per bucket as in production).
+	BytesPerRecord float64
+	// SampleRecords is how many records the measurement wrote (and deleted).
+	SampleRecords int
+	// RecordsPerBucket is how many records one (shard, window) bucket holds
+	// at the given rate.
+	RecordsPerBucket float64
+	// Listpack reports whether buckets stay in the compact listpack encoding
+	// at that density (RecordsPerBucket <= hash-max-listpack-entries).
+	Listpack bool
+	// MinShards is the smallest shard count (WithShards) that keeps buckets
+	// listpacks at the given rate.
+	MinShards int
+	// PeakRecords is the most records kept at once: rate x (retention + one
+	// window), since a bucket expires a window after its last write.
+	PeakRecords float64
+	// PeakBytes is PeakRecords x BytesPerRecord: the memory the records need,
+	// leases and results stored apart not included.
+	PeakBytes float64
+}
+
+// capacitySample is how many records Capacity writes to measure.
+const capacitySample = 20000
+
+// Capacity measures the memory a record takes on the live Redis and
+// estimates the memory needed for rate messages per second kept for
+// retention (zero: the Store's retention). It writes sample records under a
+// scratch prefix (with a 10-minute TTL, in case it is interrupted), reads the
+// used_memory growth and deletes them. Other clients writing at the same
+// time distort the figure: measure on a quiet server, or repeat.
+func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Duration) (CapacityReport, error) {
+	if rate <= 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
+		return CapacityReport{}, fmt.Errorf("idempotency: capacity: rate must be positive, got %v", rate)
+	}
+	retention = cmpDuration(retention, s.cfg.retention)
+	window := retention / time.Duration(s.cfg.windows)
+	perBucket := rate * window.Seconds() / float64(s.cfg.shards)
+	r := CapacityReport{
+		SampleRecords:    capacitySample,
+		RecordsPerBucket: perBucket,
+		Listpack:         perBucket <= float64(s.entries),
+		MinShards:        int(math.Ceil(rate * window.Seconds() / float64(s.entries))),
+		PeakRecords:      rate * (retention + window).Seconds(),
+	}
+	// Sample buckets as full as production's, bounded so that the sample
+	// spans several buckets (past a few thousand entries the cost per record
+	// of a hashtable bucket no longer changes).
+	density := int(math.Min(math.Max(math.Round(perBucket), 1), 4096))
+	scratch := s.cfg.prefix + "idem:capacity:" + strings.ToLower(rand.Text()[:12]) + ":"
+	var keys []string
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for i := 0; i < len(keys); i += 500 {
+			p := s.c.Pipeline()
+			for _, k := range keys[i:min(i+500, len(keys))] {
+				p.Unlink(ctx, k)
+			}
+			_, _ = p.Exec(ctx)
+		}
+	}()
+	before, err := s.usedMemory(ctx)
+	if err != nil {
+		return r, err
+	}
+	now := s.redisNow()
+	p := s.c.Pipeline()
+	var field [16]byte
+	for i := range capacitySample {
+		if i%density == 0 {
+			keys = append(keys, scratch+"{i:"+strconv.Itoa(len(keys))+"}:"+strconv.FormatInt(now.UnixMilli(), 10))
+		}
+		k := keys[len(keys)-1]
+		_, _ = rand.Read(field[:])
+		var f Fingerprint
+		_, _ = rand.Read(f[:])
+		v := encodeRecord(Record{State: Completed, Fence: uint64(now.UnixMicro()), Fingerprint: f, Attempt: 1, At: now}, false)
+		p.HSet(ctx, k, string(field[:]), v)
+		if i%density == 0 {
+			p.PExpire(ctx, k, 10*time.Minute)
+		}
+		if p.Len() >= 1000 {
+			if _, err := p.Exec(ctx); err != nil {
+				return r, fmt.Errorf("idempotency: capacity: %w", classify(err))
+			}
+		}
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return r, fmt.Errorf("idempotency: capacity: %w", classify(err))
+	}
+	after, err := s.usedMemory(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.BytesPerRecord = float64(after-before) / capacitySample
+	r.PeakBytes = r.PeakRecords * r.BytesPerRecord
+	return r, nil
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// usedMemory returns used_memory, summed over the masters of a Cluster.
+func (s *Store) usedMemory(ctx context.Context) (int64, error) {
+	read := func(ctx context.Context, c redis.Cmdable) (int64, error) {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return 0, fmt.Errorf("idempotency: INFO memory: %w", classify(err))
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return 0, errors.New("idempotency: INFO memory has no used_memory")
+	}
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return read(ctx, s.c)
+	}
+	var (
+		mu    sync.Mutex
+		total int64
+	)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n, err := read(ctx, c)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	})
+	return total, err
+}

@@ -1,0 +1,44 @@
+package idempotency
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+)
+
+func TestCapacity(t *testing.T) {
+	t.Parallel()
+	// A server of its own: other tests writing to the shared one would
+	// distort the used_memory delta.
+	srv := testkit.StartRedis(t)
+	e := setupOn(t, srv.Client(t), "cap:", nil)
+	r, err := e.s.Capacity(t.Context(), 1000, 24*time.Hour)
+	if err != nil {
+		t.Fatalf("Capacity: %v", err)
+	}
+	// 1000/s over 12h windows in 65536 shards: about 660 records a bucket,
+	// above the default hash-max-listpack-entries (512).
+	if math.Abs(r.RecordsPerBucket-1000*43200.0/65536) > 1 || r.Listpack || r.MinShards != 84375 {
+		t.Fatalf("layout figures %+v", r)
+	}
+	if r.BytesPerRecord < 30 || r.BytesPerRecord > 200 {
+		t.Fatalf("measured %.1f bytes per record, outside any plausible range", r.BytesPerRecord)
+	}
+	if want := 1000 * (24 + 12) * 3600.0; r.PeakRecords != want || r.PeakBytes != want*r.BytesPerRecord {
+		t.Fatalf("peak %v records %v bytes", r.PeakRecords, r.PeakBytes)
+	}
+	if n, _ := srv.Client(t).DBSize(t.Context()).Result(); n != 0 {
+		t.Fatalf("%d scratch keys left", n)
+	}
+	t.Logf("1000/s: %+v", r)
+	// At a rate whose buckets stay listpacks, a record costs less.
+	small, err := e.s.Capacity(t.Context(), 100, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !small.Listpack || small.BytesPerRecord >= r.BytesPerRecord || small.BytesPerRecord > 100 {
+		t.Fatalf("listpack layout: %.1f bytes per record (hashtable: %.1f)", small.BytesPerRecord, r.BytesPerRecord)
+	}
+}

@@ -1,0 +1,148 @@
+package idempotency
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
+)
+
+func TestRedisStoppedIsUnavailable(t *testing.T) {
+	t.Parallel()
+	srv := testkit.StartRedis(t)
+	c := srv.Client(t)
+	// A TTL long enough that the lease outlives the outage locally.
+	e := setupOn(t, c, "u:", nil, lease.WithTTL(20*time.Second))
+	ctx := t.Context()
+	held := e.claim(t, "running", fp("a"), Acquired)
+	srv.Stop()
+
+	got, err := e.s.Claim(ctx, "new", fp("a"))
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, lease.ErrUnavailable) || got.Outcome != 0 || got.Lease != nil {
+		t.Fatalf("Claim with Redis stopped = %v, %v; want ErrUnavailable and no outcome", got.Outcome, err)
+	}
+	for i, c := range e.s.ClaimBatch(ctx, []Request{{"b1", fp("a")}, {"b2", fp("a")}}) {
+		if !errors.Is(c.Err, ErrUnavailable) {
+			t.Fatalf("ClaimBatch[%d] with Redis stopped: %v", i, c.Err)
+		}
+	}
+	if err := e.s.Complete(ctx, held, []byte("r")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Complete with Redis stopped = %v, want ErrUnavailable", err)
+	}
+	if err := e.s.Fail(ctx, held, Terminal, errors.New("x")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Fail with Redis stopped = %v, want ErrUnavailable", err)
+	}
+	if n := len(e.m.Held()); n != 1 {
+		t.Fatalf("Manager holds %d leases, want only the claim made before the stop", n)
+	}
+
+	// The server comes back empty, as after losing its data: the earlier
+	// claim's lease is gone, so finishing it must not write a result.
+	srv.Restart(false)
+	err = e.s.Complete(ctx, held, []byte("r"))
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Complete after Redis lost its data = %v, want ErrLeaseLost", err)
+	}
+	if n, _ := c.DBSize(ctx).Result(); n != 0 {
+		keys, _ := c.Keys(ctx, "*").Result()
+		t.Fatalf("keys written while and after Redis was down: %q", keys)
+	}
+	e.claim(t, "new", fp("a"), Acquired)
+}
+
+func TestEvictionPolicyRefused(t *testing.T) {
+	t.Parallel()
+	srv := testkit.StartRedis(t, testkit.WithRedisConfig("maxmemory 64mb", "maxmemory-policy allkeys-lru"))
+	c := srv.Client(t)
+	m, err := lease.NewManager(c, lease.WithPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(t.Context(), c, m)
+	var pe *PolicyError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrEvictionPolicy) || pe.Policy != "allkeys-lru" {
+		t.Fatalf("New on allkeys-lru = %v, want a *PolicyError", err)
+	}
+	if !strings.Contains(err.Error(), "evict") || !strings.Contains(err.Error(), "WithAllowEviction") {
+		t.Fatalf("error does not say why nor how to override: %q", err)
+	}
+	if _, err := New(t.Context(), c, m, WithAllowEviction()); err != nil {
+		t.Fatalf("New with WithAllowEviction: %v", err)
+	}
+	if _, err := New(t.Context(), c, m, WithMaxmemoryPolicy("volatile-ttl")); !errors.Is(err, ErrEvictionPolicy) {
+		t.Fatalf("stated volatile-ttl = %v, want ErrEvictionPolicy", err)
+	}
+}
+
+func TestConfigDisabled(t *testing.T) {
+	t.Parallel()
+	srv := testkit.StartRedis(t, testkit.WithRedisConfig(`rename-command CONFIG ""`))
+	c := srv.Client(t)
+	m, err := lease.NewManager(c, lease.WithPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), c, m); !errors.Is(err, ErrPolicyUnknown) || !strings.Contains(err.Error(), "WithMaxmemoryPolicy") {
+		t.Fatalf("New without CONFIG = %v, want ErrPolicyUnknown naming WithMaxmemoryPolicy", err)
+	}
+	s, err := New(t.Context(), c, m, WithMaxmemoryPolicy("noeviction"))
+	if err != nil {
+		t.Fatalf("New with a stated policy: %v", err)
+	}
+	if s.inline != 64 {
+		t.Fatalf("inline limit without CONFIG = %d, want the Redis default 64", s.inline)
+	}
+}
+
+func TestScriptCacheFlushed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	// Stands for a restart or failover that emptied the script cache: the
+	// pipelines load the scripts again and carry on. (Flushing the shared
+	// server's cache is harmless to other tests: every caller reloads.)
+	if err := e.c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cs := e.s.ClaimBatch(ctx, []Request{{"a", fp("a")}, {"b", fp("b")}})
+	for _, c := range cs {
+		if c.Outcome != Acquired {
+			t.Fatalf("claim after SCRIPT FLUSH: %v %v", c.Outcome, c.Err)
+		}
+	}
+	if err := e.c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range e.s.CompleteBatch(ctx, []Completion{{Claim: cs[0]}, {Claim: cs[1]}}) {
+		if err != nil {
+			t.Fatalf("complete after SCRIPT FLUSH: %v", err)
+		}
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	m, err := lease.NewManager(c, lease.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opt := range map[string]Opt{
+		"brace prefix": WithPrefix("a{b"),
+		"no windows":   WithWindows(-1),
+		"no shards":    WithShards(-3),
+		"short":        WithRetention(time.Millisecond),
+	} {
+		if _, err := New(t.Context(), c, m, opt); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	if _, err := New(t.Context(), redis.UniversalClient(nil), m); err == nil {
+		t.Error("New accepted a nil client")
+	}
+}
