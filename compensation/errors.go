@@ -1,0 +1,95 @@
+package compensation
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrUnknownHandler: no compensation handler is registered under the name.
+	ErrUnknownHandler = errors.New("compensation: unknown handler")
+
+	// ErrDuplicateHandler: [Register] was called twice with one name.
+	ErrDuplicateHandler = errors.New("compensation: handler registered twice")
+
+	// ErrInvalid reports a bad argument: an empty or oversized name, arguments
+	// that do not encode, or encode beyond the configured bound.
+	ErrInvalid = errors.New("compensation: invalid argument")
+
+	// ErrNotOpen is returned by [Journal.Step] and [Journal.Seal] when the
+	// journal no longer accepts steps: its compensation or commit has begun.
+	ErrNotOpen = errors.New("compensation: journal no longer open")
+
+	// ErrTooManySteps: the journal already holds the configured maximum.
+	ErrTooManySteps = errors.New("compensation: too many steps in one journal")
+
+	// ErrLateEffect is returned by [Journal.Step] when the step's effect
+	// completed after another process had begun compensating it as an
+	// in-doubt step. The step is reopened so that it is compensated again;
+	// the caller has lost its lease and should compensate (see
+	// [Journal.Compensate]). The error is a [*LateEffectError].
+	ErrLateEffect = errors.New("compensation: step completed after its compensation began")
+
+	// ErrDeadLettered: a step's compensation failed on every attempt; the
+	// journal waits in the dead-letter list for [Runner.Retry]. The error is a
+	// [*DeadLetterError].
+	ErrDeadLettered = errors.New("compensation: dead-lettered")
+
+	// ErrBusy: another process holds the journal's compensation lease.
+	ErrBusy = errors.New("compensation: journal being compensated elsewhere")
+
+	// ErrUnavailable wraps failures to reach Redis.
+	ErrUnavailable = errors.New("compensation: redis unavailable")
+
+	// ErrClosed: the Runner was shut down.
+	ErrClosed = errors.New("compensation: runner closed")
+)
+
+// DeadLetterError is the detail of [ErrDeadLettered]: the journal and the
+// step whose compensation kept failing.
+type DeadLetterError struct {
+	Ref      Ref
+	Step     int
+	StepName string
+	Attempts int
+	Err      error // the last attempt's error
+}
+
+// Error implements error.
+func (e *DeadLetterError) Error() string {
+	return fmt.Sprintf("compensation: %s step %d (%s) dead-lettered after %d attempts: %v",
+		e.Ref, e.Step, e.StepName, e.Attempts, e.Err)
+}
+
+// Unwrap returns [ErrDeadLettered] and the last attempt's error.
+func (e *DeadLetterError) Unwrap() []error { return []error{ErrDeadLettered, e.Err} }
+
+// LateEffectError is the detail of [ErrLateEffect].
+type LateEffectError struct {
+	Ref      Ref
+	Step     int
+	StepName string
+}
+
+// Error implements error.
+func (e *LateEffectError) Error() string {
+	return fmt.Sprintf("compensation: %s step %d (%s) completed after its compensation began", e.Ref, e.Step, e.StepName)
+}
+
+// Unwrap returns [ErrLateEffect].
+func (e *LateEffectError) Unwrap() error { return ErrLateEffect }
+
+// HandlerError wraps an error returned (or a panic raised) by a compensation
+// handler.
+type HandlerError struct {
+	Handler string
+	Err     error
+}
+
+// Error implements error.
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("compensation: handler %q: %v", e.Handler, e.Err)
+}
+
+// Unwrap returns the handler's error.
+func (e *HandlerError) Unwrap() error { return e.Err }

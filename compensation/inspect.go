@@ -1,0 +1,162 @@
+package compensation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// State of a journal.
+type State string
+
+// Journal states.
+const (
+	StateOpen         State = "open"      // steps may still be added
+	StateSealed       State = "sealed"    // the job is committing
+	StateCommitted    State = "committed" // the commit landed; never compensated
+	StateCompensating State = "comp"      // compensation began
+	StateCompensated  State = "done"      // every step compensated
+	StateDeadLettered State = "dead"      // a step's compensation failed on every attempt
+)
+
+// StepRecord is one journaled step, as stored.
+type StepRecord struct {
+	Step       int
+	Name       string
+	Handler    string
+	State      string // intent, done, claimed, retry, comp (compensated), dead
+	Done       bool   // the effect was confirmed; false means in doubt
+	Attempts   int
+	Generation int
+	ArgsBytes  int    // size of the encoded arguments (not shown: they may be sensitive)
+	Error      string // the last failed attempt's error
+}
+
+// JournalInfo is a journal as stored.
+type JournalInfo struct {
+	Ref     Ref
+	State   State
+	Created time.Time
+	Steps   []StepRecord
+}
+
+// DeadLetter is a dead-lettered journal: [Runner.List] returns them.
+type DeadLetter struct {
+	JournalInfo
+	Since time.Time
+}
+
+// Inspect reads the journal ref. It returns an error wrapping redis.Nil when
+// there is none.
+func (r *Runner) Inspect(ctx context.Context, ref Ref) (JournalInfo, error) {
+	m, err := r.client.HGetAll(ctx, r.journalKey(ref)).Result()
+	if err != nil {
+		return JournalInfo{}, r.redisErr("inspect", ref, err)
+	}
+	if len(m) == 0 {
+		return JournalInfo{}, fmt.Errorf("compensation: no journal %s: %w", ref, redis.Nil)
+	}
+	info := JournalInfo{Ref: ref, State: State(m["st"])}
+	if ms, err := strconv.ParseInt(m["t0"], 10, 64); err == nil {
+		info.Created = time.UnixMilli(ms).UTC()
+	}
+	n, _ := strconv.Atoi(m["n"])
+	n = min(n, r.cfg.maxSteps)
+	for i := 1; i <= n; i++ {
+		p := "s:" + strconv.Itoa(i) + ":"
+		att, _ := strconv.Atoi(m[p+"t"])
+		gen, _ := strconv.Atoi(m[p+"g"])
+		info.Steps = append(info.Steps, StepRecord{
+			Step: i, Name: m[p+"name"], Handler: m[p+"h"], State: m[p+"st"], Done: m[p+"ok"] == "1",
+			Attempts: att, Generation: gen, ArgsBytes: len(m[p+"a"]), Error: m[p+"e"],
+		})
+	}
+	return info, nil
+}
+
+// List returns up to limit dead-lettered journals, oldest first.
+func (r *Runner) List(ctx context.Context, limit int) ([]DeadLetter, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	zs, err := r.client.ZRangeWithScores(ctx, r.deadKey(), 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: list dead letters: %w", ErrUnavailable, err)
+	}
+	out := make([]DeadLetter, 0, len(zs))
+	for _, z := range zs {
+		member, _ := z.Member.(string)
+		ref, err := ParseRef(member)
+		if err != nil {
+			continue
+		}
+		info, err := r.Inspect(ctx, ref)
+		if errors.Is(err, redis.Nil) {
+			_ = r.client.ZRem(ctx, r.deadKey(), member).Err()
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, DeadLetter{JournalInfo: info, Since: time.UnixMilli(int64(z.Score)).UTC()})
+	}
+	return out, nil
+}
+
+// Retry compensates again every dead-lettered journal of key, once the
+// cause of the failures is fixed: dead steps get a fresh set of attempts and
+// the compensation resumes in reverse order from the first of them. key is
+// the lease name shown by [Runner.List], or the idempotency key when the
+// lease name has the form "{tag}:key" (as idempotency.Store.LeaseName makes
+// it). It returns how many journals it retried and the errors of those that
+// failed again.
+func (r *Runner) Retry(ctx context.Context, key string) (int, error) {
+	members, err := r.client.ZRange(ctx, r.deadKey(), 0, -1).Result()
+	if err != nil {
+		return 0, fmt.Errorf("%w: list dead letters: %w", ErrUnavailable, err)
+	}
+	var (
+		n    int
+		errs []error
+	)
+	for _, m := range members {
+		ref, err := ParseRef(m)
+		if err != nil || !matchKey(ref.Name, key) {
+			continue
+		}
+		n++
+		if err := r.RetryJournal(ctx, ref); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// RetryJournal compensates one dead-lettered journal again.
+func (r *Runner) RetryJournal(ctx context.Context, ref Ref) error {
+	if err := r.index(ctx, ref); err != nil {
+		return err
+	}
+	code, err := r.compensate(ctx, ref, modeRetry, true)
+	if err == nil && code != beginAbsent {
+		_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
+	}
+	return err
+}
+
+func matchKey(name, key string) bool {
+	if name == key {
+		return true
+	}
+	if strings.HasPrefix(name, "{") {
+		if i := strings.IndexByte(name, '}'); i > 0 && strings.HasPrefix(name[i+1:], ":") {
+			return name[i+2:] == key
+		}
+	}
+	return false
+}

@@ -1,0 +1,166 @@
+package compensation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/lua"
+)
+
+// Journal records the saga steps of one job attempt: the job's lease (name,
+// fence, token). It is safe for concurrent use, but steps are ordered by the
+// order their intents reach Redis.
+type Journal struct {
+	r   *Runner
+	l   *lease.Lease
+	ref Ref
+
+	mu      sync.Mutex
+	indexed bool
+}
+
+// Journal returns the journal of the attempt holding l. l must come from the
+// Runner's lease.Manager.
+func (r *Runner) Journal(l *lease.Lease) *Journal {
+	return &Journal{r: r, l: l, ref: Ref{Name: l.Name(), Fence: l.Fence()}}
+}
+
+// Ref returns the journal's reference.
+func (j *Journal) Ref() Ref { return j.ref }
+
+// Key returns the lease name the journal belongs to.
+func (j *Journal) Key() string { return j.ref.Name }
+
+// Fence returns the fence of the attempt.
+func (j *Journal) Fence() uint64 { return j.ref.Fence }
+
+// Step runs one saga step: it journals the intent (handler name and args,
+// encoded as JSON) while the lease is still held, runs do, then marks the
+// step done. If the intent cannot be journaled (the lease is lost: an error
+// wrapping lease.ErrLost; the journal is being compensated: [ErrNotOpen]),
+// do does not run. If do fails, or the process dies before the step is
+// marked done, the step stays in doubt and is compensated like a done step:
+// handlers must accept steps that never took effect.
+//
+// When do's effect completes after another process has begun compensating
+// the step (this process was a zombie), Step returns a [*LateEffectError]:
+// the step is reopened and will be compensated again under a new
+// generation; the caller should compensate ([Journal.Compensate]).
+func (j *Journal) Step(ctx context.Context, name string, do func(context.Context) error, handler string, args any) error {
+	if name == "" || len(name) > MaxHandlerNameLen || do == nil {
+		return fmt.Errorf("%w: step name must be 1 to %d bytes and do non-nil", ErrInvalid, MaxHandlerNameLen)
+	}
+	if !j.r.reg.Has(handler) {
+		return fmt.Errorf("%w: %q (register it before the step runs)", ErrUnknownHandler, handler)
+	}
+	enc, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("%w: encode arguments of step %q: %v", ErrInvalid, name, err)
+	}
+	if len(enc) > j.r.cfg.maxArgs {
+		return fmt.Errorf("%w: arguments of step %q are %d bytes, limit %d", ErrInvalid, name, len(enc), j.r.cfg.maxArgs)
+	}
+	if err := j.ensureIndexed(ctx); err != nil {
+		return err
+	}
+	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompIntent,
+		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
+		j.ref.Name, name, handler, enc, j.r.cfg.openRetention.Milliseconds(), j.r.cfg.maxSteps)
+	if err != nil {
+		return j.r.redisErr("intent", j.ref, err)
+	}
+	n, _ := res.(int64)
+	switch {
+	case n == -2:
+		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
+	case n == -3:
+		return fmt.Errorf("%w: %s holds %d", ErrTooManySteps, j.ref, j.r.cfg.maxSteps)
+	case n < 1:
+		return fmt.Errorf("compensation: intent %s: unexpected reply %v", j.ref, res)
+	}
+
+	if err := do(ctx); err != nil {
+		return err
+	}
+
+	// The effect happened: record it even if ctx was cancelled meanwhile.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res, err = lua.CompDone.Run(dctx, j.r.client,
+		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
+		n, j.l.Token(), j.r.cfg.openRetention.Milliseconds()).Result()
+	if err != nil {
+		return j.r.redisErr("done", j.ref, err)
+	}
+	switch code, _ := res.(int64); code {
+	case 1:
+		return nil
+	case 2:
+		_ = j.r.index(dctx, j.ref)
+		return &LateEffectError{Ref: j.ref, Step: int(n), StepName: name}
+	default:
+		return fmt.Errorf("compensation: done %s step %d: code %d", j.ref, n, code)
+	}
+}
+
+// ensureIndexed adds the journal to the recovery index before its first
+// intent, so that the index always covers every journal.
+func (j *Journal) ensureIndexed(ctx context.Context) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.indexed {
+		return nil
+	}
+	if err := j.r.index(ctx, j.ref); err != nil {
+		return err
+	}
+	j.indexed = true
+	return nil
+}
+
+// Seal marks the journal as about to commit; call it just before the job's
+// fenced commit. From then on the recovery sweep no longer compensates the
+// journal on its own (the commit may have landed); a takeover of the key,
+// which proves it did not, still does. It returns an error wrapping
+// lease.ErrLost when the lease is lost and [ErrNotOpen] when compensation
+// has begun; the job must not commit then.
+func (j *Journal) Seal(ctx context.Context) error {
+	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
+	if err != nil {
+		return j.r.redisErr("seal", j.ref, err)
+	}
+	if code, _ := res.(int64); code == -2 {
+		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
+	}
+	return nil
+}
+
+// Close marks the journal committed after the job's commit landed: it will
+// never be compensated, and expires after the closed retention. It does not
+// need the lease (the commit may have released it).
+func (j *Journal) Close(ctx context.Context) error {
+	res, err := lua.CompClose.Run(ctx, j.r.client,
+		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
+		j.l.Token(), j.r.cfg.closedRetention.Milliseconds()).Result()
+	if err != nil {
+		return j.r.redisErr("close", j.ref, err)
+	}
+	switch code, _ := res.(int64); code {
+	case 0, 1:
+		j.r.unindex(ctx, j.ref)
+		return nil
+	case -2:
+		return fmt.Errorf("%w: %s is being compensated", ErrNotOpen, j.ref)
+	default:
+		return fmt.Errorf("compensation: close %s: code %d", j.ref, code)
+	}
+}
+
+// Compensate compensates this journal: see [Runner.Compensate].
+func (j *Journal) Compensate(ctx context.Context) error {
+	return j.r.Compensate(ctx, j.ref)
+}

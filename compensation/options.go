@@ -1,0 +1,94 @@
+package compensation
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Opt configures a [Runner].
+type Opt interface{ apply(*cfg) }
+
+type optFunc func(*cfg)
+
+func (f optFunc) apply(c *cfg) { f(c) }
+
+type cfg struct {
+	prefix          string
+	attempts        int
+	backoffBase     time.Duration
+	backoffMax      time.Duration
+	stepTimeout     time.Duration
+	journalTimeout  time.Duration
+	openRetention   time.Duration
+	closedRetention time.Duration
+	maxSteps        int
+	maxArgs         int
+	sweepInterval   time.Duration
+	sweepBatch      int
+	poll            time.Duration
+	logger          *slog.Logger
+	observer        Observer
+	committed       func(ctx context.Context, ref Ref) (bool, error)
+}
+
+// WithPrefix sets the prefix of every Redis key the Runner writes. Default "lh:".
+func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
+
+// WithAttempts sets how many times a step's compensation is tried before it
+// is dead-lettered. Default 5.
+func WithAttempts(n int) Opt { return optFunc(func(c *cfg) { c.attempts = n }) }
+
+// WithBackoff sets the delay after the first failed attempt (doubling after
+// each further failure, with ±20% jitter) and its ceiling. Default 200ms, 30s.
+func WithBackoff(base, ceiling time.Duration) Opt {
+	return optFunc(func(c *cfg) { c.backoffBase, c.backoffMax = base, ceiling })
+}
+
+// WithStepTimeout bounds one attempt of one compensation handler. Default 30s.
+func WithStepTimeout(d time.Duration) Opt { return optFunc(func(c *cfg) { c.stepTimeout = d }) }
+
+// WithJournalTimeout bounds one call compensating a journal, waits for another
+// holder and backoffs included. Default 15m.
+func WithJournalTimeout(d time.Duration) Opt { return optFunc(func(c *cfg) { c.journalTimeout = d }) }
+
+// WithRetention sets how long an unfinished journal is kept after its last
+// write (it must outlast the longest job) and how long a committed or
+// compensated one is kept for inspection. Dead-lettered journals never
+// expire. Default 7 days and 24 hours.
+func WithRetention(open, closed time.Duration) Opt {
+	return optFunc(func(c *cfg) { c.openRetention, c.closedRetention = open, closed })
+}
+
+// WithMaxSteps bounds the steps of one journal. Default 1000.
+func WithMaxSteps(n int) Opt { return optFunc(func(c *cfg) { c.maxSteps = n }) }
+
+// WithMaxArgsBytes bounds the encoded arguments of one step. Default 64 KiB.
+func WithMaxArgsBytes(n int) Opt { return optFunc(func(c *cfg) { c.maxArgs = n }) }
+
+// WithSweepInterval sets how often [Runner.Start]'s recovery sweep runs.
+// Default 30s.
+func WithSweepInterval(d time.Duration) Opt { return optFunc(func(c *cfg) { c.sweepInterval = d }) }
+
+// WithSweepBatch bounds the journals one sweep pass looks at. Default 1000.
+func WithSweepBatch(n int) Opt { return optFunc(func(c *cfg) { c.sweepBatch = n }) }
+
+// WithPollInterval sets how often a caller that must wait for another
+// process's compensation of the same journal checks again. Default 250ms.
+func WithPollInterval(d time.Duration) Opt { return optFunc(func(c *cfg) { c.poll = d }) }
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *cfg) { c.logger = l }) }
+
+// WithObserver sets the hooks called around every compensation attempt
+// (tracing spans, metrics). Default: none.
+func WithObserver(o Observer) Opt { return optFunc(func(c *cfg) { c.observer = o }) }
+
+// WithCommitted lets the recovery sweep settle sealed journals whose owner
+// died between sealing and closing: f reports whether the job's commit for
+// ref landed (the idempotency record is completed with ref.Fence). Committed
+// journals are closed, others compensated. Default: none, and the sweep
+// leaves sealed journals to the next takeover of the key.
+func WithCommitted(f func(ctx context.Context, ref Ref) (bool, error)) Opt {
+	return optFunc(func(c *cfg) { c.committed = f })
+}

@@ -1,0 +1,222 @@
+package compensation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lua"
+)
+
+// SweepReport counts what one recovery pass found.
+type SweepReport struct {
+	Scanned      int // journals looked at
+	Live         int // owner still holds its lease: left alone
+	Compensated  int // compensated (or finished compensating) by this pass
+	DeadLettered int // ended, or found, dead-lettered
+	Busy         int // another process was compensating them
+	Sealed       int // sealed by a dead owner, left to takeover (no WithCommitted)
+	Committed    int // sealed journals found committed and closed
+	Removed      int // finished or expired entries dropped from the index
+	Failed       int // errors (the next pass tries again)
+}
+
+// Sweep runs one recovery pass over the journal index: it finishes
+// journals whose compensation was interrupted (the process died) and
+// compensates open journals whose owner no longer holds the job's lease
+// (it died, or gave the lease up without sealing or closing the journal).
+// Each journal is compensated under its compensation lease, so concurrent
+// sweeps in several processes do not run a step twice; a journal another
+// process is compensating is skipped.
+func (r *Runner) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	members, err := r.client.ZRange(ctx, r.indexKey(), 0, int64(r.cfg.sweepBatch-1)).Result()
+	if err != nil {
+		return rep, fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
+	}
+	type row struct {
+		ref   Ref
+		j     *redis.SliceCmd
+		owner *redis.SliceCmd
+	}
+	rows := make([]row, 0, len(members))
+	pipe := r.client.Pipeline()
+	for _, m := range members {
+		ref, err := ParseRef(m)
+		if err != nil {
+			pipe.ZRem(ctx, r.indexKey(), m)
+			continue
+		}
+		rows = append(rows, row{
+			ref:   ref,
+			j:     pipe.HMGet(ctx, r.journalKey(ref), "st", "tok", "fen"),
+			owner: pipe.HMGet(ctx, r.leases.Key(ref.Name), "tok", "fen"),
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return rep, fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
+	}
+	var errs []error
+	for _, row := range rows {
+		if ctx.Err() != nil {
+			break
+		}
+		rep.Scanned++
+		j, o := row.j.Val(), row.owner.Val()
+		st, _ := j[0].(string)
+		alive := len(o) == 2 && o[0] != nil && o[0] == j[1] && o[1] == j[2]
+		mode := modeSweep
+		switch State(st) {
+		case "":
+			r.unindex(ctx, row.ref)
+			rep.Removed++
+			continue
+		case StateCommitted, StateCompensated:
+			r.unindex(ctx, row.ref)
+			rep.Removed++
+			continue
+		case StateDeadLettered:
+			r.markDead(ctx, row.ref)
+			rep.DeadLettered++
+			continue
+		case StateOpen:
+			if alive {
+				rep.Live++
+				continue
+			}
+		case StateSealed:
+			if alive {
+				rep.Live++
+				continue
+			}
+			if r.cfg.committed == nil {
+				rep.Sealed++
+				continue
+			}
+			done, err := r.cfg.committed(ctx, row.ref)
+			if err != nil {
+				rep.Failed++
+				errs = append(errs, fmt.Errorf("compensation: sweep %s: commit check: %w", row.ref, err))
+				continue
+			}
+			if done {
+				tok, _ := j[1].(string)
+				if err := r.closeAs(ctx, row.ref, tok); err != nil {
+					rep.Failed++
+					errs = append(errs, err)
+					continue
+				}
+				rep.Committed++
+				continue
+			}
+			mode = modeForce
+		}
+		code, err := r.compensate(ctx, row.ref, mode, false)
+		switch {
+		case errors.Is(err, ErrBusy):
+			rep.Busy++
+		case errors.Is(err, ErrDeadLettered):
+			rep.DeadLettered++
+		case err != nil:
+			rep.Failed++
+			errs = append(errs, err)
+		case code == beginStarted:
+			rep.Compensated++
+		case code == beginAlive:
+			rep.Live++
+		case code == beginSealed:
+			rep.Sealed++
+		default:
+			rep.Removed++
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// closeAs closes a journal on behalf of its (dead) owner whose commit landed.
+func (r *Runner) closeAs(ctx context.Context, ref Ref, token string) error {
+	res, err := lua.CompClose.Run(ctx, r.client, []string{r.journalKey(ref), r.fencesKey(ref.Name)},
+		token, r.cfg.closedRetention.Milliseconds()).Result()
+	if err != nil {
+		return r.redisErr("close", ref, err)
+	}
+	if code, _ := res.(int64); code < 0 {
+		return fmt.Errorf("compensation: close %s: code %d", ref, code)
+	}
+	r.unindex(ctx, ref)
+	return nil
+}
+
+// Start starts the periodic recovery sweep (every sweep interval, jittered)
+// in one goroutine and returns. The lease.Manager must be started.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if r.started {
+		return nil
+	}
+	r.started = true
+	r.loopDone = make(chan struct{})
+	go r.loop(context.WithoutCancel(ctx))
+	return nil
+}
+
+func (r *Runner) loop(ctx context.Context) {
+	defer close(r.loopDone)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.base, cancel)
+	defer stop()
+	for {
+		d := time.Duration(float64(r.cfg.sweepInterval) * (0.75 + 0.5*rand.Float64()))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		rep, err := r.Sweep(ctx)
+		lvl := slog.LevelDebug
+		if err != nil || rep.Compensated > 0 || rep.DeadLettered > 0 {
+			lvl = slog.LevelInfo
+		}
+		r.log.Log(ctx, lvl, "compensation: sweep", slog.Int("scanned", rep.Scanned),
+			slog.Int("compensated", rep.Compensated), slog.Int("dead_lettered", rep.DeadLettered),
+			slog.Int("busy", rep.Busy), slog.Int("sealed", rep.Sealed), slog.Any("err", err))
+	}
+}
+
+// Shutdown stops the sweep and cancels in-flight compensations (the journals
+// stay marked, and the next sweep anywhere resumes them), then waits for them
+// to return or for ctx. It is idempotent. Shut the Runner down before its
+// lease.Manager.
+func (r *Runner) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	done := r.loopDone
+	r.mu.Unlock()
+	r.stop(ErrClosed)
+	wait := make(chan struct{})
+	go func() {
+		r.inflight.Wait()
+		if done != nil {
+			<-done
+		}
+		close(wait)
+	}()
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
