@@ -1,0 +1,266 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+)
+
+// sleeper is a handler that runs for d in steps, heartbeating after each,
+// and counts its effect at the end unless its context was cancelled.
+func sleeper(fx *effects, d time.Duration, steps int) Handler {
+	return func(ctx context.Context, j *Job) ([]byte, error) {
+		for i := range steps {
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-time.After(d / time.Duration(steps)):
+			}
+			if err := j.Heartbeat(ctx, []byte(fmt.Sprint(i+1))); err != nil {
+				return nil, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		fx.add(j.Key)
+		return []byte("slept"), nil
+	}
+}
+
+// TestLongJobsWhileMembersJoinAndLeave runs jobs lasting several lease TTLs
+// while a worker joins the group and another leaves. Partitions move while
+// jobs run; the new owners re-read uncommitted records, find their keys held,
+// wait, and replay the result. Nothing is lost, nothing runs twice.
+func TestLongJobsWhileMembersJoinAndLeave(t *testing.T) {
+	h := setup(t, 6)
+	const jobs = 12
+	ttl := 1500 * time.Millisecond
+	fx := newEffects()
+	var recs []*kgo.Record
+	for i := range jobs {
+		r := jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("long-%02d", i)})
+		recs = append(recs, r)
+		if i%3 == 0 { // a duplicate right behind: found held while the original runs
+			recs = append(recs, jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("long-%02d", i)}))
+		}
+	}
+	dups := (jobs + 2) / 3
+	reg := func(w *Worker) { must(t, w.Register("test.long", sleeper(fx, 3*ttl+time.Second, 20))) }
+	opts := []Opt{WithLeaseTTL(ttl), WithConcurrency(jobs), WithHeartbeatThrottle(200 * time.Millisecond)}
+	a := h.start(t, h.rdb, reg, opts...)
+	b := h.start(t, h.rdb, reg, opts...)
+	h.produce(t, recs)
+
+	waitFor(t, 20*time.Second, "jobs running", func() bool { return len(a.Running())+len(b.Running()) >= jobs/2 })
+	c := h.start(t, h.rdb, reg, opts...) // joins: partitions move while jobs run
+	time.Sleep(ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil { // leaves, draining its jobs under their leases
+		t.Fatalf("shutdown of the leaving worker: %v", err)
+	}
+
+	waitFor(t, 60*time.Second, "every job done", func() bool { return len(fx.snapshot()) == jobs })
+	h.waitCommitted(t, 30*time.Second)
+	for i := range jobs {
+		if n := fx.count(fmt.Sprintf("long-%02d", i)); n != 1 {
+			t.Errorf("long-%02d ran to completion %d times, want 1", i, n)
+		}
+	}
+	var held, replayed, lost int64
+	for _, w := range []*Worker{a, b, c} {
+		s := w.Stats()
+		held += s.Claimed[OutcomeHeld]
+		replayed += s.Replayed
+		lost += s.LeasesLost
+	}
+	if lost != 0 {
+		t.Errorf("%d leases lost; heartbeating jobs must keep theirs", lost)
+	}
+	if held == 0 {
+		t.Error("no claim found its key held; duplicates must wait for the running attempt")
+	}
+	if replayed < int64(dups) {
+		t.Errorf("replayed %d, want at least %d (one per duplicate)", replayed, dups)
+	}
+	t.Logf("held answers %d, replays %d", held, replayed)
+}
+
+// TestRedisDownPausesConsumption stops Redis (SIGSTOP) for five seconds in
+// the middle of a run: no handler may start while it is down, and every job
+// must be completed, once, after it comes back.
+func TestRedisDownPausesConsumption(t *testing.T) {
+	h := setup(t, 4)
+	srv := testkit.StartRedis(t)
+	opt := srv.Options()
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 200*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+	opt.MaxRetries = -1
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	const jobs = 60
+	var (
+		mu      sync.Mutex
+		starts  []time.Time
+		commits = newEffects()
+	)
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil, nil
+	}
+	hooks := Hooks{OnDone: func(_ context.Context, j *Job, _ []byte, err error) {
+		if err == nil {
+			commits.add(j.Key)
+		}
+	}}
+	reg := func(w *Worker) { must(t, w.Register("test.op", handler)) }
+	opts := []Opt{WithLeaseTTL(time.Second), WithConcurrency(4), WithHooks(hooks)}
+	w1 := h.start(t, rdb, reg, opts...)
+	w2 := h.start(t, rdb, reg, opts...)
+	var recs []*kgo.Record
+	for i := range jobs {
+		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("r-%02d", i)}))
+	}
+	h.produce(t, recs)
+	waitFor(t, 20*time.Second, "a few jobs done", func() bool { return len(commits.snapshot()) >= 8 })
+
+	srv.Pause()
+	downAt := time.Now()
+	var notReady atomic.Bool
+	go func() {
+		time.Sleep(2 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		notReady.Store(w1.Ready(ctx) != nil)
+	}()
+	time.Sleep(5 * time.Second)
+	upAt := time.Now()
+	srv.Resume()
+
+	waitFor(t, 60*time.Second, "every job completed", func() bool { return len(commits.snapshot()) == jobs })
+	h.waitCommitted(t, 30*time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	// A claim answered just before the pause may start its handler a moment
+	// after it; allow 100ms for that.
+	for _, s := range starts {
+		if s.After(downAt.Add(100*time.Millisecond)) && s.Before(upAt) {
+			t.Errorf("a handler started %v after Redis went down", s.Sub(downAt))
+		}
+	}
+	for i := range jobs {
+		if n := commits.count(fmt.Sprintf("r-%02d", i)); n != 1 {
+			t.Errorf("r-%02d completed %d times, want 1", i, n)
+		}
+	}
+	if !notReady.Load() {
+		t.Error("Ready reported ready while Redis was down")
+	}
+	if p := w1.Stats().Pauses + w2.Stats().Pauses; p == 0 {
+		t.Error("no worker paused fetching while Redis was down")
+	}
+}
+
+// TestShutdownDrainsRunningJobs: jobs shorter than the drain timeout finish
+// and their offsets are committed.
+func TestShutdownDrainsRunningJobs(t *testing.T) {
+	h := setup(t, 2)
+	fx := newEffects()
+	var cancelled atomic.Int32
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		select {
+		case <-ctx.Done():
+			cancelled.Add(1)
+			return nil, context.Cause(ctx)
+		case <-time.After(1500 * time.Millisecond):
+		}
+		fx.add(j.Key)
+		return nil, nil
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.op", handler)) }, WithConcurrency(8))
+	var recs []*kgo.Record
+	for i := range 6 {
+		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("d-%d", i)}))
+	}
+	h.produce(t, recs)
+	waitFor(t, 20*time.Second, "all jobs running", func() bool { return len(w.Running()) == 6 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := len(fx.snapshot()); n != 6 || cancelled.Load() != 0 {
+		t.Fatalf("after a drained shutdown: %d of 6 done, %d cancelled", n, cancelled.Load())
+	}
+	end := h.kafka.EndOffsets(t, h.topic)
+	got := h.kafka.Committed(t, h.group, h.topic)
+	for p, e := range end {
+		if got[p] != e {
+			t.Errorf("partition %d committed %d, want %d", p, got[p], e)
+		}
+	}
+}
+
+// TestShutdownCancelsJobsPastTheDrainTimeout: jobs still running when the
+// drain timeout passes are cancelled with ErrLeaseLost (ErrShutdown), their
+// lost-lease hooks run, and their offsets stay uncommitted.
+func TestShutdownCancelsJobsPastTheDrainTimeout(t *testing.T) {
+	h := setup(t, 1)
+	causes := make(chan error, 8)
+	var lostHooks atomic.Int32
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, context.Cause(ctx)
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.op", handler)) },
+		WithConcurrency(4), WithShutdownTimeout(500*time.Millisecond),
+		WithHooks(Hooks{OnLeaseLost: func(context.Context, *Job, error) { lostHooks.Add(1) }}))
+	var recs []*kgo.Record
+	for i := range 3 {
+		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("c-%d", i)}))
+	}
+	h.produce(t, recs)
+	waitFor(t, 20*time.Second, "jobs running", func() bool { return len(w.Running()) == 3 })
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v with a 500ms drain timeout", d)
+	}
+	close(causes)
+	n := 0
+	for c := range causes {
+		n++
+		if !errors.Is(c, ErrLeaseLost) || !errors.Is(c, ErrShutdown) {
+			t.Errorf("job cancelled with %v, want ErrShutdown matching ErrLeaseLost", c)
+		}
+	}
+	if n != 3 || lostHooks.Load() != 3 {
+		t.Errorf("%d handlers cancelled, %d lost-lease hooks; want 3 and 3", n, lostHooks.Load())
+	}
+	if got := h.kafka.Committed(t, h.group, h.topic)[0]; got > 0 {
+		t.Errorf("committed offset %d for jobs that did not finish", got)
+	}
+}
