@@ -1,0 +1,179 @@
+// Package demo holds the job logic of the demo and of the chaos suite.
+//
+// demo.transfer ([Transfer]) does the two kinds of effect a long job has:
+// an unfenced call to an external payment provider (internal/paystub), run
+// as a saga step whose compensation refunds the charge, and a fenced
+// PostgreSQL write (package fence) that moves the amount between two
+// accounts. Counting the provider's ledger and the accounts from outside
+// shows whether the effects happened exactly once.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/paystub"
+)
+
+// TransferType is the job type of the demo transfer.
+const TransferType = "demo.transfer"
+
+// RefundHandler is the name of the transfer's compensation handler.
+const RefundHandler = "demo.transfer.refund"
+
+// Job is what a transfer needs from the job running it: its fence and saga
+// steps. *leasehold.Job and *compensation.Journal provide both.
+type Job interface {
+	Fence() uint64
+	Step(ctx context.Context, name string, do func(context.Context) error, compensateName string, compensateArgs any) error
+}
+
+// DB is what a transfer needs from PostgreSQL: *pgxpool.Pool and *pgx.Conn
+// provide it.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// TransferArgs is the payload of a demo.transfer job.
+type TransferArgs struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+}
+
+// ParseTransfer decodes and checks a demo.transfer payload.
+func ParseTransfer(payload []byte) (TransferArgs, error) {
+	var a TransferArgs
+	if err := json.Unmarshal(payload, &a); err != nil {
+		return a, fmt.Errorf("demo: transfer payload: %w", err)
+	}
+	if a.From == "" || a.To == "" || a.From == a.To || a.Amount <= 0 {
+		return a, fmt.Errorf("demo: transfer payload: need distinct accounts and a positive amount, got %+v", a)
+	}
+	return a, nil
+}
+
+// RefundArgs are the arguments of [RefundHandler].
+type RefundArgs struct {
+	ChargeID string `json:"charge_id"`
+}
+
+// ChargeID is the provider idempotency key of one attempt's charge: each
+// owner of the key charges under its own fence, so a zombie's charge and
+// the new owner's are distinct and the zombie's can be refunded alone.
+func ChargeID(key string, fence uint64) string { return key + "/" + strconv.FormatUint(fence, 10) }
+
+// Resource is the fence resource of the transfer with key: every attempt
+// at it writes under that one resource.
+func Resource(key string) string { return "demo.transfer:" + key }
+
+// Transferer runs demo transfers against a database and a payment provider.
+type Transferer struct {
+	DB  DB
+	Pay *paystub.Client
+}
+
+// RegisterCompensations registers the transfer's refund handler. It refunds
+// through the provider, which refunds a charge once however often it is
+// asked; a charge that never happened (an in-doubt step) needs no refund.
+func RegisterCompensations(reg *compensation.Registry, pay *paystub.Client) error {
+	return compensation.Register(reg, RefundHandler, func(ctx context.Context, a RefundArgs) error {
+		err := pay.Refund(ctx, a.ChargeID)
+		if errors.Is(err, paystub.ErrNoCharge) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Migrate creates the fence table and the demo tables.
+func Migrate(ctx context.Context, db DB) error {
+	if err := fence.Migrate(ctx, db); err != nil {
+		return err
+	}
+	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS demo_accounts (
+		id      text   PRIMARY KEY,
+		balance bigint NOT NULL
+	);
+	CREATE TABLE IF NOT EXISTS demo_transfers (
+		key     text   PRIMARY KEY,
+		fence   bigint NOT NULL,
+		from_id text   NOT NULL,
+		to_id   text   NOT NULL,
+		amount  bigint NOT NULL
+	)`)
+	if err != nil {
+		return fmt.Errorf("demo: migrate: %w", err)
+	}
+	return nil
+}
+
+// OpenAccount creates (or resets) an account with a balance.
+func OpenAccount(ctx context.Context, db DB, id string, balance int64) error {
+	_, err := db.Exec(ctx, `INSERT INTO demo_accounts (id, balance) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET balance = EXCLUDED.balance`, id, balance)
+	return err
+}
+
+// Run performs the transfer with idempotency key key as job:
+//
+//  1. step "charge": the provider charges a.From a.Amount under
+//     [ChargeID](key, fence); compensation: [RefundHandler].
+//  2. in one PostgreSQL transaction: [fence.Apply] on [Resource](key), then
+//     the transfer row (once per key) and the two balance updates.
+//
+// A zombie reaching step 2 after a newer owner wrote gets an error wrapping
+// fence.ErrStaleFence and writes nothing; its caller compensates the charge.
+func (t *Transferer) Run(ctx context.Context, job Job, key string, a TransferArgs) error {
+	f := job.Fence()
+	charge := ChargeID(key, f)
+	if err := job.Step(ctx, "charge", func(ctx context.Context) error {
+		return t.Pay.Charge(ctx, charge, a.From, a.Amount)
+	}, RefundHandler, RefundArgs{ChargeID: charge}); err != nil {
+		return fmt.Errorf("demo: transfer %s: charge: %w", key, err)
+	}
+	if err := t.write(ctx, key, f, a); err != nil {
+		return fmt.Errorf("demo: transfer %s: %w", key, err)
+	}
+	return nil
+}
+
+func (t *Transferer) write(ctx context.Context, key string, f uint64, a TransferArgs) error {
+	tx, err := t.DB.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, Rollback is a no-op
+	if err := fence.Apply(ctx, tx, Resource(key), f); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO demo_transfers (key, fence, from_id, to_id, amount)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING`, key, int64(f), a.From, a.To, a.Amount)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 1 { // a retry after a crash past commit moves nothing twice
+		for _, u := range []struct {
+			id    string
+			delta int64
+		}{{a.From, -a.Amount}, {a.To, a.Amount}} {
+			tag, err := tx.Exec(ctx, `UPDATE demo_accounts SET balance = balance + $2 WHERE id = $1`, u.id, u.delta)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("no account %q", u.id)
+			}
+		}
+	}
+	return tx.Commit(ctx)
+}

@@ -1,0 +1,209 @@
+package demo_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/paystub"
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const ttl = time.Second
+
+// process is one worker: a lease manager, a compensation runner and the
+// transfer logic, talking to Redis through its own client.
+type process struct {
+	m  *lease.Manager
+	r  *compensation.Runner
+	tr *demo.Transferer
+}
+
+func newProcess(t *testing.T, c redis.UniversalClient, prefix string, tr *demo.Transferer, pay *paystub.Client) *process {
+	t.Helper()
+	m, err := lease.NewManager(c, lease.WithPrefix(prefix), lease.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg := compensation.NewRegistry()
+	if err := demo.RegisterCompensations(reg, pay); err != nil {
+		t.Fatal(err)
+	}
+	r, err := compensation.NewRunner(c, m, reg, compensation.WithPrefix(prefix),
+		compensation.WithPollInterval(20*time.Millisecond), compensation.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.Shutdown(ctx)
+		_ = m.Shutdown(ctx)
+	})
+	return &process{m: m, r: r, tr: tr}
+}
+
+// pausing is the zombie's job: it stops after its charge step, as a process
+// paused by a GC, a stopped VM or a partition would, until resumed.
+type pausing struct {
+	*compensation.Journal
+	charged chan struct{}
+	resume  chan struct{}
+}
+
+func (p *pausing) Step(ctx context.Context, name string, do func(context.Context) error, comp string, args any) error {
+	err := p.Journal.Step(ctx, name, do, comp, args)
+	close(p.charged)
+	<-p.resume
+	return err
+}
+
+// TestZombieTransfer: a worker is cut off from Redis after charging; its
+// lease expires and a new owner takes the transfer over. When the zombie
+// resumes, its fenced PostgreSQL write is rejected, its charge has been
+// refunded exactly once, and the new owner's charge and transfer stand.
+func TestZombieTransfer(t *testing.T) {
+	ctx := t.Context()
+	shared, prefix := testkit.SharedRedis(t)
+	proxy := testkit.StartProxy(t, shared.Options().Addr)
+	zc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: shared.Options().DB,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = zc.Close() })
+
+	db := testkit.Postgres(t)
+	if err := demo.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	for id, bal := range map[string]int64{"alice": 1000, "bob": 0} {
+		if err := demo.OpenAccount(ctx, db, id, bal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub := paystub.New()
+	hs := httptest.NewServer(stub)
+	t.Cleanup(hs.Close)
+	pay := paystub.NewClient(hs.URL, hs.Client())
+	tr := &demo.Transferer{DB: db, Pay: pay}
+	zombie := newProcess(t, zc, prefix, tr, pay)
+	owner := newProcess(t, shared, prefix, tr, pay)
+
+	const key = "transfer-1"
+	args := demo.TransferArgs{From: "alice", To: "bob", Amount: 100}
+	zl, err := zombie.m.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zj := &pausing{Journal: zombie.r.Journal(zl), charged: make(chan struct{}), resume: make(chan struct{})}
+	zerr := make(chan error, 1)
+	go func() { zerr <- zombie.tr.Run(ctx, zj, key, args) }()
+	<-zj.charged
+
+	// Partition the zombie from Redis: its renewals fail, the lease expires
+	// in Redis, and the new owner takes the key over.
+	proxy.Block()
+	var nl *lease.Lease
+	deadline := time.Now().Add(5 * ttl)
+	for {
+		nl, err = owner.m.Acquire(ctx, key)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
+			t.Fatalf("new owner: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if nl.Fence() <= zl.Fence() {
+		t.Fatalf("new fence %d not above the zombie's %d", nl.Fence(), zl.Fence())
+	}
+	// Takeover: compensate the previous fence's journal, then run again.
+	if err := owner.r.CompensatePrevious(ctx, key, nl.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	nj := owner.r.Journal(nl)
+	if err := owner.tr.Run(ctx, nj, key, args); err != nil {
+		t.Fatal(err)
+	}
+	if err := nj.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nj.Close(ctx); err != nil { // the fenced commit landed
+		t.Fatal(err)
+	}
+
+	// The zombie resumes where it was paused: its write carries an old fence.
+	proxy.Unblock()
+	close(zj.resume)
+	err = <-zerr
+	if !errors.Is(err, fence.ErrStaleFence) {
+		t.Fatalf("zombie transfer: %v, want fence.ErrStaleFence", err)
+	}
+	// Its own trigger (write rejected, lease lost) finds the journal done.
+	if err := zj.Compensate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	led := stub.Ledger()
+	zch, _ := led.Charge(demo.ChargeID(key, zl.Fence()))
+	nch, _ := led.Charge(demo.ChargeID(key, nl.Fence()))
+	if !zch.Refunded || zch.RefundRequests != 1 {
+		t.Errorf("zombie's charge %+v: want refunded, by exactly one request", zch)
+	}
+	if nch.Refunded || nch.Requests != 1 || nch.Amount != args.Amount {
+		t.Errorf("new owner's charge %+v: want it to stand", nch)
+	}
+	if len(led.Charges) != 2 || led.RefundsApplied != 1 || led.RefundRequests != 1 {
+		t.Errorf("ledger %+v: want 2 charges, 1 refund", led)
+	}
+	balances := map[string]int64{}
+	rows, err := db.Query(ctx, `SELECT id, balance FROM demo_accounts`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var b int64
+		if err := rows.Scan(&id, &b); err != nil {
+			t.Fatal(err)
+		}
+		balances[id] = b
+	}
+	if balances["alice"] != 900 || balances["bob"] != 100 {
+		t.Errorf("balances %v: want the amount moved once", balances)
+	}
+	var wf int64
+	if err := db.QueryRow(ctx, `SELECT fence FROM demo_transfers WHERE key = $1`, key).Scan(&wf); err != nil || uint64(wf) != nl.Fence() {
+		t.Errorf("transfer row fence %d (%v), want the new owner's %d", wf, err, nl.Fence())
+	}
+	if cur, err := fence.Current(ctx, db, demo.Resource(key)); err != nil || cur != nl.Fence() {
+		t.Errorf("fence of %s = %d (%v), want %d", demo.Resource(key), cur, err, nl.Fence())
+	}
+	if zl.Err() == nil || !errors.Is(zl.Err(), lease.ErrLost) {
+		t.Errorf("zombie lease error %v, want lost", zl.Err())
+	}
+}
+
+func TestParseTransfer(t *testing.T) {
+	if _, err := demo.ParseTransfer([]byte(`{"from":"a","to":"b","amount":5}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{}`, `{"from":"a","to":"a","amount":5}`, `{"from":"a","to":"b","amount":0}`, `x`} {
+		if _, err := demo.ParseTransfer([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
