@@ -514,3 +514,63 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownInterruptsAndSweepResumes: Shutdown cancels a compensation in
+// flight; another process's sweep resumes it once the first one's
+// compensation lease has expired.
+func TestShutdownInterruptsAndSweepResumes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	started := make(chan struct{}, 1)
+	calls := 0
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "block", func(ctx context.Context, _ struct{}) error {
+		calls++
+		if calls == 1 {
+			started <- struct{}{}
+			<-ctx.Done() // the first process is shut down meanwhile
+			return context.Cause(ctx)
+		}
+		return nil
+	})
+	m1 := e.manager(true)
+	r1, err := compensation.NewRunner(e.client, m1, reg, compensation.WithPrefix(e.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	l, err := m1.Acquire(ctx, "order-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := r1.Journal(l)
+	if err := j.Step(ctx, "s", func(context.Context) error { return nil }, "block", struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- j.Compensate(ctx) }()
+	<-started
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r1.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("interrupted compensation returned nil")
+	}
+	if err := r1.Compensate(ctx, j.Ref()); !errors.Is(err, compensation.ErrClosed) {
+		t.Errorf("Compensate after Shutdown: %v", err)
+	}
+	if err := m1.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.runner(e.manager(false), reg)
+	eventually(t, 5*time.Second, "sweep resumes the interrupted compensation", func() bool {
+		_, _ = r2.Sweep(ctx)
+		info, err := r2.Inspect(ctx, j.Ref())
+		return err == nil && info.State == compensation.StateCompensated
+	})
+	if calls != 2 {
+		t.Errorf("%d handler calls, want 2", calls)
+	}
+}
