@@ -123,33 +123,51 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 	wide := false
 	for try := 0; len(todo) > 0; try++ {
 		base, n := s.windowRange(s.cfg.windows, wide)
-		tokens := make([]string, len(todo))
+		tokens := make([]string, len(out))
 		sent := time.Now()
-		cmds, err := s.pipeline(ctx, len(todo), func(p redis.Pipeliner, j int) *redis.Cmd {
-			c := out[todo[j]]
-			tokens[j] = s.m.NewToken()
-			keys := make([]string, 0, 3+n)
-			keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
-			for w := base; w < base+int64(n); w++ {
-				keys = append(keys, s.bucketKey(c.tag, w))
+		calls := s.group(todo, func(i int) string { return out[i].tag })
+		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
+			call := calls[j]
+			keys := make([]string, 0, len(call)*(3+n))
+			args := make([]any, 0, 6+3*len(call))
+			args = append(args, s.ttl.Milliseconds(), base, s.window.Milliseconds(), s.cfg.windows,
+				s.cfg.retention.Milliseconds(), n)
+			for _, i := range call {
+				c := out[i]
+				tokens[i] = s.m.NewToken()
+				keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
+				for w := base; w < base+int64(n); w++ {
+					keys = append(keys, s.bucketKey(c.tag, w))
+				}
+				args = append(args, c.h.field(), c.fp[:], tokens[i])
 			}
-			return lua.IdemClaim.EvalSha(ctx, p, keys, c.h.field(), c.fp[:], tokens[j],
-				s.ttl.Milliseconds(), base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds())
+			return lua.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
 		var again []int
-		for j, i := range todo {
-			c := out[i]
-			if err != nil && cmds[j] == nil {
-				c.Err = fmt.Errorf("idempotency: claim: %w", classify(err))
-				continue
+		for j, call := range calls {
+			var replies []any
+			err := perr
+			if cmds[j] != nil {
+				replies, err = cmds[j].Slice()
 			}
-			res, cerr := cmds[j].Slice()
-			if cerr != nil {
-				c.Err = fmt.Errorf("idempotency: claim: %w", classify(cerr))
-				continue
-			}
-			if skew := s.parseClaim(ctx, c, res, tokens[j], sent); skew {
-				again = append(again, i)
+			for e, i := range call {
+				c := out[i]
+				if err != nil {
+					c.Err = fmt.Errorf("idempotency: claim: %w", classify(err))
+					continue
+				}
+				var res any
+				if e < len(replies) {
+					res = replies[e]
+				}
+				entry, ok := res.([]any)
+				if !ok {
+					c.Err = fmt.Errorf("%w: claim reply without entry %d", ErrCorrupt, e)
+					continue
+				}
+				if skew := s.parseClaim(ctx, c, entry, tokens[i], sent); skew {
+					again = append(again, i)
+				}
 			}
 		}
 		if len(again) == 0 {
@@ -170,6 +188,66 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		todo, wide = again, true
 	}
 	return out
+}
+
+// maxPerCall bounds the entries of one batched script call, so that one
+// call keeps Redis busy for a few milliseconds at most.
+const maxPerCall = 100
+
+// group splits the entries idx into script calls. On a Cluster the keys of
+// one call must share a slot, so entries are grouped by the slot of their
+// tag; on a single server any entries can share a call; other clients
+// (Ring) get one call per entry.
+func (s *Store) group(idx []int, tagOf func(i int) string) [][]int {
+	var calls [][]int
+	add := func(g []int) {
+		for len(g) > maxPerCall {
+			calls = append(calls, g[:maxPerCall:maxPerCall])
+			g = g[maxPerCall:]
+		}
+		if len(g) > 0 {
+			calls = append(calls, g)
+		}
+	}
+	switch s.c.(type) {
+	case *redis.Client:
+		add(idx)
+	case *redis.ClusterClient:
+		bySlot := map[uint16][]int{}
+		var order []uint16
+		for _, i := range idx {
+			slot := tagSlot(tagOf(i))
+			if _, ok := bySlot[slot]; !ok {
+				order = append(order, slot)
+			}
+			bySlot[slot] = append(bySlot[slot], i)
+		}
+		for _, slot := range order {
+			add(bySlot[slot])
+		}
+	default:
+		for _, i := range idx {
+			calls = append(calls, []int{i})
+		}
+	}
+	return calls
+}
+
+// tagSlot returns the Redis Cluster slot of a key whose hash tag is tag
+// ("{...}"): CRC16 (XMODEM) of the text between the braces, modulo 16384.
+func tagSlot(tag string) uint16 {
+	var crc uint16
+	for i := 1; i < len(tag)-1; i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
 }
 
 // pipeline sends n scripts built by add in one pipeline; when the server

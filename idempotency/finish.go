@@ -199,33 +199,54 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 	wide := false
 	for try := 0; len(todo) > 0; try++ {
 		base, n := s.windowRange(0, wide)
-		var cmds []*redis.Cmd
-		var perr error
+		// codes[j] is the script's answer for todo[j], errs[j] a failure to get it.
+		codes := make([]int64, len(todo))
+		errs := make([]error, len(todo))
 		if len(todo) == 1 {
 			// One completion goes through the Manager, which ends the lease
 			// at once when the script answers lost.
 			keys, args := s.completeArgs(todo[0], base, n)
 			res, err := s.m.Fenced(ctx, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
-			cmd := redis.NewCmd(ctx)
-			cmd.SetVal(res)
-			cmd.SetErr(err)
-			cmds = []*redis.Cmd{cmd}
+			codes[0], _ = res.(int64)
+			errs[0] = err
 		} else {
-			cmds, perr = s.pipeline(ctx, len(todo), func(p redis.Pipeliner, j int) *redis.Cmd {
-				keys, args := s.completeArgs(todo[j], base, n)
-				return lua.IdemComplete.EvalSha(ctx, p, keys, args...)
+			calls := s.group(seq(len(todo)), func(j int) string { return todo[j].c.tag })
+			cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
+				call := calls[g]
+				keys := make([]string, 0, len(call)*(4+n))
+				args := make([]any, 0, 4+10*len(call))
+				args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n)
+				for _, j := range call {
+					k, a := s.completeArgs(todo[j], base, n)
+					keys = append(keys, k...)
+					// Per entry: token, fence, field, fingerprint, attempt,
+					// state, external, details, result, delete-lease.
+					args = append(args, a[0], a[1], a[2], a[3], a[4], a[8], a[9], a[10], a[11], a[12])
+				}
+				return lua.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
 			})
+			for g, call := range calls {
+				var replies []any
+				err := perr
+				if cmds[g] != nil {
+					replies, err = cmds[g].Slice()
+				}
+				for e, j := range call {
+					switch {
+					case err != nil:
+						errs[j] = err
+					case e >= len(replies):
+						errs[j] = fmt.Errorf("%w: complete reply without entry %d", ErrCorrupt, e)
+					default:
+						codes[j], _ = replies[e].(int64)
+					}
+				}
+			}
 		}
 		var again []finishOp
 		for j, op := range todo {
-			if perr != nil && cmds[j] == nil {
-				out[op.i] = s.end(op.c, perr)
-				continue
-			}
-			code, err := cmds[j].Int64()
+			code, err := codes[j], errs[j]
 			switch {
-			case errors.Is(err, lease.ErrLost):
-				out[op.i] = s.end(op.c, err)
 			case err != nil:
 				out[op.i] = s.end(op.c, err)
 			case code == lua.StatusLost:
@@ -254,6 +275,15 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		}
 		todo, wide = again, true
 	}
+}
+
+// seq returns 0..n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // completeArgs returns the KEYS and ARGV of the complete script for op, with
@@ -323,7 +353,7 @@ func (s *Store) endLeases(ctx context.Context, ls []*lease.Lease) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, 128)
 	for _, l := range ls {
 		sem <- struct{}{}
 		wg.Go(func() {

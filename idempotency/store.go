@@ -82,7 +82,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		log:     c.logger,
 		window:  (c.retention / time.Duration(c.windows)).Truncate(time.Millisecond),
 		ttl:     m.TTL(),
-		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemRelease, lua.IdemDetails},
+		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails},
 	}
 	s.cfg.hold = cmp.Or(c.hold, s.ttl)
 	if err := s.check(ctx); err != nil {

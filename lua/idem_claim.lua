@@ -1,8 +1,9 @@
--- idem_claim.lua: claim an idempotency key in one step (plain script; every key
--- shares the record's Cluster hash tag, so the script touches one slot).
--- Checks the stored record, compares the payload fingerprint, checks the lease
--- and, when the key may run, creates the lease (lease/ layout) and writes the
--- PROCESSING record.
+-- idem_claim.lua: claim one or more idempotency keys, each in one step (a
+-- plain script). Per key it reads the stored record, compares the payload
+-- fingerprint, checks the lease and, when the key may run, creates the lease
+-- (lease/ layout) and writes the PROCESSING record. A batch shares one call
+-- so that the per-call cost of a script is paid once; on a Cluster every key
+-- of one call must be in one slot (the caller groups them).
 --
 -- Record value (big-endian, struct format '>BI7c8I2', 18 bytes, then by state):
 --   state byte (1 processing, 2 released, 3 completed, 4 failed; +16 when the
@@ -10,95 +11,114 @@
 --   (8 bytes), attempt (2 bytes); completed/failed: + unix seconds (4 bytes) +
 --   inline result; released: + optional hold-until unix milliseconds (6 bytes).
 --
--- KEYS[1]   lease key: hash with tok (owner token) and fen (fence), PX = lease TTL
--- KEYS[2]   heartbeat details key (string), read back on a retry or a takeover
--- KEYS[3]   external result key (string), read when the record's result lives there
--- KEYS[4..] record buckets (hashes) of consecutive windows, the first being ARGV[5]
--- ARGV[1]   record field: 16-byte hash of the idempotency key
--- ARGV[2]   payload fingerprint, 8 bytes
--- ARGV[3]   owner token for the new lease
--- ARGV[4]   lease TTL in milliseconds
--- ARGV[5]   window index of KEYS[4]
--- ARGV[6]   window length in milliseconds
--- ARGV[7]   number of earlier windows still inside the retention
--- ARGV[8]   retention in milliseconds
--- Returns   {1, fence, attempt, 0, details, window}          acquired
+-- With W = #ARGV[6] windows passed, entry i (from 0) uses the keys from
+-- KEYS[i*(3+W)+1]:
+--   +1        lease key: hash with tok (owner token) and fen (fence), PX = lease TTL
+--   +2        heartbeat details key (string), read back on a retry or a takeover
+--   +3        external result key (string), read when the record's result lives there
+--   +4..+3+W  record buckets (hashes) of consecutive windows, the first being ARGV[2]
+-- and the arguments from ARGV[7+i*3]: record field (16-byte hash of the key),
+-- payload fingerprint (8 bytes), owner token for a new lease.
+-- ARGV[1]   lease TTL in milliseconds
+-- ARGV[2]   window index of the first bucket of each entry
+-- ARGV[3]   window length in milliseconds
+-- ARGV[4]   number of earlier windows still inside the retention
+-- ARGV[5]   retention in milliseconds
+-- ARGV[6]   number of windows passed per entry
+-- Returns   one reply per entry, in order:
+--           {1, fence, attempt, 0, details, window}              acquired
 --           {2, fence, attempt, previous fence, details, window} takeover
---           {3, owner token, remaining ms}                   held
---           {4, record, external result}                     duplicate
---           {5, record, external result}                     fingerprint mismatch
---           {6, window}                                      the windows passed do not cover Redis time
+--           {3, owner token, remaining ms}                       held
+--           {4, record, external result}                         duplicate
+--           {5, record, external result}                         fingerprint mismatch
+--           {6, window}                                          the windows passed do not cover Redis time
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
-local wlen = tonumber(ARGV[6])
-local base = tonumber(ARGV[5])
-local keep = tonumber(ARGV[7])
+local nowus = sec * 1000000 + tonumber(t[2])
+local ttl = ARGV[1]
+local base = tonumber(ARGV[2])
+local wlen = tonumber(ARGV[3])
+local keep = tonumber(ARGV[4])
+local retention = tonumber(ARGV[5])
+local nw = tonumber(ARGV[6])
 local cw = math.floor(nowms / wlen)
-if cw - keep < base or cw > base + #KEYS - 4 then
-  return {6, cw}
-end
-local field = ARGV[1]
-local rec, rw
-for w = cw, cw - keep, -1 do
-  local v = redis.call('HGET', KEYS[4 + w - base], field)
-  if v then
-    rec = v
-    rw = w
-    break
+local expat = (cw + 1) * wlen + retention
+local skew = cw - keep < base or cw > base + nw - 1
+
+local function claim(k, a)
+  if skew then
+    return {6, cw}
   end
-end
-local prev, att, state = 0, 0, 0
-if rec then
-  local st, fen, fp, a = struct.unpack('>BI7c8I2', rec)
-  state = st % 16
-  if state >= 3 then
-    local ext = false
-    if st >= 16 then
-      ext = redis.call('GET', KEYS[3])
-    end
-    if fp ~= ARGV[2] then
-      return {5, rec, ext}
-    end
-    return {4, rec, ext}
-  end
-  if fp ~= ARGV[2] then
-    return {5, rec, false}
-  end
-  if state == 2 and #rec >= 24 then
-    local hold = struct.unpack('>I6', rec, 19)
-    if hold > nowms then
-      return {3, '', hold - nowms}
+  local field, fp = ARGV[a], ARGV[a + 1]
+  local rec, rw
+  for w = cw, cw - keep, -1 do
+    local v = redis.call('HGET', KEYS[k + 3 + w - base], field)
+    if v then
+      rec = v
+      rw = w
+      break
     end
   end
-  prev = fen
-  att = a
-end
-local owner = redis.call('HGET', KEYS[1], 'tok')
-if owner then
-  return {3, owner, redis.call('PTTL', KEYS[1])}
-end
-local fence = sec * 1000000 + tonumber(t[2])
-if prev + 1 > fence then
-  fence = prev + 1
-end
-if att < 65535 then
-  att = att + 1
-end
-redis.call('HSET', KEYS[1], 'tok', ARGV[3], 'fen', string.format('%.0f', fence))
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-local b = KEYS[4 + cw - base]
-redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, ARGV[2], att))
-redis.call('PEXPIREAT', b, (cw + 1) * wlen + tonumber(ARGV[8]))
-if rw and rw ~= cw then
-  redis.call('HDEL', KEYS[4 + rw - base], field)
-end
-local details = false
-local code = 1
-if rec then
-  details = redis.call('GET', KEYS[2])
-  if state == 1 then
-    code = 2
+  local prev, att, state = 0, 0, 0
+  if rec then
+    local st, fen, rfp, ra = struct.unpack('>BI7c8I2', rec)
+    state = st % 16
+    if state >= 3 then
+      local ext = false
+      if st >= 16 then
+        ext = redis.call('GET', KEYS[k + 2])
+      end
+      if rfp ~= fp then
+        return {5, rec, ext}
+      end
+      return {4, rec, ext}
+    end
+    if rfp ~= fp then
+      return {5, rec, false}
+    end
+    if state == 2 and #rec >= 24 then
+      local hold = struct.unpack('>I6', rec, 19)
+      if hold > nowms then
+        return {3, '', hold - nowms}
+      end
+    end
+    prev = fen
+    att = ra
   end
+  local owner = redis.call('HGET', KEYS[k], 'tok')
+  if owner then
+    return {3, owner, redis.call('PTTL', KEYS[k])}
+  end
+  local fence = nowus
+  if prev + 1 > fence then
+    fence = prev + 1
+  end
+  if att < 65535 then
+    att = att + 1
+  end
+  redis.call('HSET', KEYS[k], 'tok', ARGV[a + 2], 'fen', string.format('%.0f', fence))
+  redis.call('PEXPIRE', KEYS[k], ttl)
+  local b = KEYS[k + 3 + cw - base]
+  redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
+  redis.call('PEXPIREAT', b, expat)
+  if rw and rw ~= cw then
+    redis.call('HDEL', KEYS[k + 3 + rw - base], field)
+  end
+  local details = false
+  local code = 1
+  if rec then
+    details = redis.call('GET', KEYS[k + 1])
+    if state == 1 then
+      code = 2
+    end
+  end
+  return {code, fence, att, prev, details, cw}
 end
-return {code, fence, att, prev, details, cw}
+
+local out = {}
+local per = 3 + nw
+for i = 0, (#ARGV - 6) / 3 - 1 do
+  out[i + 1] = claim(i * per + 1, 7 + i * 3)
+end
+return out

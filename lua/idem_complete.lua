@@ -42,8 +42,9 @@ if ARGV[10] == '1' then
 end
 local b = KEYS[5 + cw - base]
 redis.call('HSET', b, ARGV[3], struct.pack('>BI7c8I2I4', st, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5]), sec) .. res)
-redis.call('PEXPIREAT', b, expat)
 if KEYS[4] ~= b then
+  -- The claim's bucket already expires at expat when it is b.
+  redis.call('PEXPIREAT', b, expat)
   redis.call('HDEL', KEYS[4], ARGV[3])
 end
 if ARGV[13] == '1' then

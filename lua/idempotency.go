@@ -4,13 +4,16 @@ package lua
 // carries the record's Cluster hash tag. Their status codes are the Idem*
 // constants below.
 var (
-	// IdemClaim checks the record of an idempotency key, compares the payload
-	// fingerprint and, when the key may run, creates its lease and writes the
-	// PROCESSING record (idem_claim.lua).
+	// IdemClaim checks the record of each idempotency key it is given,
+	// compares the payload fingerprint and, when the key may run, creates its
+	// lease and writes the PROCESSING record (idem_claim.lua).
 	IdemClaim = Plain("idem_claim.lua")
 	// IdemComplete writes a COMPLETED or FAILED record and deletes the lease,
 	// for the lease holder only (idem_complete.lua).
 	IdemComplete = Fenced("idem_complete.lua")
+	// IdemCompleteBatch is IdemComplete for many attempts in one call, each
+	// with its own fence check (idem_complete_batch.lua).
+	IdemCompleteBatch = Plain("idem_complete_batch.lua")
 	// IdemRelease ends an attempt without an outcome (retryable failure, or a
 	// hold), keeping the attempt count, for the lease holder only
 	// (idem_release.lua).
@@ -20,7 +23,7 @@ var (
 	IdemDetails = Fenced("idem_details.lua")
 )
 
-// Status codes of IdemClaim (first element of its reply).
+// Status codes of IdemClaim (first element of each entry's reply).
 const (
 	// IdemAcquired: the key was free; the caller now holds its lease.
 	IdemAcquired = 1
@@ -38,11 +41,12 @@ const (
 	IdemSkew = 6
 )
 
-// Status codes of IdemComplete, IdemRelease and IdemDetails.
+// Status codes of IdemComplete, IdemCompleteBatch (per entry), IdemRelease
+// and IdemDetails.
 const (
 	// IdemOK: the record was written.
 	IdemOK = 1
 	// IdemWindowSkew: the windows passed by the caller do not cover Redis
-	// time (IdemComplete only); nothing was written.
+	// time (IdemComplete and IdemCompleteBatch); nothing was written.
 	IdemWindowSkew = -2
 )

@@ -1,0 +1,71 @@
+-- idem_complete_batch.lua: idem_complete.lua for many attempts in one call
+-- (a plain script), so that the per-call cost of a script is paid once per
+-- batch. Each entry carries its own fence check, the same as the fence
+-- prelude's: it writes only when its lease key is held with its token and
+-- fence. On a Cluster every key of one call must be in one slot (the caller
+-- groups them). Record value layout: see idem_claim.lua.
+--
+-- With W = ARGV[4] windows passed, entry i (from 0) uses the keys from
+-- KEYS[i*(4+W)+1]:
+--   +1        lease key (deleted when the entry's delete flag is "1")
+--   +2        heartbeat details key (deleted when the entry's details flag is "1")
+--   +3        external result key (written when the entry's external flag is "1")
+--   +4        record bucket of the claim's window (its PROCESSING record is removed)
+--   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
+-- and the arguments from ARGV[5+i*10]: owner token, fence (decimal), record
+-- field, payload fingerprint, attempt, state (3 completed, 4 failed),
+-- external flag, details flag, result, delete-lease flag.
+-- ARGV[1]   window index of the first window bucket of each entry
+-- ARGV[2]   window length in milliseconds
+-- ARGV[3]   retention in milliseconds
+-- ARGV[4]   number of windows passed per entry
+-- Returns   one code per entry: 1 written, -1 lease lost (nothing written),
+--           -2 the windows passed do not cover Redis time (nothing written)
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
+local base = tonumber(ARGV[1])
+local wlen = tonumber(ARGV[2])
+local nw = tonumber(ARGV[4])
+local cw = math.floor(nowms / wlen)
+local expat = (cw + 1) * wlen + tonumber(ARGV[3])
+local skew = cw < base or cw > base + nw - 1
+
+local function complete(k, a)
+  local owner = redis.call('HMGET', KEYS[k], 'tok', 'fen')
+  if owner[1] ~= ARGV[a] or owner[2] ~= ARGV[a + 1] then
+    return -1
+  end
+  if skew then
+    return -2
+  end
+  local st = tonumber(ARGV[a + 5])
+  local res = ARGV[a + 8]
+  if ARGV[a + 6] == '1' then
+    st = st + 16
+    redis.call('SET', KEYS[k + 2], res, 'PXAT', expat)
+    res = ''
+  end
+  local b = KEYS[k + 4 + cw - base]
+  redis.call('HSET', b, ARGV[a + 2],
+    struct.pack('>BI7c8I2I4', st, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]), sec) .. res)
+  if KEYS[k + 3] ~= b then
+    -- The claim's bucket already expires at expat when it is b.
+    redis.call('PEXPIREAT', b, expat)
+    redis.call('HDEL', KEYS[k + 3], ARGV[a + 2])
+  end
+  if ARGV[a + 9] == '1' then
+    redis.call('DEL', KEYS[k])
+  end
+  if ARGV[a + 7] == '1' then
+    redis.call('DEL', KEYS[k + 1])
+  end
+  return 1
+end
+
+local out = {}
+local per = 4 + nw
+for i = 0, (#ARGV - 4) / 10 - 1 do
+  out[i + 1] = complete(i * per + 1, 5 + i * 10)
+end
+return out
