@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 // maxPollWait bounds one poll, so that parked records come due on time.
@@ -297,6 +299,12 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		w.activeMu.Unlock()
 	}()
 
+	if job.Takeover && w.comp != nil && c.Lease != nil {
+		// The previous owner's commit never landed: undo its steps first.
+		if err := w.comp.CompensatePrevious(jctx, c.Lease.Name(), c.Fence); err != nil {
+			w.log.Warn("compensating the previous attempts failed", slog.String("key", d.key), slog.Any("err", err))
+		}
+	}
 	w.stats.started.Add(1)
 	w.hooks.start(jctx, job)
 	hctx := jctx
@@ -309,8 +317,21 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 
 	if herr == nil && jctx.Err() == nil {
 		job.hb.stop(job, false)
-		err := w.retryStore(jctx, func(ctx context.Context) error { return w.store.Complete(ctx, c, res) })
+		jr := job.stepped()
+		var err error
+		if jr != nil {
+			err = asLeaseLost(d.key, c.Fence, jr.Seal(jctx))
+		}
 		if err == nil {
+			err = w.retryStore(jctx, func(ctx context.Context) error { return w.store.Complete(ctx, c, res) })
+		}
+		if err == nil {
+			if jr != nil {
+				if cerr := jr.Close(context.WithoutCancel(jctx)); cerr != nil {
+					w.log.Warn("closing the saga journal failed; the sweep will see it sealed",
+						slog.String("key", d.key), slog.Any("err", cerr))
+				}
+			}
 			w.stats.succeeded.Add(1)
 			w.hooks.done(jctx, job, res, nil)
 			w.finish(d)
@@ -328,6 +349,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		w.log.Warn("lease lost", slog.String("key", d.key), slog.Uint64("fence", c.Fence), slog.Any("cause", lost))
 		w.store.Abandon(c)
 		w.hooks.leaseLost(context.WithoutCancel(jctx), job, lost)
+		w.compensate(jctx, job)
 		w.hooks.done(jctx, job, nil, lost)
 		if w.stopCtx.Err() == nil {
 			// Claim again: a takeover with a newer fence, or a duplicate if
@@ -339,8 +361,10 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		return
 	}
 
-	// The handler failed: keep its progress for the next attempt.
+	// The handler failed: keep its progress for the next attempt, and undo
+	// the attempt's saga steps (an attempt is all or nothing).
 	job.hb.stop(job, true)
+	w.compensate(jctx, job)
 	terminal := errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
 	exhausted := !terminal && job.Attempt >= reg.cfg.maxAttempts
 	if terminal || exhausted {
@@ -376,6 +400,29 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		w.hooks.retry(w.stopCtx, info, delay, herr)
 		w.sched.park(d, time.Now().Add(delay))
 	}
+}
+
+// compensate undoes the saga steps of job's attempt, if it ran any. It runs
+// detached from jctx's cancellation, bounded by the runner's journal timeout.
+func (w *Worker) compensate(jctx context.Context, job *Job) {
+	jr := job.stepped()
+	if jr == nil {
+		return
+	}
+	if err := jr.Compensate(context.WithoutCancel(jctx)); err != nil {
+		w.log.Error("compensation failed", slog.String("key", job.Key), slog.Uint64("fence", job.fence), slog.Any("err", err))
+		w.hooks.compensated(jctx, job, err)
+		return
+	}
+	w.hooks.compensated(jctx, job, nil)
+}
+
+// asLeaseLost makes lease-level loss errors match ErrLeaseLost.
+func asLeaseLost(key string, fence uint64, err error) error {
+	if err != nil && errors.Is(err, lease.ErrLost) && !errors.Is(err, ErrLeaseLost) {
+		return &LeaseLostError{Key: key, Fence: fence, Err: err}
+	}
+	return err
 }
 
 // retryStore runs a fenced store write, retrying while Redis is unreachable

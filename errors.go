@@ -59,6 +59,10 @@ var (
 	// ErrClosed is returned by methods called on a worker that has shut down.
 	ErrClosed = errors.New("leasehold: worker closed")
 
+	// ErrNoCompensation is returned by [Job.Step] when the worker was built
+	// without [WithCompensation].
+	ErrNoCompensation = errors.New("leasehold: saga steps need WithCompensation")
+
 	// ErrNoHandlers is returned by [Worker.Start] when no job type is
 	// registered.
 	ErrNoHandlers = errors.New("leasehold: no job types registered")

@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -158,5 +157,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-var _ = fmt.Sprintf

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // MaxHeartbeatDetails bounds the size of the details a heartbeat stores.
@@ -41,6 +44,9 @@ type Job struct {
 	w     *Worker
 	act   *activeJob
 	hb    heartbeats
+
+	jmu     sync.Mutex
+	journal *compensation.Journal // created by the first Step
 }
 
 // Fence returns the job's fencing token: strictly greater than the fence of
@@ -77,6 +83,47 @@ func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
 		j.act.progress.Store(&d)
 	}
 	return j.hb.record(ctx, j, d)
+}
+
+// Step runs one saga step (requires [WithCompensation]): it journals the
+// intent, the compensation handler undo (registered by name in the
+// compensation registry) with args encoded as JSON, while the job's lease is
+// held; then it runs do; then it marks the step done. If the intent cannot be
+// journaled (the lease is lost) do does not run. If the attempt later fails,
+// loses its lease or has its commit rejected, the worker runs the
+// compensations of its steps in reverse order, each once, and a takeover of
+// the key compensates the steps of older fences before the job runs again.
+// Undo handlers must accept steps whose effect never happened (in doubt) and
+// be idempotent (see compensation.StepInfo.IdempotencyKey).
+func (j *Job) Step(ctx context.Context, name string, do func(context.Context) error, undo string, args any) error {
+	jr, err := j.journalFor()
+	if err != nil {
+		return err
+	}
+	err = jr.Step(ctx, name, do, undo, args)
+	if errors.Is(err, lease.ErrLost) && !errors.Is(err, ErrLeaseLost) {
+		err = &LeaseLostError{Key: j.Key, Fence: j.fence, Err: err}
+	}
+	return err
+}
+
+func (j *Job) journalFor() (*compensation.Journal, error) {
+	if j.w == nil || j.w.comp == nil || j.c == nil || j.c.Lease == nil {
+		return nil, ErrNoCompensation
+	}
+	j.jmu.Lock()
+	defer j.jmu.Unlock()
+	if j.journal == nil {
+		j.journal = j.w.comp.Journal(j.c.Lease)
+	}
+	return j.journal, nil
+}
+
+// stepped returns the journal if the job ran any step.
+func (j *Job) stepped() *compensation.Journal {
+	j.jmu.Lock()
+	defer j.jmu.Unlock()
+	return j.journal
 }
 
 // heartbeats throttles heartbeat writes for one job.

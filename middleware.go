@@ -77,6 +77,10 @@ type Hooks struct {
 	// OnLeaseLost runs once when a running job's lease is lost, with the
 	// cancellation cause. Compensation runners hook in here.
 	OnLeaseLost func(ctx context.Context, job *Job, err error)
+	// OnCompensated runs after the saga steps of a job's attempt were
+	// compensated (err nil) or their compensation failed (err, e.g. a
+	// dead-lettered journal). Only with WithCompensation.
+	OnCompensated func(ctx context.Context, job *Job, err error)
 	// OnDeadLetter runs after a record was written to the dead-letter topic.
 	OnDeadLetter func(ctx context.Context, info ClaimInfo, reason string, err error)
 	// OnPause runs when fetching pauses because Redis is unreachable, and
@@ -193,6 +197,14 @@ func (hl hookList) leaseLost(ctx context.Context, j *Job, err error) {
 	for _, h := range hl {
 		if h.OnLeaseLost != nil {
 			h.OnLeaseLost(ctx, j, err)
+		}
+	}
+}
+
+func (hl hookList) compensated(ctx context.Context, j *Job, err error) {
+	for _, h := range hl {
+		if h.OnCompensated != nil {
+			h.OnCompensated(ctx, j, err)
 		}
 	}
 }

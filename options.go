@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -57,6 +58,8 @@ type config struct {
 	keyPrefix       string
 	leaseOpts       []lease.Opt
 	idemOpts        []idempotency.Opt
+	compReg         *compensation.Registry
+	compOpts        []compensation.Opt
 }
 
 // WithGroup sets the Kafka consumer group. Default "leasehold".
@@ -167,6 +170,19 @@ func WithLeaseOptions(opts ...lease.Opt) Opt {
 // unless overridden here. Default none.
 func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
 	return optFunc(func(c *config) { c.idemOpts = append(c.idemOpts, opts...) })
+}
+
+// WithCompensation turns saga steps on: [Job.Step] journals each step's
+// intent with its compensation handler (registered by name in reg, in every
+// process), and the worker compensates an attempt's journal, in reverse
+// order, when the attempt's lease is lost, its fenced commit is rejected or
+// its handler fails (retryable or terminal: an attempt is all or nothing); a
+// takeover compensates the journals of older fences before running the job
+// again, and a periodic sweep recovers journals whose compensating process
+// died. opts go to compensation.NewRunner (prefix and logger default to the
+// worker's). Default: off; Job.Step returns [ErrNoCompensation].
+func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt {
+	return optFunc(func(c *config) { c.compReg, c.compOpts = reg, append(c.compOpts, opts...) })
 }
 
 // withStore replaces the idempotency store (tests of the Kafka side).

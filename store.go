@@ -3,6 +3,8 @@ package leasehold
 import (
 	"context"
 	"time"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 // claimRequest asks for the idempotency key of one record.
@@ -26,6 +28,7 @@ type claim struct {
 	Err           error         // a per-key failure (the key could not be claimed)
 
 	Context context.Context // lease-bound context for running outcomes
+	Lease   *lease.Lease    // the key's lease for running outcomes
 	ref     any             // the store's own handle
 }
 

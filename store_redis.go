@@ -7,19 +7,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/lease"
 )
 
 // redisStore adapts idempotency.Store (over a lease.Manager) to the worker.
 type redisStore struct {
-	rdb redis.UniversalClient
-	m   *lease.Manager
-	s   *idempotency.Store
+	rdb  redis.UniversalClient
+	m    *lease.Manager
+	s    *idempotency.Store
+	comp *compensation.Runner // nil without WithCompensation
 }
 
-// newRedisStore builds and starts the lease manager and the idempotency
-// store. It returns the store and its shutdown function.
+// newRedisStore builds and starts the lease manager, the idempotency store
+// and, with WithCompensation, the compensation runner. It returns the store
+// and its shutdown function (runner first, then the lease manager).
 func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*redisStore, func(context.Context) error, error) {
 	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
 	lopts = append(lopts, c.leaseOpts...)
@@ -39,7 +42,22 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		return nil, nil, mapStoreErr(fmt.Errorf("leasehold: %w", err))
 	}
 	rs := &redisStore{rdb: rdb, m: m, s: s}
-	return rs, m.Shutdown, nil
+	if c.compReg == nil {
+		return rs, m.Shutdown, nil
+	}
+	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger)}
+	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
+	if err == nil {
+		err = r.Start(ctx)
+	}
+	if err != nil {
+		_ = m.Shutdown(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("leasehold: compensation: %w", err)
+	}
+	rs.comp = r
+	return rs, func(ctx context.Context) error {
+		return errors.Join(r.Shutdown(ctx), m.Shutdown(ctx))
+	}, nil
 }
 
 // mapStoreErr makes errors of the lease and idempotency packages match the
@@ -91,7 +109,7 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 				c.Outcome = OutcomeTakeover
 			}
 			c.Fence, c.Attempt, c.LastHeartbeat = ic.Fence, ic.Attempt, ic.Details
-			c.Context = ic.Lease.Context()
+			c.Context, c.Lease = ic.Lease.Context(), ic.Lease
 		case idempotency.Held:
 			c.Outcome, c.Remaining = OutcomeHeld, ic.Remaining
 		case idempotency.Duplicate:

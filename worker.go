@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/leasehold/leasehold/compensation"
 )
 
 // Worker consumes jobs from Kafka and runs each job's effect once: it claims
@@ -40,6 +42,7 @@ type Worker struct {
 	cfg   config
 	rdb   redis.UniversalClient
 	store store
+	comp  *compensation.Runner // nil without WithCompensation
 	hooks hookList
 	log   *slog.Logger
 
@@ -222,7 +225,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			w.mu.Unlock()
 			return err
 		}
-		w.store, w.closeStore = s, closeFn
+		w.store, w.closeStore, w.comp = s, closeFn, s.comp
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err
@@ -343,7 +346,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 			w.mu.Unlock()
 			return err
 		}
-		w.store, w.closeStore = s, closeFn
+		w.store, w.closeStore, w.comp = s, closeFn, s.comp
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err

@@ -1,0 +1,116 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/compensation"
+)
+
+// ledger is a toy downstream system: charges and refunds per job key.
+type ledger struct {
+	mu      sync.Mutex
+	charged map[string]int
+	refunds map[string]int
+}
+
+func (l *ledger) charge(k string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.charged[k]++
+}
+
+func (l *ledger) refund(k string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refunds[k]++
+}
+
+func (l *ledger) net(k string) (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.charged[k], l.refunds[k]
+}
+
+type refundArgs struct {
+	Key string `json:"key"`
+}
+
+// TestSagaCompensatedOnLostLeaseAndFailure: a job whose lease is expired
+// while it runs has its step compensated once, is taken over and completes;
+// a job that fails once after its step is compensated, retried and completes.
+// Each ends with exactly one charge that stands.
+func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
+	h := setup(t, 2)
+	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
+		led.refund(a.Key)
+		return nil
+	})
+	var failedOnce atomic.Bool
+	var lostHook atomic.Int32
+	running := make(chan *Job, 4)
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		err := j.Step(ctx, "charge", func(context.Context) error { led.charge(j.Key); return nil },
+			"test.refund", refundArgs{Key: j.Key})
+		if err != nil {
+			return nil, err
+		}
+		if j.Key == "saga-fail" && failedOnce.CompareAndSwap(false, true) {
+			return nil, errors.New("downstream hiccup")
+		}
+		if j.Key == "saga-lost" && !j.Takeover {
+			running <- j
+			<-ctx.Done() // wait for the lease to be taken away
+			return nil, context.Cause(ctx)
+		}
+		return []byte("ok"), nil
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.saga", handler)) },
+		WithCompensation(reg), WithLeaseTTL(time.Second),
+		WithHooks(Hooks{OnLeaseLost: func(context.Context, *Job, error) { lostHook.Add(1) }}))
+	h.produce(t, []*kgo.Record{
+		jobRecord(t, NewJob{Type: "test.saga", Key: "saga-lost"}),
+		jobRecord(t, NewJob{Type: "test.saga", Key: "saga-fail"}),
+	})
+
+	j := <-running
+	rs := w.store.(*redisStore)
+	leaseKey := rs.m.Key(rs.s.LeaseName(j.Key))
+	if err := h.rdb.PExpire(context.Background(), leaseKey, time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "both jobs completed", func() bool { return w.Stats().Succeeded == 2 })
+	h.waitCommitted(t, 20*time.Second)
+
+	for _, k := range []string{"saga-lost", "saga-fail"} {
+		charged, refunded := led.net(k)
+		if charged != 2 || refunded != 1 {
+			t.Errorf("%s: %d charges, %d refunds; want 2 and 1 (one attempt undone, one standing)", k, charged, refunded)
+		}
+	}
+	if lostHook.Load() != 1 {
+		t.Errorf("lost-lease hooks: %d, want 1", lostHook.Load())
+	}
+	if s := w.Stats(); s.Claimed[OutcomeTakeover] != 1 {
+		t.Errorf("takeovers: %d, want 1", s.Claimed[OutcomeTakeover])
+	}
+}
+
+// TestStepWithoutCompensation: Step refuses to run without WithCompensation.
+func TestStepWithoutCompensation(t *testing.T) {
+	t.Parallel()
+	j := &Job{Key: "k"}
+	ran := false
+	err := j.Step(context.Background(), "s", func(context.Context) error { ran = true; return nil }, "h", nil)
+	if !errors.Is(err, ErrNoCompensation) || ran {
+		t.Fatalf("Step without compensation: err %v, ran %v", err, ran)
+	}
+}
