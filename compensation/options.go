@@ -70,7 +70,8 @@ func WithMaxArgsBytes(n int) Opt { return optFunc(func(c *cfg) { c.maxArgs = n }
 // Default 30s.
 func WithSweepInterval(d time.Duration) Opt { return optFunc(func(c *cfg) { c.sweepInterval = d }) }
 
-// WithSweepBatch bounds the journals one sweep pass looks at. Default 1000.
+// WithSweepBatch sets how many journal index entries the sweep examines per
+// pipelined round trip; a pass pages through the whole index. Default 1000.
 func WithSweepBatch(n int) Opt { return optFunc(func(c *cfg) { c.sweepBatch = n }) }
 
 // WithPollInterval sets how often a caller that must wait for another

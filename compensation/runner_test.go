@@ -383,7 +383,7 @@ func TestSweepLeavesLiveAndCompensatesAbandoned(t *testing.T) {
 	}
 	running := mk(lr, live, "running", 1)
 
-	sweeper := e.runner(e.manager(false), reg)
+	sweeper := e.runner(e.manager(false), reg, compensation.WithSweepBatch(2)) // pages of 2
 	rep, err := sweeper.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -34,11 +34,37 @@ type SweepReport struct {
 // sweeps in several processes do not run a step twice; a journal another
 // process is compensating is skipped.
 func (r *Runner) Sweep(ctx context.Context) (SweepReport, error) {
-	var rep SweepReport
-	members, err := r.client.ZRange(ctx, r.indexKey(), 0, int64(r.cfg.sweepBatch-1)).Result()
-	if err != nil {
-		return rep, fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
+	var (
+		rep  SweepReport
+		errs []error
+	)
+	// Snapshot the whole index first (oldest first, page by page), then
+	// examine it in pipelined chunks: live long jobs at the index's head
+	// never hide abandoned journals behind them, and entries removed while
+	// the pass runs shift nothing.
+	var all []string
+	for off := int64(0); ; off += int64(r.cfg.sweepBatch) {
+		page, err := r.client.ZRange(ctx, r.indexKey(), off, off+int64(r.cfg.sweepBatch)-1).Result()
+		if err != nil {
+			return rep, fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
+		}
+		all = append(all, page...)
+		if len(page) < r.cfg.sweepBatch {
+			break
+		}
 	}
+	for len(all) > 0 && ctx.Err() == nil {
+		chunk := all[:min(len(all), r.cfg.sweepBatch)]
+		all = all[len(chunk):]
+		if err := r.sweepPage(ctx, chunk, &rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sweepPage examines one page of index entries.
+func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepReport) error {
 	type row struct {
 		ref   Ref
 		j     *redis.SliceCmd
@@ -59,7 +85,7 @@ func (r *Runner) Sweep(ctx context.Context) (SweepReport, error) {
 		})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return rep, fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: sweep: %w", ErrUnavailable, err)
 	}
 	var errs []error
 	for _, row := range rows {
@@ -135,7 +161,7 @@ func (r *Runner) Sweep(ctx context.Context) (SweepReport, error) {
 			rep.Removed++
 		}
 	}
-	return rep, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // closeAs closes a journal on behalf of its (dead) owner whose commit landed.
