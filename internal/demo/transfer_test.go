@@ -207,3 +207,74 @@ func TestParseTransfer(t *testing.T) {
 		}
 	}
 }
+
+// TestRefundRetriedAndDeadLettered: the provider refuses refunds for a while.
+// A short outage is ridden out by retries with backoff; a long one ends in
+// the dead-letter list, and Retry refunds once the provider is back.
+func TestRefundRetriedAndDeadLettered(t *testing.T) {
+	ctx := t.Context()
+	shared, prefix := testkit.SharedRedis(t)
+	db := testkit.Postgres(t)
+	if err := demo.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	for id, bal := range map[string]int64{"alice": 1000, "bob": 0} {
+		if err := demo.OpenAccount(ctx, db, id, bal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub := paystub.New()
+	hs := httptest.NewServer(stub)
+	t.Cleanup(hs.Close)
+	pay := paystub.NewClient(hs.URL, hs.Client())
+	p := newProcess(t, shared, prefix, &demo.Transferer{DB: db, Pay: pay}, pay)
+	args := demo.TransferArgs{From: "alice", To: "bob", Amount: 7}
+
+	// charge runs the charge step of a transfer under a fresh lease and
+	// returns its journal (the job then fails terminally).
+	charge := func(key string) *compensation.Journal {
+		l, err := p.m.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := p.r.Journal(l)
+		id := demo.ChargeID(key, l.Fence())
+		if err := j.Step(ctx, "charge", func(ctx context.Context) error { return pay.Charge(ctx, id, args.From, args.Amount) },
+			demo.RefundHandler, demo.RefundArgs{ChargeID: id}); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+
+	stub.FailRefunds(3)
+	j1 := charge("short-outage")
+	if err := j1.Compensate(ctx); err != nil {
+		t.Fatalf("compensate through a 3-failure outage: %v", err)
+	}
+	led := stub.Ledger()
+	if led.FailedRefunds != 3 || led.RefundsApplied != 1 {
+		t.Fatalf("ledger %+v: want 3 refused refunds then 1 applied", led)
+	}
+
+	stub.FailRefunds(1 << 30)
+	j2 := charge("long-outage")
+	err := j2.Compensate(ctx)
+	if !errors.Is(err, compensation.ErrDeadLettered) || !errors.Is(err, paystub.ErrUnavailable) {
+		t.Fatalf("compensate through a long outage: %v, want dead-lettered with the provider's error", err)
+	}
+	list, err := p.r.List(ctx, 10)
+	if err != nil || len(list) != 1 || list[0].Ref != j2.Ref() {
+		t.Fatalf("dead letters %+v, %v", list, err)
+	}
+	stub.FailRefunds(0) // the provider is back
+	if n, err := p.r.Retry(ctx, "long-outage"); n != 1 || err != nil {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	ch, _ := stub.Ledger().Charge(demo.ChargeID("long-outage", j2.Fence()))
+	if !ch.Refunded {
+		t.Errorf("charge %+v not refunded after retry", ch)
+	}
+	if list, err := p.r.List(ctx, 10); err != nil || len(list) != 0 {
+		t.Errorf("dead letters after retry: %+v, %v", list, err)
+	}
+}
