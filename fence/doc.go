@@ -33,5 +33,7 @@
 // comparable; fences from different lease keys are not, so a resource should
 // be written under one lease key (typically the job's idempotency key).
 //
+// [Write] wraps the pattern above: begin, Apply, your statements, commit.
+//
 // [Migrate] creates the fence table; run it once at deployment or start-up.
 package fence

@@ -76,10 +76,37 @@ func Apply(ctx context.Context, tx pgx.Tx, resource string, fence uint64) error 
 	return &StaleError{Resource: resource, Fence: fence, Current: uint64(current)}
 }
 
-// Current returns the newest fence recorded for resource, or 0 when none is.
-func Current(ctx context.Context, q interface {
+// Querier is what [Current] needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx all
+// satisfy it.
+type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, resource string) (uint64, error) {
+}
+
+// Beginner is what [Write] needs: *pgx.Conn and *pgxpool.Pool satisfy it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Write runs fn in a transaction guarded by [Apply]: it begins a
+// transaction, applies the fence, runs fn (any SQL writes) and commits. Any
+// error, [ErrStaleFence] included, rolls the transaction back and is returned.
+func Write(ctx context.Context, db Beginner, resource string, fence uint64, fn func(tx pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fence: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, Rollback is a no-op
+	if err := Apply(ctx, tx, resource, fence); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Current returns the newest fence recorded for resource, or 0 when none is.
+func Current(ctx context.Context, q Querier, resource string) (uint64, error) {
 	var f int64
 	err := q.QueryRow(ctx, `SELECT fence FROM `+Table+` WHERE resource = $1`, resource).Scan(&f)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -37,22 +38,46 @@ func setup(t *testing.T) *pgxpool.Pool {
 // write runs one fenced write: the guard, then the guarded update and a log
 // row, committed together.
 func write(ctx context.Context, db *pgxpool.Pool, resource string, f uint64) error {
+	return fence.Write(ctx, db, resource, f, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO doc (id, val) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET val = EXCLUDED.val`, resource, int64(f)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO writes (fence) VALUES ($1)`, int64(f))
+		return err
+	})
+}
+
+// TestStaleWriteRollsBack: a rejected writer's own statements in the same
+// transaction do not land.
+func TestStaleWriteRollsBack(t *testing.T) {
+	t.Parallel()
+	db := setup(t)
+	ctx := t.Context()
+	if err := write(ctx, db, "r", 10); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, Rollback is a no-op
-	if err := fence.Apply(ctx, tx, resource, f); err != nil {
-		return err
+	if _, err := tx.Exec(ctx, `UPDATE doc SET val = -1 WHERE id = 'r'`); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO doc (id, val) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET val = EXCLUDED.val`, resource, int64(f)); err != nil {
-		return err
+	if err := fence.Apply(ctx, tx, "r", 9); !errors.Is(err, fence.ErrStaleFence) {
+		t.Fatalf("Apply(9) after 10: %v", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO writes (fence) VALUES ($1)`, int64(f)); err != nil {
-		return err
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
 	}
-	return tx.Commit(ctx)
+	var val int64
+	if err := db.QueryRow(ctx, `SELECT val FROM doc WHERE id = 'r'`).Scan(&val); err != nil || val != 10 {
+		t.Fatalf("val = %d, %v; want 10", val, err)
+	}
+	var logged int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM writes`).Scan(&logged); err != nil || logged != 1 {
+		t.Fatalf("%d writes logged (%v), want 1", logged, err)
+	}
 }
 
 func TestApplySequential(t *testing.T) {
