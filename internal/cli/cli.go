@@ -31,14 +31,16 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"run":          {"consume jobs: Kafka consumer group + Redis leases (embedded Kafka when no brokers are given)", cmdRun},
-		"enqueue":      {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
-		"inspect":      {"show one idempotency key: its lease (owner, fence, TTL) and its details", cmdInspect},
-		"leases":       {"list the leases held now: key, owner, fence, remaining TTL, last heartbeat", cmdLeases},
-		"expire":       {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
-		"dev-broker":   {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
-		"payment-stub": {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
-		"demo":         {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
+		"run":           {"consume jobs: Kafka consumer group + Redis leases (embedded Kafka when no brokers are given)", cmdRun},
+		"enqueue":       {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
+		"inspect":       {"show one idempotency key: its cluster tag and its lease (owner digest, fence, remaining TTL)", cmdInspect},
+		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL", cmdLeases},
+		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
+		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
+		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
+		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
+		"payment-stub":  {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
+		"demo":          {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
 	}
 }
 

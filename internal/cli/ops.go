@@ -16,7 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/paystub"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -273,5 +276,103 @@ func cmdExpire(ctx context.Context, e *Env, args []string) error {
 	log.Warn("lease expired by operator", slog.String("key", k), slog.Uint64("fence", li.Fence),
 		slog.String("owner", li.Owner), slog.Duration("remaining_before", li.Remaining))
 	fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, li.Fence)
+	return nil
+}
+
+func cmdCapacity(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "capacity", "")
+	var o opsFlags
+	o.define(f)
+	rate := f.Float64("rate", 1000, "messages per second")
+	retention := f.Duration("retention", leasehold.DefaultRetention, "how long finished keys are kept")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	if *rate <= 0 || *retention < time.Second {
+		return usagef("want a positive --rate and a --retention of at least 1s")
+	}
+	ops, err := openOps(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	r, err := ops.s.Capacity(ctx, *rate, *retention)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "rate\t%.0f msg/s\n", *rate)
+	fmt.Fprintf(tw, "retention\t%s\n", *retention)
+	fmt.Fprintf(tw, "bytes per record\t%.1f (measured on %d sample records)\n", r.BytesPerRecord, r.SampleRecords)
+	fmt.Fprintf(tw, "records per bucket\t%.1f (listpack: %v; min shards %d)\n", r.RecordsPerBucket, r.Listpack, r.MinShards)
+	fmt.Fprintf(tw, "peak records\t%.0f\n", r.PeakRecords)
+	fmt.Fprintf(tw, "peak memory\t%.1f MiB (records only; leases and large results apart)\n", r.PeakBytes/(1<<20))
+	return tw.Flush()
+}
+
+func cmdCompensations(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "compensations", "[retry KEY]")
+	var o opsFlags
+	o.define(f)
+	payURL := f.String("payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", "http://127.0.0.1:8099"), "payment stub base URL, for retrying demo.transfer refunds (env LEASEHOLD_PAYSTUB_URL)")
+	limit := f.Int("limit", 100, "list at most this many")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	var retryKey string
+	switch {
+	case f.NArg() == 0:
+	case f.NArg() == 2 && f.Arg(0) == "retry":
+		retryKey = f.Arg(1)
+		if err := leasehold.ValidateKey(retryKey); err != nil {
+			return &usageError{err}
+		}
+	default:
+		return usagef("want no argument (list) or 'retry KEY'")
+	}
+	ops, err := openOps(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	reg := compensation.NewRegistry()
+	if err := demo.RegisterCompensations(reg, paystub.NewClient(*payURL, nil)); err != nil {
+		return err
+	}
+	r, err := compensation.NewRunner(ops.rdb, ops.m, reg, compensation.WithPrefix(o.prefix))
+	if err != nil {
+		return err
+	}
+	defer r.Shutdown(context.Background()) //nolint:errcheck // nothing started
+	if retryKey != "" {
+		n, err := r.Retry(ctx, retryKey)
+		if n == 0 && err == nil {
+			return fmt.Errorf("no dead-lettered compensation for key %q", retryKey)
+		}
+		if err != nil {
+			return fmt.Errorf("retried %d journals of %q: %w", n, retryKey, err)
+		}
+		fmt.Fprintf(e.Stdout, "compensated %d journals of %s\n", n, retryKey)
+		return nil
+	}
+	dls, err := r.List(ctx, *limit)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
+	for _, d := range dls {
+		for _, s := range d.Steps {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", displayName(d.Ref.Name), d.Ref.Fence,
+				d.Since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "%d dead-lettered compensations\n", len(dls))
 	return nil
 }

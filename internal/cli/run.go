@@ -21,6 +21,7 @@ type runConfig struct {
 	leaseTTL, retention, shutdown                           time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
+	pgURL, payURL                                           string
 }
 
 func cmdRun(ctx context.Context, e *Env, args []string) error {
@@ -38,6 +39,8 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.DurationVar(&c.leaseTTL, "lease-ttl", f.envDur("LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL), "lease TTL; renewed every TTL/3 (env LEASEHOLD_LEASE_TTL)")
 	f.DurationVar(&c.retention, "retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys answer duplicates (env LEASEHOLD_RETENTION)")
 	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "drain time for running jobs on SIGTERM (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
+	f.StringVar(&c.pgURL, "pg", f.env("PG_URL", ""), "PostgreSQL URL for demo.transfer (env PG_URL)")
+	f.StringVar(&c.payURL, "payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", ""), "payment stub base URL for demo.transfer, e.g. http://127.0.0.1:8099 (env LEASEHOLD_PAYSTUB_URL)")
 	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
 	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
 	if err := f.parse(args); err != nil {
@@ -76,6 +79,12 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 	defer rdb.Close()
 
+	tr, err := openTransfer(ctx, c.pgURL, c.payURL)
+	if err != nil {
+		return err
+	}
+	defer tr.close()
+
 	brokers := splitList(c.brokers)
 	if len(brokers) == 0 {
 		specs := []topicSpec{{dlq, 1}}
@@ -91,7 +100,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		log.Info("embedded kafka started", slog.Any("brokers", brokers), slog.Any("topics", topics))
 	}
 
-	w, err := leasehold.New(rdb,
+	opts := []leasehold.Opt{
 		leasehold.WithKafka(kgo.SeedBrokers(brokers...)),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
@@ -102,12 +111,22 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithShutdownTimeout(c.shutdown),
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
-	)
+	}
+	if tr != nil {
+		opts = append(opts, leasehold.WithCompensation(tr.reg))
+	}
+	w, err := leasehold.New(rdb, opts...)
 	if err != nil {
 		return err
 	}
 	if err := registerDemoJobs(w); err != nil {
 		return err
+	}
+	if tr != nil {
+		if err := tr.register(w); err != nil {
+			return err
+		}
+		log.Info("demo.transfer enabled", slog.String("payment_stub", c.payURL))
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err = w.Start(sctx)

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/paystub"
+)
+
+// transferSetup is what demo.transfer needs: a PostgreSQL pool and the
+// payment stub, plus the compensation registry holding its refund handler.
+type transferSetup struct {
+	pool *pgxpool.Pool
+	pay  *paystub.Client
+	reg  *compensation.Registry
+}
+
+// openTransfer connects to PostgreSQL (migrating the demo tables) and builds
+// the payment stub client. Both URLs are required for demo.transfer; with
+// neither it returns nil.
+func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, error) {
+	switch {
+	case pgURL == "" && payURL == "":
+		return nil, nil
+	case pgURL == "" || payURL == "":
+		return nil, usagef("demo.transfer needs both --pg and --payment-stub")
+	}
+	cfg, err := pgxpool.ParseConfig(pgURL)
+	if err != nil {
+		return nil, usagef("postgres URL: %v", errors.Unwrap(err))
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(pctx, cfg)
+	if err == nil {
+		err = pool.Ping(pctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, fmt.Errorf("postgres at %s:%d does not answer: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	if err := demo.Migrate(pctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	pay := paystub.NewClient(payURL, nil)
+	reg := compensation.NewRegistry()
+	if err := demo.RegisterCompensations(reg, pay); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &transferSetup{pool: pool, pay: pay, reg: reg}, nil
+}
+
+func (t *transferSetup) close() {
+	if t != nil {
+		t.pool.Close()
+	}
+}
+
+// register adds demo.transfer to w.
+func (t *transferSetup) register(w *leasehold.Worker) error {
+	tr := &demo.Transferer{DB: t.pool, Pay: t.pay}
+	return w.Register(demo.TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
+		a, err := demo.ParseTransfer(job.Payload)
+		if err != nil {
+			return nil, leasehold.Permanent(err)
+		}
+		if err := tr.Run(ctx, job, job.Key, a); err != nil {
+			return nil, err
+		}
+		return []byte(`{"charged":"` + demo.ChargeID(job.Key, job.Fence()) + `"}`), nil
+	}, leasehold.WithMaxAttempts(10), leasehold.WithBackoff(100*time.Millisecond, 5*time.Second))
+}
