@@ -37,6 +37,11 @@ type env struct {
 	prefix string
 }
 
+func sharedForBench(b *testing.B) (redis.UniversalClient, string) {
+	c, prefix := testkit.SharedRedis(b)
+	return c, prefix
+}
+
 func setup(t *testing.T) *env {
 	t.Helper()
 	c, prefix := testkit.SharedRedis(t)

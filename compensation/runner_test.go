@@ -574,3 +574,35 @@ func TestShutdownInterruptsAndSweepResumes(t *testing.T) {
 		t.Errorf("%d handler calls, want 2", calls)
 	}
 }
+
+// TestPeriodicSweep: after Start, the Runner finds and compensates an
+// abandoned journal on its own.
+func TestPeriodicSweep(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rc := newRecorder()
+	reg := rc.registry(t)
+	dead := e.manager(true)
+	ctx := t.Context()
+	l, err := dead.Acquire(ctx, "order-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, e.runner(dead, reg).Journal(l), 2)
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := dead.Shutdown(sctx); err != nil { // dies; its lease expires
+		t.Fatal(err)
+	}
+	r := e.runner(e.manager(false), reg, compensation.WithSweepInterval(100*time.Millisecond))
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "periodic sweep compensates the journal", func() bool {
+		info, err := r.Inspect(ctx, compensation.Ref{Name: "order-9", Fence: l.Fence()})
+		return err == nil && info.State == compensation.StateCompensated
+	})
+	if diff := cmp.Diff([]int{2, 1}, rc.steps()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
