@@ -172,8 +172,9 @@ func (l *Lease) finish(cause error, lost bool) ([]func(error), bool) {
 	}
 	l.mu.Unlock()
 	l.m.untrack(l)
-	close(l.done)
+	// Cancel first: whoever sees Done closed also sees the context ended.
 	l.cancel(cause)
+	close(l.done)
 	if !lost {
 		cbs = nil
 	}

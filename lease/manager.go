@@ -180,7 +180,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.started, m.stop, m.loopDone = true, cancel, make(chan struct{})
-	go m.renewLoop(rctx)
+	t := m.clock.NewTimer(m.cfg.interval)
+	go m.renewLoop(rctx, t)
 	return nil
 }
 

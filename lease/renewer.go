@@ -17,9 +17,8 @@ import (
 // comes back sooner (a quarter interval) so that a short outage costs little
 // of the lease's margin. Loss on the local deadline does not depend on this
 // loop: each lease has its own deadline timer.
-func (m *Manager) renewLoop(ctx context.Context) {
+func (m *Manager) renewLoop(ctx context.Context, t Timer) {
 	defer close(m.loopDone)
-	t := m.clock.NewTimer(m.cfg.interval)
 	defer t.Stop()
 	for {
 		select {

@@ -1,0 +1,131 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// A lease held for five TTLs survives through renewals, and each renewal
+// moves its local deadline.
+func TestLeaseSurvivesRenewals(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	m, c, _ := setup(t, lease.WithTTL(ttl))
+	l := acquire(t, m, "long")
+	first := l.Deadline()
+	select {
+	case <-l.Done():
+		t.Fatalf("lease lost during 5 TTLs: %v", l.Err())
+	case <-time.After(5 * ttl):
+	}
+	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != l.Token() {
+		t.Fatalf("owner in Redis = %q, want ours", tok)
+	}
+	if d := l.Deadline(); d.Sub(first) < 3*ttl {
+		t.Fatalf("deadline moved by %s in 5 TTLs", d.Sub(first))
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease whose key is overwritten or deleted behind its back ends within
+// one renew interval, with its context cancelled with the cause.
+func TestLostOnRenewal(t *testing.T) {
+	t.Parallel()
+	const ttl, interval = 3 * time.Second, 300 * time.Millisecond
+	m, c, _ := setup(t, lease.WithTTL(ttl), lease.WithRenewInterval(interval))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		steal func(key string) error
+		want  error
+	}{
+		{"overwritten", func(key string) error { return c.HSet(ctx, key, "tok", "thief").Err() }, lease.ErrStolen},
+		{"deleted", func(key string) error { return c.Del(ctx, key).Err() }, lease.ErrExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := acquire(t, m, tc.name)
+			lost := make(chan error, 1)
+			l.OnLost(func(err error) { lost <- err })
+			time.Sleep(interval / 2)
+			at := time.Now()
+			if err := tc.steal(m.Key(tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			took := waitDone(t, l, ttl).Sub(at)
+			// One interval, plus scheduling slack on a shared machine.
+			if took > interval+150*time.Millisecond {
+				t.Fatalf("Done closed %s after the steal, want within a renew interval (%s)", took, interval)
+			}
+			if !errors.Is(l.Err(), tc.want) || !errors.Is(context.Cause(l.Context()), tc.want) || l.Context().Err() == nil {
+				t.Fatalf("Err %v, cause %v, want %v", l.Err(), context.Cause(l.Context()), tc.want)
+			}
+			if err := <-lost; !errors.Is(err, tc.want) {
+				t.Fatalf("OnLost got %v", err)
+			}
+		})
+	}
+}
+
+// A paused (SIGSTOPped) Redis: the holder gives the lease up at its local
+// deadline, before the key could expire in Redis and let anyone else in.
+func TestPausedRedisLosesAtDeadline(t *testing.T) {
+	t.Parallel()
+	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 150 * time.Millisecond
+	srv := testkit.StartRedis(t)
+	opt := srv.Options()
+	opt.ReadTimeout, opt.WriteTimeout = 10*time.Second, 10*time.Second // the client alone would wait past the TTL
+	c := newClient(t, opt)
+	m := start(t, c, lease.WithTTL(ttl), lease.WithRenewInterval(interval), lease.WithDrift(drift))
+	l := acquire(t, m, "job")
+	time.Sleep(interval + interval/2) // at least one renewal went through
+
+	srv.Pause()
+	defer srv.Resume()
+	pausedAt := time.Now()
+	deadline := l.Deadline()
+	// The deadline is the last answered renewal's send time + TTL - drift;
+	// Redis started that TTL when it received the renewal, later: the key
+	// lives at least until the send time + TTL.
+	expiresNoEarlierThan := deadline.Add(drift)
+	doneAt := waitDone(t, l, 2*ttl)
+	if !errors.Is(l.Err(), lease.ErrRenewDeadline) {
+		t.Fatalf("Err = %v, want ErrRenewDeadline", l.Err())
+	}
+	if doneAt.Before(deadline) {
+		t.Fatalf("lost %s before the local deadline", deadline.Sub(doneAt))
+	}
+	if late := doneAt.Sub(deadline); late > drift {
+		t.Fatalf("lost %s after the local deadline", late)
+	}
+	if !doneAt.Before(expiresNoEarlierThan) {
+		t.Fatalf("lost at %s, not before the key could expire (%s)", doneAt, expiresNoEarlierThan)
+	}
+	t.Logf("paused at %s; lost %s later, %s before the key could expire",
+		pausedAt.Format(time.StampMilli), doneAt.Sub(pausedAt), expiresNoEarlierThan.Sub(doneAt))
+}
+
+// Renewals survive a restart that kept the data (the script cache is empty
+// afterwards: NOSCRIPT is answered by loading the script again).
+func TestRenewAcrossRestartWithData(t *testing.T) {
+	t.Parallel()
+	const ttl, interval = 3 * time.Second, 200 * time.Millisecond
+	srv := testkit.StartRedis(t)
+	m := start(t, srv.Client(t), lease.WithTTL(ttl), lease.WithRenewInterval(interval))
+	l := acquire(t, m, "job")
+	srv.Restart(true)
+	before := l.Deadline()
+	time.Sleep(3 * interval)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease lost across a restart with data: %v", err)
+	}
+	if !l.Deadline().After(before) {
+		t.Fatal("no renewal succeeded after the restart")
+	}
+}

@@ -1,0 +1,137 @@
+package lease_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lua"
+)
+
+// Every branch of every lease script, run directly.
+func TestLeaseScripts(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	key := prefix + "lease:{s}"
+	run := func(s *redis.Script, args ...any) any {
+		t.Helper()
+		v, err := s.Run(ctx, c, []string{key}, args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	hash := func() map[string]string { return c.HGetAll(ctx, key).Val() }
+	reset := func(fields ...any) {
+		c.Del(ctx, key)
+		if len(fields) > 0 {
+			c.HSet(ctx, key, fields...)
+			c.PExpire(ctx, key, time.Minute)
+		}
+	}
+	now := func() uint64 {
+		tm := c.Time(ctx).Val()
+		return uint64(tm.UnixMicro())
+	}
+
+	t.Run("acquire", func(t *testing.T) {
+		reset()
+		before := now()
+		got := run(lua.LeaseAcquire, "tok1", 5000).([]any)
+		if got[0] != int64(lua.LeaseOK) {
+			t.Fatalf("free key: %v", got)
+		}
+		fen, _ := strconv.ParseUint(got[1].(string), 10, 64)
+		if fen < before || fen > now() {
+			t.Fatalf("fence %d is not the server time in µs (%d..)", fen, before)
+		}
+		if diff := cmp.Diff(map[string]string{"tok": "tok1", "fen": got[1].(string)}, hash()); diff != "" {
+			t.Fatal(diff)
+		}
+		if p := c.PTTL(ctx, key).Val().Milliseconds(); p <= 4000 || p > 5000 {
+			t.Fatalf("PTTL %d ms", p)
+		}
+
+		// Held: the holder's token and remaining time, nothing changed.
+		got = run(lua.LeaseAcquire, "tok2", 5000).([]any)
+		if got[0] != int64(lua.LeaseOtherOwner) || got[1] != "tok1" || got[2].(int64) <= 0 {
+			t.Fatalf("held key: %v", got)
+		}
+		if hash()["tok"] != "tok1" {
+			t.Fatal("acquire of a held key changed it")
+		}
+
+		// A stored fence behind server time: server time wins.
+		reset("fen", "5")
+		got = run(lua.LeaseAcquire, "tok3", 5000).([]any)
+		if fen, _ := strconv.ParseUint(got[1].(string), 10, 64); got[0] != int64(lua.LeaseOK) || fen <= 5 || fen < before {
+			t.Fatalf("stored fence behind: %v", got)
+		}
+		// A stored fence ahead of server time: previous + 1.
+		ahead := now() + 1_000_000_000
+		reset("fen", strconv.FormatUint(ahead, 10))
+		got = run(lua.LeaseAcquire, "tok4", 5000).([]any)
+		if got[0] != int64(lua.LeaseOK) || got[1] != strconv.FormatUint(ahead+1, 10) {
+			t.Fatalf("stored fence ahead: %v, want %d", got, ahead+1)
+		}
+	})
+
+	for _, s := range []struct {
+		name   string
+		script *redis.Script
+		after  func(t *testing.T) // the effect of a successful call
+	}{
+		{"renew", lua.LeaseRenew, func(t *testing.T) {
+			if p := c.PTTL(ctx, key).Val().Milliseconds(); p <= 60_000 || p > 90_000 {
+				t.Fatalf("renewed PTTL %d ms, want about 90000", p)
+			}
+		}},
+		{"release", lua.LeaseRelease, func(t *testing.T) {
+			if c.Exists(ctx, key).Val() != 0 {
+				t.Fatal("released key still exists")
+			}
+		}},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name  string
+				state []any // hash fields; nil: no key
+				want  int64
+			}{
+				{"owner", []any{"tok", "me", "fen", "7"}, lua.LeaseOK},
+				{"no key", nil, lua.LeaseNoOwner},
+				{"no owner", []any{"fen", "7"}, lua.LeaseNoOwner},
+				{"other token", []any{"tok", "other", "fen", "7"}, lua.LeaseOtherOwner},
+				{"other fence", []any{"tok", "me", "fen", "8"}, lua.LeaseOtherOwner},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					reset(tc.state...)
+					before := hash()
+					args := []any{"me", "7"}
+					if s.script == lua.LeaseRenew {
+						args = append(args, 90_000)
+					}
+					if got := run(s.script, args...); got != tc.want {
+						t.Fatalf("status %v, want %d", got, tc.want)
+					}
+					if tc.want == lua.LeaseOK {
+						s.after(t)
+						return
+					}
+					if diff := cmp.Diff(before, hash()); diff != "" {
+						t.Fatalf("refused call changed the key (-before +after):\n%s", diff)
+					}
+					if p := c.PTTL(ctx, key).Val().Milliseconds(); tc.state != nil && p > 60_000 {
+						t.Fatalf("refused call changed the TTL to %d ms", p)
+					}
+				})
+			}
+		})
+	}
+}
