@@ -1,0 +1,383 @@
+package tracing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/tracing"
+)
+
+// fixture is a Tracer whose spans land in an in-memory exporter and whose
+// metrics are read by a manual reader.
+type fixture struct {
+	tr     *tracing.Tracer
+	spans  *tracetest.InMemoryExporter
+	reader *sdkmetric.ManualReader
+}
+
+func setup(t *testing.T, opts ...tracing.Opt) *fixture {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	tr, err := tracing.New(append([]tracing.Opt{
+		tracing.WithTracerProvider(tp), tracing.WithMeterProvider(mp), tracing.WithPropagator(prop),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{tr: tr, spans: exp, reader: reader}
+}
+
+// kafka starts an in-process kfake cluster with one topic and returns a
+// producer and a consumer built with the tracer's kotel hooks.
+func kafka(t *testing.T, tr *tracing.Tracer, topic string) (prod, cons *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prod, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic), tr.KgoOpt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	cons, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), tr.KgoOpt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	return prod, cons
+}
+
+func pollOne(t *testing.T, cons *kgo.Client) *kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("no record within 15s: %v", err)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("fetch: %v", errs)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			return recs[0]
+		}
+	}
+}
+
+// spanTree indexes ended spans.
+type spanTree struct {
+	byID   map[trace.SpanID]tracetest.SpanStub
+	byName map[string][]tracetest.SpanStub
+}
+
+func tree(stubs tracetest.SpanStubs) spanTree {
+	st := spanTree{byID: map[trace.SpanID]tracetest.SpanStub{}, byName: map[string][]tracetest.SpanStub{}}
+	for _, s := range stubs {
+		st.byID[s.SpanContext.SpanID()] = s
+		st.byName[s.Name] = append(st.byName[s.Name], s)
+	}
+	return st
+}
+
+func (st spanTree) one(t *testing.T, name string) tracetest.SpanStub {
+	t.Helper()
+	if n := len(st.byName[name]); n != 1 {
+		t.Fatalf("%d spans named %q, want 1; spans: %v", n, name, st.names())
+	}
+	return st.byName[name][0]
+}
+
+func (st spanTree) names() []string {
+	var out []string
+	for n := range st.byName {
+		out = append(out, n)
+	}
+	return out
+}
+
+// ancestry returns the names from s up to the root.
+func (st spanTree) ancestry(s tracetest.SpanStub) []string {
+	out := []string{s.Name}
+	for s.Parent.IsValid() {
+		p, ok := st.byID[s.Parent.SpanID()]
+		if !ok {
+			out = append(out, "<missing parent>")
+			break
+		}
+		out = append(out, p.Name)
+		s = p
+	}
+	return out
+}
+
+func attrs(kvs []attribute.KeyValue) map[string]string {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
+
+// TestJobTrace runs a job through a real (in-process) Kafka broker: the
+// producer's enqueue span, kotel's publish and receive spans, and the job span
+// with its claim, handler, compensation and commit children form one trace.
+func TestJobTrace(t *testing.T) {
+	f := setup(t, tracing.WithKeyRedaction(tracing.KeyFull), tracing.WithConsumerGroup("workers"))
+	prod, cons := kafka(t, f.tr, "jobs")
+	ctx := context.Background()
+
+	const key, payload = "order-1001", "secret-payload-value"
+	member, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(member)
+	ectx, enq := f.tr.StartEnqueue(baggage.ContextWithBaggage(ctx, bag), "video.transcode", key)
+	rec := &kgo.Record{Key: []byte(key), Value: []byte(payload)}
+	if err := prod.ProduceSync(ectx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	enq.End("produced", nil)
+
+	r := pollOne(t, cons)
+	jctx, job := f.tr.StartJob(ctx, r, "video.transcode", key)
+	if got := baggage.FromContext(jctx).Member("tenant").Value(); got != "acme" {
+		t.Errorf("job context baggage tenant = %q, want the producer's acme", got)
+	}
+	job.SetAttempt(1)
+	_, claim := job.StartClaim(jctx)
+	claim.SetFence(1_700_000_000_000_123)
+	claim.End("acquired", nil)
+	job.SetFence(1_700_000_000_000_123)
+	hctx, h := job.StartHandler(jctx)
+	// A span the user's handler makes is the handler span's child.
+	_, inner := trace.SpanFromContext(hctx).TracerProvider().Tracer("user").Start(hctx, "user work")
+	inner.End()
+	job.Heartbeat()
+	lost := fmt.Errorf("renew: %w", lease.ErrStolen)
+	job.LeaseLost(lost)
+	h.End(tracing.OutcomeLeaseLost, lost)
+	_, comp := job.StartCompensation(jctx, "refund", 1_700_000_000_000_123)
+	comp.End(tracing.OutcomeCompensated, nil)
+	_, commit := job.StartCommit(jctx)
+	commit.End(tracing.OutcomeLeaseLost, lost)
+	job.End(tracing.OutcomeLeaseLost, lost)
+
+	st := tree(f.spans.GetSpans())
+	jobSpan := st.one(t, "job video.transcode")
+	want := []string{"job video.transcode", "jobs receive", "jobs publish", "enqueue video.transcode"}
+	if diff := cmp.Diff(want, st.ancestry(jobSpan)); diff != "" {
+		t.Errorf("job span ancestry (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"claim", "handler", "compensate refund", "commit"} {
+		s := st.one(t, name)
+		if diff := cmp.Diff(append([]string{name}, want...), st.ancestry(s)); diff != "" {
+			t.Errorf("%s ancestry (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(append([]string{"user work", "handler"}, want...), st.ancestry(st.one(t, "user work"))); diff != "" {
+		t.Errorf("user span ancestry (-want +got):\n%s", diff)
+	}
+	for _, s := range f.spans.GetSpans() {
+		if s.SpanContext.TraceID() != jobSpan.SpanContext.TraceID() {
+			t.Errorf("span %q is in trace %s, not the job's", s.Name, s.SpanContext.TraceID())
+		}
+	}
+
+	ja := attrs(jobSpan.Attributes)
+	for k, v := range map[string]string{
+		"messaging.system":                 "kafka",
+		"messaging.source.name":            "jobs",
+		"messaging.operation":              "process",
+		"messaging.kafka.consumer.group":   "workers",
+		"messaging.kafka.message.key":      key,
+		"messaging.kafka.message.offset":   "0",
+		tracing.AttrJobType:                "video.transcode",
+		tracing.AttrIdempotencyKey:         key,
+		tracing.AttrFence:                  "1700000000000123",
+		tracing.AttrAttempt:                "1",
+		tracing.AttrOutcome:                tracing.OutcomeLeaseLost,
+		tracing.AttrErrorType:              "*lease.lostError",
+		"messaging.kafka.source.partition": "0",
+	} {
+		if ja[k] != v {
+			t.Errorf("job span %s = %q, want %q", k, ja[k], v)
+		}
+	}
+	if jobSpan.SpanKind != trace.SpanKindConsumer {
+		t.Errorf("job span kind %v, want consumer", jobSpan.SpanKind)
+	}
+	if jobSpan.Status.Code != codes.Error || !strings.Contains(jobSpan.Status.Description, "lease: stolen") {
+		t.Errorf("job span status %+v, want error with the cause", jobSpan.Status)
+	}
+	if got := attrs(st.one(t, "claim").Attributes); got[tracing.AttrOutcome] != "acquired" || got[tracing.AttrFence] != "1700000000000123" {
+		t.Errorf("claim attributes %v", got)
+	}
+	if got := attrs(st.one(t, "compensate refund").Attributes); got[tracing.AttrStep] != "refund" || got[tracing.AttrOutcome] != tracing.OutcomeCompensated {
+		t.Errorf("compensation attributes %v", got)
+	}
+	var events []string
+	for _, e := range jobSpan.Events {
+		events = append(events, e.Name)
+		if e.Name == tracing.EventLeaseLost {
+			if got := attrs(e.Attributes)[tracing.AttrCause]; got != "stolen" {
+				t.Errorf("lease lost cause = %q, want stolen", got)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{tracing.EventHeartbeat, tracing.EventLeaseLost}, events); diff != "" {
+		t.Errorf("job events (-want +got):\n%s", diff)
+	}
+	assertNoValue(t, f.spans.GetSpans(), payload)
+}
+
+// assertNoValue fails if any attribute of any span or event holds s.
+func assertNoValue(t *testing.T, spans tracetest.SpanStubs, s string) {
+	t.Helper()
+	for _, sp := range spans {
+		check := func(where string, kvs []attribute.KeyValue) {
+			for _, kv := range kvs {
+				if strings.Contains(kv.Value.Emit(), s) {
+					t.Errorf("span %q %s attribute %s holds %q", sp.Name, where, kv.Key, s)
+				}
+			}
+		}
+		check("", sp.Attributes)
+		for _, e := range sp.Events {
+			check("event "+e.Name, e.Attributes)
+		}
+		if strings.Contains(sp.Status.Description, s) {
+			t.Errorf("span %q status holds %q", sp.Name, s)
+		}
+	}
+}
+
+// TestStartJobWithoutHooks reads the trace context from the record headers
+// when the consuming client has no kotel hooks.
+func TestStartJobWithoutHooks(t *testing.T) {
+	f := setup(t)
+	ctx, parent := sdktrace.NewTracerProvider().Tracer("p").Start(context.Background(), "producer")
+	defer parent.End()
+	r := &kgo.Record{Topic: "jobs"}
+	propagation.TraceContext{}.Inject(ctx, propagationRecordCarrier{r})
+	_, job := f.tr.StartJob(context.Background(), r, "t", "k")
+	job.End(tracing.OutcomeCompleted, nil)
+	s := f.spans.GetSpans()
+	if len(s) != 1 {
+		t.Fatalf("%d spans", len(s))
+	}
+	if s[0].Parent.SpanID() != parent.SpanContext().SpanID() || s[0].SpanContext.TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("job span parent %v, want the producer span %v", s[0].Parent, parent.SpanContext())
+	}
+}
+
+type propagationRecordCarrier struct{ r *kgo.Record }
+
+func (c propagationRecordCarrier) Get(string) string { return "" }
+func (c propagationRecordCarrier) Set(k, v string) {
+	c.r.Headers = append(c.r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+}
+func (c propagationRecordCarrier) Keys() []string { return nil }
+
+func TestJobEvents(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	advance := func(d time.Duration) { now.Add(int64(d)) }
+	f := setup(t, tracing.WithClock(clock), tracing.WithHeartbeatEventInterval(10*time.Second))
+
+	_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "report", "k1")
+	job.Takeover(41)
+	for range 5 { // one event, four skipped
+		job.Heartbeat()
+		advance(time.Second)
+	}
+	advance(6 * time.Second)
+	job.Heartbeat() // 11s after the first: an event counting 4 skipped
+	job.DuplicateReplay(tracing.OutcomeCompleted)
+	job.DeadLettered("retries_exhausted")
+	job.LeaseLost(lease.ErrRenewDeadline)
+	job.LeaseLost(errors.New("some other failure"))
+	advance(90 * time.Second)
+	job.End(tracing.OutcomeDeadLettered, nil)
+	job.End(tracing.OutcomeCompleted, nil) // ignored
+
+	spans := f.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	type ev struct {
+		Name  string
+		Attrs map[string]string
+	}
+	var got []ev
+	for _, e := range spans[0].Events {
+		a := attrs(e.Attributes)
+		delete(a, tracing.AttrErrorMessage)
+		delete(a, tracing.AttrErrorType)
+		got = append(got, ev{e.Name, a})
+	}
+	want := []ev{
+		{tracing.EventTakeover, map[string]string{tracing.AttrPreviousFence: "41"}},
+		{tracing.EventHeartbeat, map[string]string{tracing.AttrHeartbeatSkipped: "0"}},
+		{tracing.EventHeartbeat, map[string]string{tracing.AttrHeartbeatSkipped: "4"}},
+		{tracing.EventDuplicateReplay, map[string]string{tracing.AttrOutcome: tracing.OutcomeCompleted}},
+		{tracing.EventDeadLettered, map[string]string{tracing.AttrReason: "retries_exhausted"}},
+		{tracing.EventLeaseLost, map[string]string{tracing.AttrCause: "renew_deadline"}},
+		{tracing.EventLeaseLost, map[string]string{tracing.AttrCause: "other"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got := attrs(spans[0].Attributes)[tracing.AttrOutcome]; got != tracing.OutcomeDeadLettered {
+		t.Errorf("outcome %q: a second End must not override the first", got)
+	}
+	if spans[0].Status.Code == codes.Error {
+		t.Errorf("status %v for a nil error", spans[0].Status)
+	}
+}
+
+func TestLeaseLostCause(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{lease.ErrStolen, "stolen"},
+		{fmt.Errorf("x: %w", lease.ErrExpired), "expired"},
+		{lease.ErrRenewDeadline, "renew_deadline"},
+		{lease.ErrLost, "fenced"},
+		{lease.ErrUnavailable, "other"},
+		{nil, "other"},
+	} {
+		if got := tracing.LeaseLostCause(tc.err); got != tc.want {
+			t.Errorf("LeaseLostCause(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package tracing
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kotel"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names leasehold's tracer and meter.
+const instrumentationName = "github.com/leasehold/leasehold"
+
+// DefaultHeartbeatEventInterval is the default minimum time between two
+// heartbeat events on one job span.
+const DefaultHeartbeatEventInterval = 10 * time.Second
+
+// Opt configures [New].
+type Opt interface{ apply(*cfg) }
+
+type optFunc func(*cfg)
+
+func (f optFunc) apply(c *cfg) { f(c) }
+
+type cfg struct {
+	tp        trace.TracerProvider
+	mp        metric.MeterProvider
+	prop      propagation.TextMapPropagator
+	redact    redactor
+	beatEvery time.Duration
+	group     string
+	clientID  string
+	now       func() time.Time
+}
+
+// WithTelemetry uses the providers and propagator of tel (from [Setup]).
+// Default: the OpenTelemetry globals.
+func WithTelemetry(tel *Telemetry) Opt {
+	return optFunc(func(c *cfg) { c.tp, c.mp, c.prop = tel.TracerProvider, tel.MeterProvider, tel.Propagator })
+}
+
+// WithTracerProvider sets the tracer provider. Default: otel.GetTracerProvider().
+func WithTracerProvider(tp trace.TracerProvider) Opt {
+	return optFunc(func(c *cfg) { c.tp = tp })
+}
+
+// WithMeterProvider sets the meter provider. Default: otel.GetMeterProvider().
+func WithMeterProvider(mp metric.MeterProvider) Opt {
+	return optFunc(func(c *cfg) { c.mp = mp })
+}
+
+// WithPropagator sets the propagator that kotel uses for record headers.
+// Default: otel.GetTextMapPropagator().
+func WithPropagator(p propagation.TextMapPropagator) Opt {
+	return optFunc(func(c *cfg) { c.prop = p })
+}
+
+// WithKeyRedaction sets how idempotency keys and Kafka record keys appear in
+// spans. Default: [KeyHashed].
+func WithKeyRedaction(r Redaction) Opt {
+	return optFunc(func(c *cfg) { c.redact.mode = r })
+}
+
+// WithKeyHashSecret makes [KeyHashed] an HMAC-SHA256 under secret, so that
+// keys cannot be recovered by hashing guesses. Default: none (plain SHA-256).
+func WithKeyHashSecret(secret []byte) Opt {
+	return optFunc(func(c *cfg) { c.redact.secret = append([]byte(nil), secret...) })
+}
+
+// WithHeartbeatEventInterval sets the minimum time between two heartbeat
+// events on one job span; heartbeats in between are counted in the next
+// event's leasehold.heartbeat.skipped attribute. Default:
+// [DefaultHeartbeatEventInterval].
+func WithHeartbeatEventInterval(d time.Duration) Opt {
+	return optFunc(func(c *cfg) { c.beatEvery = d })
+}
+
+// WithConsumerGroup sets the consumer group recorded by kotel on consumer
+// spans. Default: none.
+func WithConsumerGroup(group string) Opt {
+	return optFunc(func(c *cfg) { c.group = group })
+}
+
+// WithClientID sets the Kafka client ID recorded by kotel. Default: none.
+func WithClientID(id string) Opt {
+	return optFunc(func(c *cfg) { c.clientID = id })
+}
+
+// WithClock sets the clock used to throttle heartbeat events and time jobs.
+// Default: time.Now.
+func WithClock(now func() time.Time) Opt {
+	return optFunc(func(c *cfg) { c.now = now })
+}
+
+// Tracer makes leasehold's spans and records its metrics. It wires franz-go's
+// kotel plugin, which creates the publish, receive and process spans and
+// carries the trace context in record headers, and adds the job's own spans
+// and events under kotel's process span. It is safe for concurrent use.
+type Tracer struct {
+	cfg     cfg
+	tracer  trace.Tracer
+	kotel   *kotel.Tracer
+	hooks   []kgo.Hook
+	metrics *Metrics
+}
+
+// New returns a Tracer.
+func New(opts ...Opt) (*Tracer, error) {
+	var c cfg
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	c.tp = cmp.Or[trace.TracerProvider](c.tp, otel.GetTracerProvider())
+	c.mp = cmp.Or[metric.MeterProvider](c.mp, otel.GetMeterProvider())
+	c.prop = cmp.Or[propagation.TextMapPropagator](c.prop, otel.GetTextMapPropagator())
+	c.beatEvery = cmp.Or(c.beatEvery, DefaultHeartbeatEventInterval)
+	if c.beatEvery < 0 {
+		return nil, &ConfigError{Setting: "heartbeat event interval", Value: c.beatEvery.String()}
+	}
+	if c.redact.mode < KeyHashed || c.redact.mode > KeyOmitted {
+		return nil, &ConfigError{Setting: "key redaction", Value: c.redact.mode.String()}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	m, err := NewMetrics(c.mp)
+	if err != nil {
+		return nil, &ConfigError{Setting: "meter provider", Err: err}
+	}
+	red := c.redact
+	topts := []kotel.TracerOpt{
+		kotel.TracerProvider(c.tp),
+		kotel.TracerPropagator(c.prop),
+		// kotel records the record key as messaging.kafka.message.key: apply the
+		// same redaction as to idempotency keys.
+		kotel.KeyFormatter(func(r *kgo.Record) (string, error) {
+			k, ok := red.redact(string(r.Key))
+			if !ok {
+				return "", errKeyOmitted
+			}
+			return k, nil
+		}),
+	}
+	if c.group != "" {
+		topts = append(topts, kotel.ConsumerGroup(c.group))
+	}
+	if c.clientID != "" {
+		topts = append(topts, kotel.ClientID(c.clientID))
+	}
+	kt := kotel.NewTracer(topts...)
+	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
+	return &Tracer{
+		cfg:     c,
+		tracer:  c.tp.Tracer(instrumentationName),
+		kotel:   kt,
+		hooks:   kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(),
+		metrics: m,
+	}, nil
+}
+
+// errKeyOmitted tells kotel's key formatter to leave the key out.
+var errKeyOmitted = errors.New("tracing: key omitted")
+
+// KgoOpt returns the franz-go option that installs kotel's tracing and
+// metrics hooks. Give it to every producer and consumer client: the producer
+// injects the trace context into record headers, the consumer extracts it, and
+// [Tracer.StartJob] continues from there.
+func (t *Tracer) KgoOpt() kgo.Opt { return kgo.WithHooks(t.hooks...) }
+
+// Metrics returns the worker's metric instruments.
+func (t *Tracer) Metrics() *Metrics { return t.metrics }
+
+// Propagator returns the propagator used for record headers.
+func (t *Tracer) Propagator() propagation.TextMapPropagator { return t.cfg.prop }
+
+// StartEnqueue starts the span `enqueue <type>` under which a producer
+// produces a job record. Produce the record with the returned context (or set
+// Record.Context to it) on a client built with [Tracer.KgoOpt]: kotel's
+// publish span becomes its child and carries the trace to the consumer. End
+// the returned span when the produce call has returned.
+func (t *Tracer) StartEnqueue(ctx context.Context, jobType, key string) (context.Context, *Span) {
+	attrs := t.jobAttrs(jobType, key)
+	ctx, sp := t.tracer.Start(ctx, SpanEnqueue+" "+truncate(jobType, maxNameLen),
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return ctx, &Span{span: sp, t: t, key: key}
+}
+
+// StartJob starts the span `job <type>` for a consumed record. The span is
+// kotel's process span (messaging.* attributes, child of the receive span
+// whose parent is the producer's publish span), renamed and given the job
+// type, the redacted idempotency key and, later, the fence, attempt and
+// outcome. The returned context carries ctx's deadline and values with the
+// job span and the record's baggage.
+//
+// If the consuming client has no kotel hooks, the trace context is read from
+// the record's headers with the same carrier kotel uses.
+func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key string) (context.Context, *Job) {
+	if r.Context == nil || !trace.SpanContextFromContext(r.Context).IsValid() {
+		r.Context = t.cfg.prop.Extract(cmp.Or(r.Context, context.Background()), kotel.NewRecordCarrier(r))
+	}
+	rctx, sp := t.kotel.WithProcessSpan(r)
+	sp.SetName(SpanJob + " " + truncate(jobType, maxNameLen))
+	sp.SetAttributes(t.jobAttrs(jobType, key)...)
+	ctx = trace.ContextWithSpan(ctx, sp)
+	if b := baggage.FromContext(rctx); b.Len() > 0 {
+		ctx = baggage.ContextWithBaggage(ctx, b)
+	}
+	return ctx, &Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}
+}
