@@ -51,29 +51,58 @@ type DeadLetter struct {
 	Since time.Time
 }
 
+// stepFields are the stored fields of a step that Inspect reads (never the
+// arguments themselves, which may be large or sensitive).
+var stepFields = []string{"name", "h", "st", "ok", "t", "g", "e"}
+
 // Inspect reads the journal ref. It returns an error wrapping redis.Nil when
 // there is none.
 func (r *Runner) Inspect(ctx context.Context, ref Ref) (JournalInfo, error) {
-	m, err := r.client.HGetAll(ctx, r.journalKey(ref)).Result()
+	key := r.journalKey(ref)
+	meta, err := r.client.HMGet(ctx, key, "st", "t0", "n").Result()
 	if err != nil {
 		return JournalInfo{}, r.redisErr("inspect", ref, err)
 	}
-	if len(m) == 0 {
+	st, _ := meta[0].(string)
+	if st == "" {
 		return JournalInfo{}, fmt.Errorf("compensation: no journal %s: %w", ref, redis.Nil)
 	}
-	info := JournalInfo{Ref: ref, State: State(m["st"])}
-	if ms, err := strconv.ParseInt(m["t0"], 10, 64); err == nil {
-		info.Created = time.UnixMilli(ms).UTC()
+	info := JournalInfo{Ref: ref, State: State(st)}
+	if s, _ := meta[1].(string); s != "" {
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+			info.Created = time.UnixMilli(ms).UTC()
+		}
 	}
-	n, _ := strconv.Atoi(m["n"])
-	n = min(n, r.cfg.maxSteps)
+	ns, _ := meta[2].(string)
+	n, _ := strconv.Atoi(ns)
+	n = max(0, min(n, r.cfg.maxSteps))
+	if n == 0 {
+		return info, nil
+	}
+	fields := make([]string, 0, n*len(stepFields))
 	for i := 1; i <= n; i++ {
-		p := "s:" + strconv.Itoa(i) + ":"
-		att, _ := strconv.Atoi(m[p+"t"])
-		gen, _ := strconv.Atoi(m[p+"g"])
+		for _, f := range stepFields {
+			fields = append(fields, "s:"+strconv.Itoa(i)+":"+f)
+		}
+	}
+	pipe := r.client.Pipeline()
+	vals := pipe.HMGet(ctx, key, fields...)
+	sizes := make([]*redis.IntCmd, n)
+	for i := range n {
+		sizes[i] = pipe.HStrLen(ctx, key, "s:"+strconv.Itoa(i+1)+":a")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return JournalInfo{}, r.redisErr("inspect", ref, err)
+	}
+	v := vals.Val()
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	for i := range n {
+		b := i * len(stepFields)
+		att, _ := strconv.Atoi(str(b + 4))
+		gen, _ := strconv.Atoi(str(b + 5))
 		info.Steps = append(info.Steps, StepRecord{
-			Step: i, Name: m[p+"name"], Handler: m[p+"h"], State: m[p+"st"], Done: m[p+"ok"] == "1",
-			Attempts: att, Generation: gen, ArgsBytes: len(m[p+"a"]), Error: m[p+"e"],
+			Step: i + 1, Name: str(b), Handler: str(b + 1), State: str(b + 2), Done: str(b+3) == "1",
+			Attempts: att, Generation: gen, ArgsBytes: int(sizes[i].Val()), Error: str(b + 6),
 		})
 	}
 	return info, nil

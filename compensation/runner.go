@@ -72,8 +72,10 @@ type Runner struct {
 
 // NewRunner returns a Runner storing journals through client and taking
 // compensation leases from leases, which must also be the Manager holding
-// the jobs' leases (journal writes are fenced by them). reg holds the
-// compensation handlers.
+// the jobs' leases (journal writes are fenced by them) and must use the
+// Redis backend ([lease.NewManager]) over the same Redis as client: fenced
+// scripts are not available over Redlock. reg holds the compensation
+// handlers.
 func NewRunner(client redis.UniversalClient, leases *lease.Manager, reg *Registry, opts ...Opt) (*Runner, error) {
 	if client == nil || leases == nil || reg == nil {
 		return nil, fmt.Errorf("%w: NewRunner needs a client, a lease manager and a registry", ErrInvalid)

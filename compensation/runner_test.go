@@ -57,6 +57,11 @@ func TestCompensateReverseOrder(t *testing.T) {
 	if diff := cmp.Diff([]string{"comp", "comp", "comp", "comp"}, stepStates(info)); diff != "" {
 		t.Errorf("step states (-want +got):\n%s", diff)
 	}
+	want := compensation.StepRecord{Step: 4, Name: "step-4", Handler: "undo", State: "comp", Done: false,
+		Attempts: 1, Generation: 1, ArgsBytes: len(`{"step":4}`)}
+	if diff := cmp.Diff(want, info.Steps[3]); diff != "" {
+		t.Errorf("step 4 record (-want +got):\n%s", diff)
+	}
 	// Compensating again is a no-op, and new steps are refused.
 	if err := j.Compensate(ctx); err != nil {
 		t.Fatal(err)
