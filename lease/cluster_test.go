@@ -186,9 +186,9 @@ func clusterFencedWrite(t *testing.T, c *testkit.Cluster) {
 	_ = l2.Release(ctx)
 }
 
-// clusterFenceAcrossFailover: a master fails over and loses the last write
-// it acknowledged (its replica was paused, so the lease it granted never
-// reached the replica: Redis replication is asynchronous). The new owner's
+// clusterFenceAcrossFailover: a master fails over and loses the last writes
+// it acknowledged (the lease it granted never reached its replica: Redis
+// replication is asynchronous). The new owner's
 // fence is still greater than the lost one, because the fence includes the
 // server's TIME in microseconds and the promoted replica's clock is not
 // behind; fence/ in PostgreSQL therefore accepts the new owner and refuses
@@ -208,14 +208,7 @@ func clusterFenceAcrossFailover(t *testing.T, c *testkit.Cluster) {
 
 	const name = "{transfer-42}"
 	key := m.Key(name)
-	master, err := c.MasterFor(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica, err := c.ReplicaOf(ctx, master)
-	if err != nil {
-		t.Fatal(err)
-	}
+	marker := prefix + "marker:{transfer-42}"
 
 	// A first owner whose writes did replicate.
 	l0 := acquire(t, m, name)
@@ -225,29 +218,27 @@ func clusterFenceAcrossFailover(t *testing.T, c *testkit.Cluster) {
 	if err := l0.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := master.Client(t).Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT = %d, %v", n, err)
-	}
 
-	// The second owner's acquisition reaches the master only.
-	if err := replica.Pause(); err != nil {
+	// The second owner's acquisition (and a marker written beside it) reach
+	// the master only; its fenced effect downstream happens all the same.
+	var l1 *lease.Lease
+	fo, err := c.FailoverLosingWrites(ctx, key, func() error {
+		var err error
+		if l1, err = m.Acquire(ctx, name); err != nil {
+			return err
+		}
+		if err := cl.Set(ctx, marker, "1", 0).Err(); err != nil {
+			return err
+		}
+		return apply(l1.Fence())
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	l1 := acquire(t, m, name)
-	if err := apply(l1.Fence()); err != nil {
-		t.Fatal(err)
-	}
-	if err := master.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := replica.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitPromoted(ctx, replica); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := replica.Client(t).Exists(ctx, key).Result(); err != nil || n != 0 {
-		t.Fatalf("promoted replica has the lease key (%d, %v): the write was not lost, the test shows nothing", n, err)
+	for _, k := range []string{key, marker} {
+		if n, err := fo.Promoted.Client(t).Exists(ctx, k).Result(); err != nil || n != 0 {
+			t.Fatalf("promoted replica has %s (%d, %v): the writes were not lost, the test shows nothing", k, n, err)
+		}
 	}
 	cl.ReloadState(ctx)
 
@@ -280,7 +271,7 @@ func clusterFenceAcrossFailover(t *testing.T, c *testkit.Cluster) {
 	t.Logf("fences: replicated %d, lost in failover %d, after failover %d", l0.Fence(), l1.Fence(), l2.Fence())
 
 	// Leave a healthy cluster: the old master rejoins as a replica.
-	if err := master.Restart(ctx); err != nil {
+	if err := fo.Killed.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {

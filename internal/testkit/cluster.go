@@ -32,8 +32,8 @@ const clusterSize = 6
 // Cluster is a real Redis Cluster of six redis-server processes on free
 // ports of 127.0.0.1: three masters, each with one replica, created with
 // `redis-cli --cluster create ... --cluster-replicas 1`. Nodes persist nothing
-// but their nodes.conf, so a restarted node comes back empty and rejoins as
-// the replica of whoever owns its slots then.
+// on their own but their nodes.conf, so a restarted node comes back empty and
+// rejoins as the replica of whoever owns its slots then.
 //
 // Starting a Cluster costs a few seconds of CPU; share one per test package
 // (one top-level test with subtests, or a TestMain) rather than one per test.
@@ -334,6 +334,54 @@ func (c *Cluster) KillMaster(ctx context.Context, key string) (Failover, error) 
 	return Failover{Killed: m, Promoted: r}, nil
 }
 
+// FailoverLosingWrites fails over the master serving key in a way that
+// loses the writes write makes: they are acknowledged by the master but never
+// applied by its replica, as happens in production when a master dies before
+// its asynchronous replication stream is sent. It waits until everything
+// before write has replicated (WAIT), snapshots the replica (SAVE) and pauses
+// it, runs write, SIGKILLs the master, then kills the replica and restarts it
+// from its snapshot (so that what sat unread in its socket is dropped too),
+// and waits until that replica has been promoted. The old master stays down.
+func (c *Cluster) FailoverLosingWrites(ctx context.Context, key string, write func() error) (Failover, error) {
+	m, err := c.MasterFor(ctx, key)
+	if err != nil {
+		return Failover{}, err
+	}
+	r, err := c.ReplicaOf(ctx, m)
+	if err != nil {
+		return Failover{}, err
+	}
+	if n, err := m.query(ctx, "WAIT", 1, 5000); err != nil || n != int64(1) {
+		return Failover{}, fmt.Errorf("WAIT on %s = %v, %v", m.Addr(), n, err)
+	}
+	if _, err := r.query(ctx, "SAVE"); err != nil {
+		return Failover{}, fmt.Errorf("SAVE on replica %s: %w", r.Addr(), err)
+	}
+	if err := r.Pause(); err != nil {
+		return Failover{}, err
+	}
+	werr := write()
+	if err := m.Kill(); err != nil {
+		return Failover{}, err
+	}
+	if err := r.Kill(); err != nil {
+		return Failover{}, err
+	}
+	if werr != nil {
+		return Failover{}, fmt.Errorf("write before the failover: %w", werr)
+	}
+	if err := r.start(); err != nil {
+		return Failover{}, err
+	}
+	if err := r.waitPing(ctx); err != nil {
+		return Failover{}, err
+	}
+	if err := c.WaitPromoted(ctx, r); err != nil {
+		return Failover{}, err
+	}
+	return Failover{Killed: m, Promoted: r}, nil
+}
+
 // WaitPromoted waits until node n reports the master role and the cluster is
 // healthy (every slot served, cluster_state:ok on every running node).
 func (c *Cluster) WaitPromoted(ctx context.Context, n *ClusterNode) error {
@@ -462,6 +510,9 @@ func (n *ClusterNode) signal(sig syscall.Signal) error {
 // answers PING, not until it has resynchronised; use [Cluster.WaitHealthy].
 func (n *ClusterNode) Restart(ctx context.Context) error {
 	if err := n.Kill(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(n.dir, "dump.rdb")); err != nil {
 		return err
 	}
 	if err := n.start(); err != nil {
