@@ -52,7 +52,7 @@ func Main(ctx context.Context, args []string, e *Env) int {
 		e.Getenv = os.Getenv
 	}
 	if len(args) == 0 {
-		usage(e.Stderr)
+		fmt.Fprintln(e.Stderr, "worker: missing command (run 'worker help' for the usage)")
 		return 2
 	}
 	name := args[0]

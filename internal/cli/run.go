@@ -19,6 +19,7 @@ type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
 	concurrency                                             int
 	leaseTTL, retention, shutdown                           time.Duration
+	sessionTimeout, rebalanceTimeout                        time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
 	pgURL, payURL                                           string
@@ -41,6 +42,8 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "drain time for running jobs on SIGTERM (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
 	f.StringVar(&c.pgURL, "pg", f.env("PG_URL", ""), "PostgreSQL URL for demo.transfer (env PG_URL)")
 	f.StringVar(&c.payURL, "payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", ""), "payment stub base URL for demo.transfer, e.g. http://127.0.0.1:8099 (env LEASEHOLD_PAYSTUB_URL)")
+	f.DurationVar(&c.sessionTimeout, "session-timeout", f.envDur("LEASEHOLD_SESSION_TIMEOUT", 45*time.Second), "Kafka group session timeout: how long a dead member keeps its partitions (env LEASEHOLD_SESSION_TIMEOUT)")
+	f.DurationVar(&c.rebalanceTimeout, "rebalance-timeout", f.envDur("LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second), "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin (env LEASEHOLD_REBALANCE_TIMEOUT)")
 	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
 	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
 	if err := f.parse(args); err != nil {
@@ -101,7 +104,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 
 	opts := []leasehold.Opt{
-		leasehold.WithKafka(kgo.SeedBrokers(brokers...)),
+		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout), kgo.RebalanceTimeout(c.rebalanceTimeout)),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
 		leasehold.WithDeadLetterTopic(dlq),

@@ -1,0 +1,408 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
+)
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedis{})
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs the command line with env vars env and returns its exit code and
+// output.
+func run(t *testing.T, ctx context.Context, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb syncBuffer
+	code := Main(ctx, args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	return result{code, out.String(), errb.String()}
+}
+
+// wantUsageError checks a failed command: exit code, and one line on stderr.
+func wantFailure(t *testing.T, r result, code int, contains string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(r.stderr, contains) {
+		t.Errorf("stderr %q: want one line containing %q", r.stderr, contains)
+	}
+}
+
+func sharedRedisURL(t *testing.T) (string, string, redis.UniversalClient) {
+	t.Helper()
+	rdb, prefix := testkit.SharedRedis(t)
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = DefaultRedisURL
+	}
+	return url, prefix, rdb
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if r := run(t, ctx, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "dev-broker") {
+		t.Errorf("help: %+v", r)
+	}
+	wantFailure(t, run(t, ctx, nil), 2, "missing command")
+	wantFailure(t, run(t, ctx, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
+	for name := range commands {
+		t.Run(name, func(t *testing.T) {
+			wantFailure(t, run(t, ctx, nil, name, "--no-such-flag"), 2, "flag provided but not defined: -no-such-flag")
+			if r := run(t, ctx, nil, name, "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: worker "+name) {
+				t.Errorf("%s -h: %+v", name, r)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dead := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}
+	for _, args := range [][]string{
+		{"run", "--brokers", "127.0.0.1:1"},
+		{"inspect", "some-key"},
+		{"leases"},
+		{"expire", "some-key"},
+		{"capacity"},
+		{"compensations"},
+	} {
+		t.Run(args[0]+"/unreachable-redis", func(t *testing.T) {
+			wantFailure(t, run(t, ctx, dead, args...), 1, "redis at 127.0.0.1:1 does not answer")
+		})
+	}
+	wantFailure(t, run(t, ctx, nil, "inspect", "bad key"), 2, "invalid idempotency key")
+	wantFailure(t, run(t, ctx, nil, "expire"), 2, "want exactly one argument")
+	wantFailure(t, run(t, ctx, nil, "compensations", "retry"), 2, "want no argument")
+	wantFailure(t, run(t, ctx, nil, "run", "--redis", "http://x"), 2, `scheme "http"`)
+	wantFailure(t, run(t, ctx, nil, "run", "--concurrency", "0"), 2, "concurrency 0")
+	wantFailure(t, run(t, ctx, map[string]string{"LEASEHOLD_LEASE_TTL": "soon"}, "run"), 2, "LEASEHOLD_LEASE_TTL")
+	wantFailure(t, run(t, ctx, nil, "run", "extra"), 2, `unexpected argument "extra"`)
+	wantFailure(t, run(t, ctx, nil, "enqueue", "--dup", "2"), 2, "dup 2")
+	wantFailure(t, run(t, ctx, nil, "enqueue", "--type", "has space"), 2, "invalid job type")
+	wantFailure(t, run(t, ctx, nil, "enqueue", "--brokers", "127.0.0.1:1", "--count", "1"), 1, "does not answer")
+	wantFailure(t, run(t, ctx, nil, "dev-broker", "--listen", "nonsense"), 2, "listen address")
+	wantFailure(t, run(t, ctx, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
+	wantFailure(t, run(t, ctx, nil, "demo", "--jobs", "0"), 2, "jobs 0")
+	wantFailure(t, run(t, ctx, nil, "run", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
+}
+
+func TestParseRedisURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url  string
+		want string
+	}{
+		{"redis://alice:s3cret@127.0.0.1:6379/2", "*redis.Client"},
+		{"rediss://alice:s3cret@cache.example:6380/0", "*redis.Client"},
+		{"redis+cluster://alice:s3cret@10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", "*redis.ClusterClient"},
+		{"redis+sentinel://alice:s3cret@10.0.0.1:26379?master_name=mymaster&addr=10.0.0.2:26379", "*redis.Client"},
+	} {
+		c, err := ParseRedisURL(tc.url)
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if got := fmt.Sprintf("%T", c); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.url, got, tc.want)
+		}
+		_ = c.Close()
+	}
+	if c, err := ParseRedisURL("rediss://alice:s3cret@cache.example:6380/0"); err == nil {
+		if o := c.(*redis.Client).Options(); o.TLSConfig == nil || o.Username != "alice" || o.Password != "s3cret" {
+			t.Errorf("rediss URL: TLS %v user %q", o.TLSConfig != nil, o.Username)
+		}
+		_ = c.Close()
+	}
+	if _, err := ParseRedisURL("redis+sentinel://10.0.0.1:26379"); err == nil || !strings.Contains(err.Error(), "master_name") {
+		t.Errorf("sentinel without master: %v", err)
+	}
+	if _, err := ParseRedisURL("redis://u:topsecret@[::1"); err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Errorf("a bad URL's error must not echo the password: %v", err)
+	}
+}
+
+// waitLine waits for a line matching re on the buffer and returns its
+// first submatch.
+func waitLine(t *testing.T, b *syncBuffer, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(b.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no line matching %v in %q", re, b.String())
+	return ""
+}
+
+func TestDevBrokerAndEnqueue(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"dev-broker", "--listen", "127.0.0.1:0", "--topics", "cli.jobs:3"},
+			&Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	}()
+	addr := waitLine(t, &out, regexp.MustCompile(`dev-broker listening on (\S+)`))
+
+	r := run(t, ctx, nil, "enqueue", "--brokers", addr, "--topic", "cli.jobs", "--count", "50", "--dup", "0.2",
+		"--payload-size", "300", "--key-prefix", "cli", "--rate", "2000")
+	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 60 records (50 jobs, 10 duplicates)") {
+		t.Fatalf("enqueue: %+v", r)
+	}
+	if !strings.Contains(r.stderr, "60/60") {
+		t.Errorf("no progress on stderr: %q", r.stderr)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("cli.jobs"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]int{}
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	for n := 0; n < 60 && pctx.Err() == nil; {
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			n++
+			for _, h := range r.Headers {
+				if h.Key == leasehold.HeaderKey {
+					keys[string(h.Value)]++
+				}
+			}
+			if len(r.Value) < 300 {
+				t.Errorf("payload of %d bytes, want at least 300", len(r.Value))
+			}
+		})
+	}
+	pcancel()
+	cl.Close()
+	if len(keys) != 50 {
+		t.Errorf("%d distinct keys, want 50", len(keys))
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("dev-broker exit %d: %s", code, errb.String())
+	}
+}
+
+func TestPaymentStub(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"payment-stub", "--listen", "127.0.0.1:0"},
+			&Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	}()
+	addr := waitLine(t, &out, regexp.MustCompile(`payment-stub listening on (\S+)`))
+	resp, err := http.Get("http://" + addr + "/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /ledger: %s", resp.Status)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("payment-stub exit %d: %s", code, errb.String())
+	}
+	wantFailure(t, run(t, context.Background(), nil, "payment-stub", "--listen", addr+"x"), 1, "listen")
+}
+
+func TestRunConsumesAndServesHealth(t *testing.T) {
+	t.Parallel()
+	url, prefix, _ := sharedRedisURL(t)
+	k := testkit.StartKafka(t)
+	topic := k.Topic(t, "cli-run", 3)
+	k.CreateTopic(t, topic+".dlq", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"run", "--brokers", strings.Join(k.Brokers(), ","), "--topics", topic,
+			"--group", "g-" + topic, "--prefix", prefix, "--http", "127.0.0.1:0", "--lease-ttl", "2s"},
+			&Env{Stdout: &out, Stderr: &errb, Getenv: func(n string) string { return map[string]string{"REDIS_URL": url}[n] }})
+	}()
+	addr := waitLine(t, &errb, regexp.MustCompile(`http listening" addr=(\S+)`))
+	waitReady := func() int {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for waitReady() != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready: %s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := run(t, ctx, nil, "enqueue", "--brokers", strings.Join(k.Brokers(), ","), "--topic", topic,
+		"--count", "20", "--dup", "0.5", "--sleep", "200ms", "--steps", "2", "--progress=false"); r.code != 0 {
+		t.Fatalf("enqueue: %+v", r)
+	}
+	end := k.EndOffsets(t, topic)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		got := k.Committed(t, "g-"+topic, topic)
+		all := true
+		for p, e := range end {
+			all = all && got[p] == e
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets not committed to the end: %v of %v; log:\n%s", got, end, errb.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exit %d: %s", code, errb.String())
+	}
+}
+
+func TestOpsCommands(t *testing.T) {
+	t.Parallel()
+	url, prefix, rdb := sharedRedisURL(t)
+	env := map[string]string{"REDIS_URL": url, "LEASEHOLD_PREFIX": prefix}
+	ctx := context.Background()
+
+	// Hold the lease of one key as the worker would.
+	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix), lease.WithTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Acquire(ctx, s.LeaseName("order-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := run(t, ctx, env, "inspect", "order-7")
+	if r.code != 0 || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, fmt.Sprint(l.Fence())) {
+		t.Errorf("inspect: %+v", r)
+	}
+	if strings.Contains(r.stdout, l.Token()) {
+		t.Error("inspect printed the owner token")
+	}
+	r = run(t, ctx, env, "leases")
+	if r.code != 0 || !strings.Contains(r.stdout, "order-7") || !strings.Contains(r.stdout, "1 leases held") {
+		t.Errorf("leases: %+v", r)
+	}
+	r = run(t, ctx, env, "expire", "order-7")
+	if r.code != 0 || !strings.Contains(r.stderr, "lease expired by operator") {
+		t.Errorf("expire: %+v", r)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(15 * time.Second):
+		t.Error("the holder did not lose the expired lease")
+	}
+	wantFailure(t, run(t, ctx, env, "expire", "order-7"), 1, `no lease held for key "order-7"`)
+	if r := run(t, ctx, env, "inspect", "order-7"); r.code != 0 || !strings.Contains(r.stdout, "none") {
+		t.Errorf("inspect after expire: %+v", r)
+	}
+	if r := run(t, ctx, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
+		t.Errorf("capacity: %+v", r)
+	}
+	if r := run(t, ctx, env, "compensations"); r.code != 0 || !strings.Contains(r.stdout, "0 dead-lettered") {
+		t.Errorf("compensations: %+v", r)
+	}
+	wantFailure(t, run(t, ctx, env, "compensations", "retry", "order-7"), 1, "no dead-lettered compensation")
+}
+
+func TestDemoEndsByItself(t *testing.T) {
+	t.Parallel()
+	url, _, _ := sharedRedisURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := run(t, ctx, map[string]string{"REDIS_URL": url}, "demo", "--jobs", "6", "--dup", "0.5", "--workers", "2",
+		"--min-job", "300ms", "--max-job", "800ms", "--lease-ttl", "600ms", "--timeout", "60s")
+	if r.code != 0 {
+		t.Fatalf("demo exit %d: %s\n%s", r.code, r.stderr, r.stdout)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	var totals string
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "totals") {
+			totals = sc.Text()
+		}
+	}
+	for _, want := range []string{"6/6 jobs completed", "6 completions", "1 leases lost", "1 takeovers", "1 dead-lettered"} {
+		if !strings.Contains(totals, want) {
+			t.Errorf("totals %q lack %q", totals, want)
+		}
+	}
+	// Every duplicate is replayed; redelivery after a rebalance may replay more.
+	var replayed int
+	if m := regexp.MustCompile(`(\d+) duplicates replayed`).FindStringSubmatch(totals); m != nil {
+		fmt.Sscan(m[1], &replayed)
+	}
+	if replayed < 3 {
+		t.Errorf("totals %q: want at least 3 duplicates replayed", totals)
+	}
+}
