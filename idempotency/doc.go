@@ -54,6 +54,12 @@
 // compensation journal), so that one script touches one Cluster slot.
 // 65536 shards spread over all 16384 slots.
 //
+// After Complete or Fail the Store ends the claim's lease in its Manager
+// without running OnLost callbacks: when the Lease can be ended locally
+// (a Forget method), the script deletes the lease key in the same step as the
+// record write; otherwise the script leaves the key and the Store releases it
+// through the Manager (Lease.Release, one more round trip per key).
+//
 // # Assumptions
 //
 // The Redis server clock does not go back (fences and windows come from

@@ -5,6 +5,8 @@
 //	seed_ref_msgs_per_s        seed design, one message at a time: SET NX PROCESSING with a TTL, then SET COMPLETED
 //	leasehold_msgs_per_s       claim + fenced complete, batched per poll batch (-batch, default 500)
 //	speedup_vs_seed            leasehold_msgs_per_s / seed_ref_msgs_per_s
+//	leasehold_redis_cpu_us_per_msg        Redis main-thread CPU per leasehold message
+//	leasehold_redis_cpu_bound_msgs_per_s  the throughput that CPU allows on one fully available core
 //	bytes_per_record           used_memory delta per COMPLETED record (random UUID keys, empty result)
 //	seed_ref_bytes_per_record  the same for the seed's JSON strings under idempotency:v1:<key>
 //
@@ -93,13 +95,13 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	usecBefore, err := scriptUsec(ctx, c)
+	cpuBefore, err := redisCPU(ctx, c)
 	if err != nil {
 		log.Fatal(err)
 	}
 	lhRate, err := leaseholdThroughput(ctx, s, *msgs, *batch, *conc)
 	pprof.StopCPUProfile()
-	usecAfter, err2 := scriptUsec(ctx, c)
+	cpuAfter, err2 := redisCPU(ctx, c)
 	if err2 != nil {
 		log.Fatal(err2)
 	}
@@ -109,9 +111,9 @@ func main() {
 	fmt.Printf("seed_ref_msgs_per_s=%.0f msgs/s\n", seedRate)
 	fmt.Printf("leasehold_msgs_per_s=%.0f msgs/s\n", lhRate)
 	fmt.Printf("speedup_vs_seed=%.1f x\n", lhRate/seedRate)
-	perMsg := float64(usecAfter-usecBefore) / float64(*msgs)
-	fmt.Printf("leasehold_redis_usec_per_msg=%.2f us\n", perMsg)
-	fmt.Printf("leasehold_redis_bound_msgs_per_s=%.0f msgs/s\n", 1e6/perMsg)
+	perMsg := (cpuAfter - cpuBefore) * 1e6 / float64(*msgs)
+	fmt.Printf("leasehold_redis_cpu_us_per_msg=%.1f us\n", perMsg)
+	fmt.Printf("leasehold_redis_cpu_bound_msgs_per_s=%.0f msgs/s\n", 1e6/perMsg)
 	if *records > 0 {
 		if err := deletePrefix(ctx, c, prefix); err != nil {
 			log.Fatal(err)
@@ -286,32 +288,30 @@ func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 	return float64(after-before) / float64(n), nil
 }
 
-// scriptUsec returns the microseconds Redis spent in EVALSHA and EVAL calls
-// so far (INFO commandstats): the server-side cost of the scripts, which
-// bounds throughput on Redis's single command thread.
-func scriptUsec(ctx context.Context, c *redis.Client) (int64, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
+// redisCPU returns the CPU seconds (user + system) of Redis's main thread
+// (INFO cpu): divided by the messages, the server-side cost per message, which
+// bounds throughput on Redis's single command thread whatever the client does.
+func redisCPU(ctx context.Context, c *redis.Client) (float64, error) {
+	info, err := c.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, err
 	}
-	var total int64
+	var total float64
+	found := 0
 	for _, line := range strings.Split(info, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
-		}
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
+		for _, name := range []string{"used_cpu_sys_main_thread:", "used_cpu_user_main_thread:"} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					return 0, err
 				}
-				total += n
+				total += f
+				found++
 			}
 		}
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu has no main-thread figures (Redis 6.2 or later needed)")
 	}
 	return total, nil
 }
