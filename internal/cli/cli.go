@@ -112,22 +112,24 @@ func oneLine(err error) string {
 // flags wraps a FlagSet whose defaults may come from environment variables.
 type flags struct {
 	*flag.FlagSet
-	e   *Env
-	bad error // a bad environment value
+	e          *Env
+	name, args string
+	bad        error // a bad environment value
 }
 
 func newFlags(e *Env, name, args string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	f := &flags{FlagSet: fs, e: e}
-	fs.Usage = func() {
-		fmt.Fprintf(e.Stdout, "usage: worker %s [flags] %s\n", name, args)
-		fs.SetOutput(e.Stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return f
+	fs.Usage = func() {} // errors are reported once, as one line, by Main
+	return &flags{FlagSet: fs, e: e, name: name, args: args}
+}
+
+// usage prints the command's flags on stdout (for -h).
+func (f *flags) usage() {
+	fmt.Fprintf(f.e.Stdout, "usage: worker %s [flags] %s\n", f.name, f.args)
+	f.SetOutput(f.e.Stdout)
+	f.PrintDefaults()
+	f.SetOutput(io.Discard)
 }
 
 // parse parses args; a parse failure is a usage error.
@@ -137,7 +139,7 @@ func (f *flags) parse(args []string) error {
 	}
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			f.Usage()
+			f.usage()
 			return err
 		}
 		return &usageError{err}

@@ -97,7 +97,11 @@ func TestUsage(t *testing.T) {
 	wantFailure(t, run(t, ctx, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
 	for name := range commands {
 		t.Run(name, func(t *testing.T) {
-			wantFailure(t, run(t, ctx, nil, name, "--no-such-flag"), 2, "flag provided but not defined: -no-such-flag")
+			r := run(t, ctx, nil, name, "--no-such-flag")
+			wantFailure(t, r, 2, "flag provided but not defined: -no-such-flag")
+			if r.stdout != "" {
+				t.Errorf("a bad flag printed on stdout: %q", r.stdout)
+			}
 			if r := run(t, ctx, nil, name, "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: worker "+name) {
 				t.Errorf("%s -h: %+v", name, r)
 			}
