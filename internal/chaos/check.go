@@ -1,0 +1,149 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/paystub"
+)
+
+// InitialBalance is the balance every chaos account opens with.
+const InitialBalance = 1_000_000
+
+// Job is one distinct demo.transfer job of a run. Each job moves Amount
+// from its own account FromAccount(Key) to its own account ToAccount(Key),
+// so that the two balances show how many times its fenced write applied.
+type Job struct {
+	Key    string
+	Amount int64
+}
+
+// FromAccount is the account a job's transfer debits.
+func FromAccount(key string) string { return "a:" + key }
+
+// ToAccount is the account a job's transfer credits.
+func ToAccount(key string) string { return "b:" + key }
+
+// Evidence is what the checker reads: PostgreSQL (through a pool whose
+// search_path is the run's schema) and the payment stub's ledger.
+type Evidence struct {
+	DB     *pgxpool.Pool
+	Ledger paystub.Ledger
+}
+
+// Check derives the correctness figures of a run from the outside evidence
+// only: for every job, how many times its fenced transfer moved money
+// (from the two account balances and the demo_transfers row), and how many
+// of its charges at the payment stub were not refunded. It fills
+// JobsEnqueued, JobsCompleted, JobsLost, FencedEffectsDuplicated,
+// UnfencedNetNotOne and CompensationsRun.
+func Check(ctx context.Context, ev Evidence, jobs []Job) (Figures, error) {
+	var f Figures
+	f.JobsEnqueued = len(jobs)
+	balances := map[string]int64{}
+	rows, err := ev.DB.Query(ctx, `SELECT id, balance FROM demo_accounts`)
+	if err != nil {
+		return f, fmt.Errorf("chaos: read accounts: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var b int64
+		if err := rows.Scan(&id, &b); err != nil {
+			return f, fmt.Errorf("chaos: read accounts: %w", err)
+		}
+		balances[id] = b
+	}
+	if err := rows.Err(); err != nil {
+		return f, fmt.Errorf("chaos: read accounts: %w", err)
+	}
+	transfers := map[string]bool{}
+	rows, err = ev.DB.Query(ctx, `SELECT key FROM demo_transfers`)
+	if err != nil {
+		return f, fmt.Errorf("chaos: read transfers: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return f, fmt.Errorf("chaos: read transfers: %w", err)
+	}
+	for _, k := range keys {
+		transfers[k] = true
+	}
+
+	// Charges not refunded, per job key. A charge id is "<key>/<fence>".
+	net := map[string]int{}
+	for _, c := range ev.Ledger.Charges {
+		i := strings.LastIndexByte(c.ID, '/')
+		if i < 0 {
+			continue
+		}
+		if !c.Refunded {
+			net[c.ID[:i]]++
+		}
+	}
+	f.CompensationsRun = ev.Ledger.RefundsApplied
+
+	for _, j := range jobs {
+		from, okFrom := balances[FromAccount(j.Key)]
+		to, okTo := balances[ToAccount(j.Key)]
+		if !okFrom || !okTo {
+			return f, fmt.Errorf("chaos: accounts of job %q missing: the run did not open them", j.Key)
+		}
+		debited, credited := InitialBalance-from, to-InitialBalance
+		switch {
+		case debited == 0 && credited == 0 && !transfers[j.Key]:
+			f.JobsLost++
+		case debited == j.Amount && credited == j.Amount && transfers[j.Key]:
+			f.JobsCompleted++
+		default:
+			// Applied more than once, or half applied: either way the
+			// fenced effect is not exactly one.
+			f.FencedEffectsDuplicated++
+		}
+		if net[j.Key] != 1 {
+			f.UnfencedNetNotOne++
+		}
+	}
+	return f, nil
+}
+
+// staleLine matches the fence guard's refusal as a worker logs it:
+// `fence: stale fence F for "RESOURCE"`.
+var staleLine = regexp.MustCompile(`fence: stale fence ([0-9]+) for \\?"([^"\\]+)\\?"`)
+
+// CountStaleFences counts the distinct (resource, fence) pairs that the
+// PostgreSQL fence guard refused, as found in the worker logs. A refused
+// write leaves no trace in PostgreSQL (its transaction rolls back), so the
+// workers' logs are the only record of it; the figure is informational and
+// no invariant depends on it.
+func CountStaleFences(logs []string) (int, error) {
+	seen := map[string]bool{}
+	for _, path := range logs {
+		fh, err := os.Open(path)
+		if err != nil {
+			return 0, fmt.Errorf("chaos: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			for _, m := range staleLine.FindAllStringSubmatch(sc.Text(), -1) {
+				if _, err := strconv.ParseUint(m[1], 10, 64); err == nil {
+					seen[m[2]+"\x00"+m[1]] = true
+				}
+			}
+		}
+		err = sc.Err()
+		fh.Close()
+		if err != nil {
+			return 0, fmt.Errorf("chaos: read %s: %w", path, err)
+		}
+	}
+	return len(seen), nil
+}

@@ -1,0 +1,157 @@
+package chaos
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config holds the settings of a chaos run. [Config.Flags] binds them to
+// command-line flags whose defaults come from the environment variables
+// named in each field's comment.
+type Config struct {
+	// Seed drives the fault schedule and the job mix (CHAOS_SEED; default:
+	// derived from the clock, printed first so the run can be replayed).
+	Seed uint64
+	// Jobs is the number of distinct job keys enqueued (CHAOS_JOBS, 20000).
+	Jobs int
+	// Workers is the number of `worker run` processes at the start
+	// (CHAOS_WORKERS, 3).
+	Workers int
+	// KillEvery is the mean interval between SIGKILLs (CHAOS_KILL_EVERY, 5s).
+	KillEvery time.Duration
+	// Pause is how long a worker stays SIGSTOPped; it must exceed the lease
+	// TTL (CHAOS_PAUSE, default 2*LeaseTTL + 1s).
+	Pause time.Duration
+	// LeaseTTL is the workers' lease TTL (CHAOS_LEASE_TTL, 2s).
+	LeaseTTL time.Duration
+	// Duplicates is the fraction of extra records that repeat an earlier
+	// key, half of them re-sent long after the original (CHAOS_DUPLICATES, 0.2).
+	Duplicates float64
+	// Rate is the number of distinct jobs enqueued per second; the fault
+	// phase lasts Jobs/Rate (CHAOS_RATE, 200).
+	Rate int
+	// Concurrency is each worker's handler concurrency (CHAOS_CONCURRENCY, 16).
+	Concurrency int
+	// Drain bounds the wait for the jobs to finish after the fault phase
+	// (CHAOS_DRAIN, 3m).
+	Drain time.Duration
+	// Worker is the worker binary; empty builds ./cmd/worker (CHAOS_WORKER_BIN).
+	Worker string
+	// RedisServer is the redis-server binary (CHAOS_REDIS_SERVER, redis-server).
+	RedisServer string
+	// PostgresURL is the PostgreSQL server; the run uses a fresh schema in
+	// it (PG_URL, postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
+	PostgresURL string
+	// Dir receives the logs and Redis data (CHAOS_DIR; default a new
+	// directory under the system temp dir). It is kept after the run.
+	Dir string
+	// KeepSchema keeps the PostgreSQL schema after the run (CHAOS_KEEP_SCHEMA).
+	KeepSchema bool
+
+	envErrs []error // malformed environment variables, reported by Finish
+}
+
+// DefaultPostgresURL is the PostgreSQL server used when PG_URL is not set.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Flags registers the settings on fs, with defaults from the environment.
+// Call [Config.Finish] after parsing.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.Uint64Var(&c.Seed, "seed", c.envUint("CHAOS_SEED", 0), "schedule seed; 0 picks one from the clock (env CHAOS_SEED)")
+	fs.IntVar(&c.Jobs, "jobs", c.envInt("CHAOS_JOBS", 20000), "distinct jobs to enqueue (env CHAOS_JOBS)")
+	fs.IntVar(&c.Workers, "workers", c.envInt("CHAOS_WORKERS", 3), "worker processes at the start (env CHAOS_WORKERS)")
+	fs.DurationVar(&c.KillEvery, "kill-every", c.envDur("CHAOS_KILL_EVERY", 5*time.Second), "mean interval between SIGKILLs (env CHAOS_KILL_EVERY)")
+	fs.DurationVar(&c.Pause, "pause", c.envDur("CHAOS_PAUSE", 0), "how long a worker stays SIGSTOPped; > lease TTL; 0 means 2*lease-ttl+1s (env CHAOS_PAUSE)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.envDur("CHAOS_LEASE_TTL", 2*time.Second), "workers' lease TTL (env CHAOS_LEASE_TTL)")
+	fs.Float64Var(&c.Duplicates, "duplicates", c.envFloat("CHAOS_DUPLICATES", 0.2), "fraction of extra duplicate and re-sent records (env CHAOS_DUPLICATES)")
+	fs.IntVar(&c.Rate, "rate", c.envInt("CHAOS_RATE", 200), "distinct jobs enqueued per second (env CHAOS_RATE)")
+	fs.IntVar(&c.Concurrency, "concurrency", c.envInt("CHAOS_CONCURRENCY", 16), "handler concurrency per worker (env CHAOS_CONCURRENCY)")
+	fs.DurationVar(&c.Drain, "drain", c.envDur("CHAOS_DRAIN", 3*time.Minute), "longest wait for the jobs to finish after the faults (env CHAOS_DRAIN)")
+	fs.StringVar(&c.Worker, "worker", os.Getenv("CHAOS_WORKER_BIN"), "worker binary; empty builds ./cmd/worker (env CHAOS_WORKER_BIN)")
+	fs.StringVar(&c.RedisServer, "redis-server", cmp.Or(os.Getenv("CHAOS_REDIS_SERVER"), "redis-server"), "redis-server binary (env CHAOS_REDIS_SERVER)")
+	fs.StringVar(&c.PostgresURL, "pg", cmp.Or(os.Getenv("PG_URL"), DefaultPostgresURL), "PostgreSQL URL; the run uses a fresh schema (env PG_URL)")
+	fs.StringVar(&c.Dir, "dir", os.Getenv("CHAOS_DIR"), "directory for logs and Redis data (env CHAOS_DIR; default a new temp dir)")
+	fs.BoolVar(&c.KeepSchema, "keep-schema", os.Getenv("CHAOS_KEEP_SCHEMA") != "", "keep the PostgreSQL schema after the run (env CHAOS_KEEP_SCHEMA)")
+}
+
+// Finish fills the defaults that depend on other settings and validates.
+func (c *Config) Finish() error {
+	if err := errors.Join(c.envErrs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	c.Jobs = cmp.Or(c.Jobs, 20000)
+	c.Workers = cmp.Or(c.Workers, 3)
+	c.KillEvery = cmp.Or(c.KillEvery, 5*time.Second)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, 2*time.Second)
+	c.Pause = cmp.Or(c.Pause, 2*c.LeaseTTL+time.Second)
+	c.Rate = cmp.Or(c.Rate, 200)
+	c.Concurrency = cmp.Or(c.Concurrency, 16)
+	c.Drain = cmp.Or(c.Drain, 3*time.Minute)
+	c.RedisServer = cmp.Or(c.RedisServer, "redis-server")
+	c.PostgresURL = cmp.Or(c.PostgresURL, DefaultPostgresURL)
+	switch {
+	case c.Jobs < 1 || c.Jobs > 10_000_000:
+		return fmt.Errorf("%w: jobs %d: want 1 to 10,000,000", ErrConfig, c.Jobs)
+	case c.Workers < 2 || c.Workers > 64:
+		return fmt.Errorf("%w: workers %d: want 2 to 64 (faults need a survivor)", ErrConfig, c.Workers)
+	case c.KillEvery < 100*time.Millisecond:
+		return fmt.Errorf("%w: kill interval %s: want at least 100ms", ErrConfig, c.KillEvery)
+	case c.LeaseTTL < 300*time.Millisecond:
+		return fmt.Errorf("%w: lease TTL %s: want at least 300ms", ErrConfig, c.LeaseTTL)
+	case c.Pause <= c.LeaseTTL:
+		return fmt.Errorf("%w: pause %s must be longer than the lease TTL %s to make a zombie", ErrConfig, c.Pause, c.LeaseTTL)
+	case c.Duplicates < 0 || c.Duplicates > 1:
+		return fmt.Errorf("%w: duplicates %v: want 0 to 1", ErrConfig, c.Duplicates)
+	case c.Rate < 1:
+		return fmt.Errorf("%w: rate %d: want at least 1", ErrConfig, c.Rate)
+	case c.Concurrency < 1 || c.Concurrency > 10000:
+		return fmt.Errorf("%w: concurrency %d: want 1 to 10000", ErrConfig, c.Concurrency)
+	}
+	return nil
+}
+
+// Horizon is the length of the fault phase: the time it takes to enqueue
+// the jobs at Rate, and at least four kill intervals.
+func (c *Config) Horizon() time.Duration {
+	h := time.Duration(c.Jobs) * time.Second / time.Duration(c.Rate)
+	return max(h, 4*c.KillEvery, 2*c.Pause)
+}
+
+func (c *Config) envInt(name string, def int) int {
+	return envParse(c, name, def, strconv.Atoi)
+}
+
+func (c *Config) envUint(name string, def uint64) uint64 {
+	return envParse(c, name, def, func(v string) (uint64, error) { return strconv.ParseUint(v, 10, 64) })
+}
+
+func (c *Config) envFloat(name string, def float64) float64 {
+	return envParse(c, name, def, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
+}
+
+func (c *Config) envDur(name string, def time.Duration) time.Duration {
+	return envParse(c, name, def, time.ParseDuration)
+}
+
+// envParse returns the parsed value of environment variable name, or def
+// when it is unset; a malformed value is remembered for Finish to report.
+func envParse[T any](c *Config, name string, def T, parse func(string) (T, error)) T {
+	raw, ok := os.LookupEnv(name)
+	if !ok || raw == "" {
+		return def
+	}
+	v, err := parse(raw)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: %w", name, raw, err))
+		return def
+	}
+	return v
+}

@@ -1,0 +1,607 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/paystub"
+)
+
+// Run executes one chaos run as configured (call [Config.Finish] first),
+// logging progress to log, and returns the figures. The error is an
+// *InvariantError when a must-be-zero figure is not zero; other errors mean
+// the run itself could not be carried out.
+func Run(ctx context.Context, c Config, log *slog.Logger) (Figures, error) {
+	r := &run{cfg: c, log: log}
+	defer r.teardown()
+	f, err := r.run(ctx)
+	if err != nil {
+		return f, err
+	}
+	return f, f.Err()
+}
+
+type run struct {
+	cfg Config
+	log *slog.Logger
+
+	dir       string
+	workerBin string
+	redis     *Redis
+	broker    *Proc
+	stub      *Proc
+	brokerAdr string
+	stubURL   string
+	pgURL     string // with the run's search_path
+	schema    string
+	db        *pgxpool.Pool
+
+	mu      sync.Mutex
+	workers []*Proc        // in start order; removed workers stay, stopped
+	removed map[*Proc]bool // stopped on purpose: not restarted
+	busy    map[*Proc]bool // a kill or pause is in progress
+	outage  time.Duration  // Redis restart
+	obs     *Observer
+	faults  sync.WaitGroup
+}
+
+func (r *run) run(ctx context.Context) (Figures, error) {
+	c := r.cfg
+	r.removed, r.busy = map[*Proc]bool{}, map[*Proc]bool{}
+	sched, err := NewSchedule(ScheduleConfig{
+		Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
+	})
+	if err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	r.log.Info("chaos schedule", slog.Uint64("seed", c.Seed), slog.Int("events", len(sched.Events)),
+		slog.Duration("horizon", c.Horizon()), slog.String("replay", "CHAOS_SEED="+strconv.FormatUint(c.Seed, 10)))
+	if err := r.prepare(ctx); err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o644); err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	jobs := makeJobs(c.Seed, c.Jobs)
+	if err := r.openAccounts(ctx, jobs); err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	for range c.Workers {
+		if _, err := r.addWorker(); err != nil {
+			return Figures{Seed: c.Seed}, err
+		}
+	}
+
+	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer rdb.Close()
+	r.obs = NewObserver(rdb, "lh:", 25*time.Millisecond)
+	octx, stopObs := context.WithCancel(ctx)
+	obsDone := make(chan struct{})
+	go func() { r.obs.Run(octx); close(obsDone) }()
+	defer func() { stopObs(); <-obsDone }()
+
+	start := time.Now()
+	enqErr := make(chan error, 1)
+	go func() { enqErr <- r.enqueue(ctx, jobs, start) }()
+
+	for _, e := range sched.Events {
+		select {
+		case <-time.After(time.Until(start.Add(e.At))):
+		case <-ctx.Done():
+			return Figures{Seed: c.Seed}, context.Cause(ctx)
+		}
+		r.apply(ctx, e)
+	}
+	if err := <-enqErr; err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	r.faults.Wait()
+	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)))
+	r.reviveAll()
+
+	ledger, err := r.drain(ctx, jobs)
+	if err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	f, err := Check(ctx, Evidence{DB: r.db, Ledger: ledger}, jobs)
+	if err != nil {
+		return f, err
+	}
+	f.Seed = c.Seed
+	f.Takeovers = r.obs.Takeovers()
+	f.TakeoverLatencies = r.obs.Latencies()
+	r.mu.Lock()
+	f.RedisOutage = r.outage
+	var logs []string
+	for _, w := range r.workers {
+		logs = append(logs, w.LogPath)
+	}
+	r.mu.Unlock()
+	if f.ZombieWritesRejected, err = CountStaleFences(logs); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// prepare makes the directory, builds the worker if needed, and starts
+// Redis, the broker and the payment stub, and the PostgreSQL schema.
+func (r *run) prepare(ctx context.Context) error {
+	c := r.cfg
+	r.dir = c.Dir
+	if r.dir == "" {
+		d, err := os.MkdirTemp("", fmt.Sprintf("leasehold-chaos-%d-", c.Seed))
+		if err != nil {
+			return err
+		}
+		r.dir = d
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return err
+	}
+	r.log.Info("chaos logs", slog.String("dir", r.dir))
+	r.workerBin = c.Worker
+	if r.workerBin == "" {
+		r.workerBin = filepath.Join(r.dir, "worker")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", r.workerBin, "github.com/leasehold/leasehold/cmd/worker")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("chaos: build worker: %w\n%s", err, out)
+		}
+	}
+
+	redisDir := filepath.Join(r.dir, "redis")
+	if err := os.MkdirAll(redisDir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	if r.redis, err = NewRedis(c.RedisServer, redisDir); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := r.redis.StartReady(rctx); err != nil {
+		return err
+	}
+
+	bport, err := FreePort()
+	if err != nil {
+		return err
+	}
+	r.brokerAdr = "127.0.0.1:" + strconv.Itoa(bport)
+	r.broker = &Proc{Name: "dev-broker", Path: r.workerBin, LogPath: filepath.Join(r.dir, "dev-broker.log"),
+		Args: []string{"dev-broker", "--listen", r.brokerAdr,
+			"--topics", leasehold.DefaultTopic + ":6," + leasehold.DefaultTopic + ".dlq:1"}}
+	sport, err := FreePort()
+	if err != nil {
+		return err
+	}
+	stubAddr := "127.0.0.1:" + strconv.Itoa(sport)
+	r.stubURL = "http://" + stubAddr
+	r.stub = &Proc{Name: "payment-stub", Path: r.workerBin, LogPath: filepath.Join(r.dir, "payment-stub.log"),
+		Args: []string{"payment-stub", "--listen", stubAddr}}
+	for _, p := range []struct {
+		proc *Proc
+		addr string
+	}{{r.broker, r.brokerAdr}, {r.stub, stubAddr}} {
+		if err := p.proc.Start(); err != nil {
+			return err
+		}
+		if err := waitTCP(rctx, p.proc, p.addr); err != nil {
+			return err
+		}
+	}
+	return r.openSchema(ctx)
+}
+
+// openSchema creates a fresh schema and the demo tables in it.
+func (r *run) openSchema(ctx context.Context) error {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	r.schema = fmt.Sprintf("chaos_%d_%s", r.cfg.Seed%1_000_000, hex.EncodeToString(b[:]))
+	admin, err := pgx.Connect(ctx, r.cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("chaos: PostgreSQL: %w", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{r.schema}.Sanitize()); err != nil {
+		return fmt.Errorf("chaos: create schema: %w", err)
+	}
+	pc, err := pgxpool.ParseConfig(r.cfg.PostgresURL)
+	if err != nil {
+		return err
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = r.schema
+	if r.db, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return err
+	}
+	r.pgURL, err = withSearchPath(r.cfg.PostgresURL, r.schema)
+	if err != nil {
+		return err
+	}
+	return demo.Migrate(ctx, r.db)
+}
+
+// openAccounts opens the two accounts of every job.
+func (r *run) openAccounts(ctx context.Context, jobs []Job) error {
+	ids := make([]string, 0, 2*len(jobs))
+	for _, j := range jobs {
+		ids = append(ids, FromAccount(j.Key), ToAccount(j.Key))
+	}
+	_, err := r.db.Exec(ctx, `INSERT INTO demo_accounts (id, balance) SELECT unnest($1::text[]), $2`, ids, InitialBalance)
+	if err != nil {
+		return fmt.Errorf("chaos: open accounts: %w", err)
+	}
+	return nil
+}
+
+// addWorker starts one more `worker run` process.
+func (r *run) addWorker() (*Proc, error) {
+	r.mu.Lock()
+	n := len(r.workers) + 1
+	r.mu.Unlock()
+	name := "worker-" + strconv.Itoa(n)
+	w := &Proc{
+		Name: name, Path: r.workerBin, LogPath: filepath.Join(r.dir, name+".log"),
+		Args: []string{"run",
+			"--brokers", r.brokerAdr,
+			"--redis", r.redis.URL(),
+			"--lease-ttl", r.cfg.LeaseTTL.String(),
+			"--concurrency", strconv.Itoa(r.cfg.Concurrency),
+			"--shutdown-timeout", "5s",
+			// A SIGKILLed member's partitions move after the session
+			// timeout (kfake's minimum is 6s); the default 45s would
+			// stall the run after every kill.
+			"--session-timeout", "6s",
+			"--rebalance-timeout", "10s",
+			"--pg", r.pgURL,
+			"--payment-stub", r.stubURL,
+		},
+	}
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.workers = append(r.workers, w)
+	r.mu.Unlock()
+	return w, nil
+}
+
+// pick returns the live, idle worker at slot (modulo the live ones), or nil.
+func (r *run) pick(slot int) *Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var live []*Proc
+	for _, w := range r.workers {
+		if !r.removed[w] && w.Running() {
+			live = append(live, w)
+		}
+	}
+	for i := range live {
+		w := live[(slot+i)%len(live)]
+		if !r.busy[w] {
+			r.busy[w] = true
+			return w
+		}
+	}
+	return nil
+}
+
+func (r *run) idle(w *Proc) {
+	r.mu.Lock()
+	delete(r.busy, w)
+	r.mu.Unlock()
+}
+
+// liveCount returns how many workers run and are not paused.
+func (r *run) liveCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, w := range r.workers {
+		if !r.removed[w] && w.Running() && !w.Paused() {
+			n++
+		}
+	}
+	return n
+}
+
+// apply carries out one event; kills, pauses and the Redis restart run in
+// the background so that the schedule keeps its pace.
+func (r *run) apply(ctx context.Context, e Event) {
+	log := r.log.With(slog.String("event", e.String()))
+	switch e.Action {
+	case Kill:
+		if r.liveCount() < 2 {
+			log.Info("skipped: it would leave no live worker")
+			return
+		}
+		w := r.pick(e.Slot)
+		if w == nil {
+			log.Info("skipped: no idle worker")
+			return
+		}
+		if err := w.Kill(); err != nil {
+			log.Warn("kill", slog.Any("err", err))
+		}
+		r.obs.MarkKill(10 * r.cfg.LeaseTTL)
+		log.Info("killed", slog.String("worker", w.Name))
+		r.faults.Go(func() {
+			defer r.idle(w)
+			sleepCtx(ctx, e.For)
+			if err := w.Start(); err != nil {
+				log.Warn("restart after kill", slog.Any("err", err))
+			}
+		})
+	case Pause:
+		if r.liveCount() < 2 {
+			log.Info("skipped: it would leave no live worker")
+			return
+		}
+		w := r.pick(e.Slot)
+		if w == nil {
+			log.Info("skipped: no idle worker")
+			return
+		}
+		if err := w.Pause(); err != nil {
+			log.Warn("pause", slog.Any("err", err))
+			r.idle(w)
+			return
+		}
+		log.Info("paused", slog.String("worker", w.Name))
+		r.faults.Go(func() {
+			defer r.idle(w)
+			sleepCtx(ctx, e.For)
+			if err := w.Resume(); err != nil {
+				log.Warn("resume", slog.Any("err", err))
+			}
+		})
+	case RestartRedis:
+		r.faults.Go(func() {
+			out, err := r.redis.Bounce(ctx, 5*time.Second, e.For)
+			r.mu.Lock()
+			r.outage += out
+			r.mu.Unlock()
+			log.Info("redis restarted", slog.Duration("outage", out), slog.Any("err", err))
+		})
+	case AddWorker:
+		w, err := r.addWorker()
+		if err != nil {
+			log.Warn("add worker", slog.Any("err", err))
+			return
+		}
+		log.Info("added", slog.String("worker", w.Name))
+	case RemoveWorker:
+		if r.liveCount() < 3 {
+			log.Info("skipped: it would leave fewer than two live workers")
+			return
+		}
+		w := r.pick(e.Slot)
+		if w == nil {
+			log.Info("skipped: no idle worker")
+			return
+		}
+		r.mu.Lock()
+		r.removed[w] = true
+		r.mu.Unlock()
+		r.faults.Go(func() {
+			defer r.idle(w)
+			if err := w.Stop(15 * time.Second); err != nil {
+				log.Warn("remove", slog.Any("err", err))
+			}
+			log.Info("removed", slog.String("worker", w.Name))
+		})
+	}
+}
+
+// reviveAll starts every worker that is down and was not removed on purpose,
+// and continues any that is paused.
+func (r *run) reviveAll() {
+	r.mu.Lock()
+	ws := append([]*Proc(nil), r.workers...)
+	r.mu.Unlock()
+	for _, w := range ws {
+		r.mu.Lock()
+		removed := r.removed[w]
+		r.mu.Unlock()
+		switch {
+		case removed:
+		case w.Paused():
+			_ = w.Resume()
+		case !w.Running():
+			if err := w.Start(); err != nil {
+				r.log.Warn("revive", slog.String("worker", w.Name), slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// makeJobs returns the run's distinct jobs; keys embed the seed so that runs
+// never share keys.
+func makeJobs(seed uint64, n int) []Job {
+	rng := mrand.New(mrand.NewPCG(seed, 1))
+	jobs := make([]Job, n)
+	for i := range jobs {
+		jobs[i] = Job{Key: fmt.Sprintf("chaos-%d-%06d", seed, i), Amount: 1 + rng.Int64N(100)}
+	}
+	return jobs
+}
+
+// enqueue produces every job once, paced at the configured rate, plus
+// Duplicates*n extra records: half repeat a recent key (a producer retry),
+// half re-send a key from the first tenth of the run (an old record
+// redelivered after its job finished).
+func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAdr), kgo.DefaultProduceTopic(leasehold.DefaultTopic),
+		kgo.RecordRetries(100), kgo.ProduceRequestTimeout(10*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rng := mrand.New(mrand.NewPCG(r.cfg.Seed, 2))
+	const batch = 50
+	for i := 0; i < len(jobs); i += batch {
+		var nj []leasehold.NewJob
+		for _, j := range jobs[i:min(i+batch, len(jobs))] {
+			nj = append(nj, transferJob(j))
+		}
+		for range len(nj) {
+			if rng.Float64() >= r.cfg.Duplicates {
+				continue
+			}
+			var d Job
+			if rng.IntN(2) == 0 || i < 10 {
+				d = jobs[max(0, i-rng.IntN(min(i+1, 200)))]
+			} else {
+				d = jobs[rng.IntN(max(1, len(jobs)/10))]
+			}
+			nj = append(nj, transferJob(d))
+		}
+		if _, err := leasehold.EnqueueBatch(ctx, cl, nj); err != nil {
+			return fmt.Errorf("chaos: enqueue: %w", err)
+		}
+		// Pace: job i+batch is due at start + (i+batch)/rate.
+		due := start.Add(time.Duration(i+batch) * time.Second / time.Duration(r.cfg.Rate))
+		sleepCtx(ctx, time.Until(due))
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+func transferJob(j Job) leasehold.NewJob {
+	p, _ := json.Marshal(demo.TransferArgs{From: FromAccount(j.Key), To: ToAccount(j.Key), Amount: j.Amount})
+	return leasehold.NewJob{Type: demo.TransferType, Key: j.Key, Payload: p, Topic: leasehold.DefaultTopic}
+}
+
+// drain waits until every job's transfer is in PostgreSQL and the payment
+// stub's ledger has stopped changing for three lease TTLs (compensations
+// and recovery sweeps settle), or until the drain timeout. It returns the
+// final ledger.
+func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
+	pay := paystub.NewClient(r.stubURL, nil)
+	deadline := time.Now().Add(r.cfg.Drain)
+	var last paystub.Ledger
+	stableSince := time.Now()
+	for {
+		var done int
+		err := r.db.QueryRow(ctx, `SELECT count(*) FROM demo_transfers`).Scan(&done)
+		if err != nil {
+			return last, fmt.Errorf("chaos: drain: %w", err)
+		}
+		l, err := pay.Ledger(ctx)
+		if err != nil {
+			return last, fmt.Errorf("chaos: drain: %w", err)
+		}
+		if l.ChargeRequests != last.ChargeRequests || l.RefundRequests != last.RefundRequests {
+			stableSince = time.Now()
+		}
+		last = l
+		settled := time.Since(stableSince) > 3*r.cfg.LeaseTTL
+		if done >= len(jobs) && settled {
+			return last, nil
+		}
+		if time.Now().After(deadline) {
+			r.log.Warn("drain timeout", slog.Int("transfers", done), slog.Int("jobs", len(jobs)))
+			return last, nil
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+		if ctx.Err() != nil {
+			return last, context.Cause(ctx)
+		}
+	}
+}
+
+// teardown stops every process and drops the schema (unless kept).
+func (r *run) teardown() {
+	r.mu.Lock()
+	ws := append([]*Proc(nil), r.workers...)
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() { _ = w.Stop(10 * time.Second) })
+	}
+	wg.Wait()
+	for _, p := range []*Proc{r.stub, r.broker} {
+		if p != nil {
+			_ = p.Stop(5 * time.Second)
+		}
+	}
+	if r.redis != nil {
+		_ = r.redis.Stop(5 * time.Second)
+	}
+	if r.db != nil {
+		r.db.Close()
+	}
+	if r.schema != "" && !r.cfg.KeepSchema {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if admin, err := pgx.Connect(ctx, r.cfg.PostgresURL); err == nil {
+			_, _ = admin.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{r.schema}.Sanitize()+" CASCADE")
+			_ = admin.Close(ctx)
+		}
+	}
+}
+
+// waitTCP waits until addr accepts connections, p exits, or ctx ends.
+func waitTCP(ctx context.Context, p *Proc, addr string) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("%w: %s exited (see %s): %v", ErrNotReady, p.Name, p.LogPath, p.ExitErr())
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s at %s: %w", ErrNotReady, p.Name, addr, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// withSearchPath returns url with the search_path runtime parameter set, so
+// that the workers' unqualified table names land in the run's schema.
+func withSearchPath(raw, schema string) (string, error) {
+	if _, err := pgx.ParseConfig(raw); err != nil {
+		return "", fmt.Errorf("chaos: PostgreSQL URL: %w", err)
+	}
+	sep := "?"
+	for i := range len(raw) {
+		if raw[i] == '?' {
+			sep = "&"
+		}
+	}
+	return raw + sep + "search_path=" + schema, nil
+}
