@@ -250,31 +250,43 @@ func tagSlot(tag string) uint16 {
 	return crc & 16383
 }
 
-// pipeline sends n scripts built by add in one pipeline; when the server
-// answers NOSCRIPT (its script cache was flushed: restart, failover), it loads
-// the scripts and sends the pipeline once more. err is the first error.
+// pipeline sends n scripts built by add in one pipeline. Scripts that the
+// server answered NOSCRIPT (its script cache was flushed: restart, failover)
+// did not run: the scripts are loaded and those, only those, are sent once
+// more. err is the first error left.
 func (s *Store) pipeline(ctx context.Context, n int, add func(p redis.Pipeliner, i int) *redis.Cmd) ([]*redis.Cmd, error) {
-	run := func() ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, n)
+	run := func(idx []int) error {
 		p := s.c.Pipeline()
-		cmds := make([]*redis.Cmd, n)
-		for i := range n {
+		for _, i := range idx {
 			cmds[i] = add(p, i)
 		}
 		_, err := p.Exec(ctx)
-		return cmds, err
+		return err
 	}
-	cmds, err := run()
-	if err != nil {
-		for _, c := range cmds {
-			if isNoScript(c.Err()) {
-				if lerr := s.loadScripts(ctx); lerr != nil {
-					return cmds, lerr
-				}
-				return run()
-			}
+	err := run(seq(n))
+	if err == nil {
+		return cmds, nil
+	}
+	var again []int
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			again = append(again, i)
 		}
 	}
-	return cmds, err
+	if len(again) == 0 {
+		return cmds, err
+	}
+	if lerr := s.loadScripts(ctx); lerr != nil {
+		return cmds, lerr
+	}
+	_ = run(again)
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return cmds, c.Err()
+		}
+	}
+	return cmds, nil
 }
 
 // parseClaim fills c from the claim script's reply. It reports a skew answer
