@@ -436,3 +436,32 @@ func TestCompleteDoesNotFireOnLost(t *testing.T) {
 		t.Fatalf("Manager still holds %d leases", got)
 	}
 }
+
+// TestWindowEdges runs claims across many window edges (62.5ms windows): a
+// record moves to the window of its completion and is found right after.
+func TestWindowEdges(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithRetention(time.Second), WithWindows(16), WithShards(4)})
+	ctx := t.Context()
+	for i := range 40 {
+		k := fmt.Sprintf("k%d", i)
+		c := e.claim(t, k, fp("a"), Acquired)
+		time.Sleep(time.Duration(i%4) * 15 * time.Millisecond)
+		if err := e.s.Complete(ctx, c, []byte(k)); err != nil {
+			t.Fatalf("Complete %s: %v", k, err)
+		}
+		d := e.claim(t, k, fp("a"), Duplicate)
+		if string(d.Record.Result) != k {
+			t.Fatalf("%s replayed %q", k, d.Record.Result)
+		}
+	}
+}
+
+func TestRepeatedKeyInOneBatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	cs := e.s.ClaimBatch(t.Context(), []Request{{"same", fp("a")}, {"same", fp("a")}})
+	if cs[0].Outcome != Acquired || cs[1].Outcome != Held || cs[1].Holder != cs[0].Lease.Token() {
+		t.Fatalf("repeated key: %v then %v", cs[0].Outcome, cs[1].Outcome)
+	}
+}
