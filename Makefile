@@ -29,6 +29,11 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	$(GO) vet $(PKGS)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run
 
+.PHONY: chaos
+chaos: ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
+	$(GO) build -o bin/worker ./cmd/worker
+	CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
+
 .PHONY: bench
 bench: ## benchmark programs; one figure a line, name=value unit
 	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done

@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaosShortRun is the short seeded chaos run that `make test` includes:
+// real dev-broker, AOF Redis, payment stub and worker processes, with kills,
+// a zombie pause, a Redis restart and a worker added and removed, checked
+// from PostgreSQL and the stub's ledger. CHAOS_SEED replays a failing seed.
+func TestChaosShortRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "worker")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/leasehold/leasehold/cmd/worker")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build worker: %v\n%s", err, out)
+	}
+	c := Config{
+		Seed:        envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
+		Jobs:        200,
+		Workers:     3,
+		KillEvery:   1500 * time.Millisecond,
+		LeaseTTL:    time.Second,
+		Duplicates:  0.2,
+		Rate:        40,
+		Concurrency: 8,
+		Drain:       90 * time.Second,
+		Worker:      bin,
+		Dir:         filepath.Join(dir, "run"),
+	}
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed=%d (replay: CHAOS_SEED=%d go test -run TestChaosShortRun ./internal/chaos)", c.Seed, c.Seed)
+	var progress bytes.Buffer
+	f, err := Run(t.Context(), c, slog.New(slog.NewTextHandler(&progress, nil)))
+	var figures strings.Builder
+	_ = f.Write(&figures)
+	t.Logf("figures:\n%s", figures.String())
+	if err != nil {
+		t.Logf("progress:\n%s", progress.String())
+		dumpLogs(t, c.Dir)
+		t.Fatalf("chaos run: %v", err)
+	}
+	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
+		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
+	}
+	// The schedule must really have injected its faults.
+	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress log lacks %s:\n%s", want, progress.String())
+		}
+	}
+	if f.RedisOutage <= 0 {
+		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
+	}
+}
+
+func envUint(t *testing.T, name string, def uint64) uint64 {
+	t.Helper()
+	var c Config
+	v := c.envUint(name, def)
+	if err := errors.Join(c.envErrs...); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// dumpLogs prints the tail of every child log of a failed run.
+func dumpLogs(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		t.Logf("--- %s (tail)\n%s", filepath.Base(l), b)
+	}
+}
