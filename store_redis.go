@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,6 +19,9 @@ type redisStore struct {
 	m    *lease.Manager
 	s    *idempotency.Store
 	comp *compensation.Runner // nil without WithCompensation
+
+	completions  chan completion // to the completion batcher
+	completeDone chan struct{}   // closed when the batcher stopped
 }
 
 // newRedisStore builds and starts the lease manager, the idempotency store
@@ -41,9 +45,12 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		_ = m.Shutdown(context.WithoutCancel(ctx))
 		return nil, nil, mapStoreErr(fmt.Errorf("leasehold: %w", err))
 	}
-	rs := &redisStore{rdb: rdb, m: m, s: s}
+	rs := &redisStore{rdb: rdb, m: m, s: s, completions: make(chan completion), completeDone: make(chan struct{})}
+	stop := make(chan struct{})
+	go rs.completeLoop(stop)
+	stopBatcher := func() { close(stop); <-rs.completeDone }
 	if c.compReg == nil {
-		return rs, m.Shutdown, nil
+		return rs, func(ctx context.Context) error { stopBatcher(); return m.Shutdown(ctx) }, nil
 	}
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger)}
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
@@ -51,11 +58,13 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		err = r.Start(ctx)
 	}
 	if err != nil {
+		stopBatcher()
 		_ = m.Shutdown(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("leasehold: compensation: %w", err)
 	}
 	rs.comp = r
 	return rs, func(ctx context.Context) error {
+		stopBatcher()
 		return errors.Join(r.Shutdown(ctx), m.Shutdown(ctx))
 	}, nil
 }
@@ -140,8 +149,62 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 	return out, nil
 }
 
+// Complete hands the completion to the batcher, which sends what is queued
+// in one pipeline (idempotency.CompleteBatch): with many jobs finishing at
+// once, completions cost a round trip per batch instead of one per job, and
+// an idle worker adds no delay.
 func (rs *redisStore) Complete(ctx context.Context, c *claim, result []byte) error {
-	return mapStoreErr(rs.s.Complete(ctx, c.ref.(*idempotency.Claim), result))
+	req := completion{c: c.ref.(*idempotency.Claim), result: result, done: make(chan error, 1)}
+	select {
+	case rs.completions <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return mapStoreErr(<-req.done)
+}
+
+type completion struct {
+	c      *idempotency.Claim
+	result []byte
+	done   chan error
+}
+
+// maxCompleteBatch bounds one completion pipeline.
+const maxCompleteBatch = 256
+
+// completeLoop runs the completion batcher until stop is closed; requests
+// still queued then are answered.
+func (rs *redisStore) completeLoop(stop <-chan struct{}) {
+	defer close(rs.completeDone)
+	batch := make([]completion, 0, maxCompleteBatch)
+	for {
+		var first completion
+		select {
+		case first = <-rs.completions:
+		case <-stop:
+			return
+		}
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < maxCompleteBatch {
+			select {
+			case r := <-rs.completions:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		cs := make([]idempotency.Completion, len(batch))
+		for i, r := range batch {
+			cs[i] = idempotency.Completion{Claim: r.c, Result: r.result}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs := rs.s.CompleteBatch(ctx, cs)
+		cancel()
+		for i, r := range batch {
+			r.done <- errs[i]
+		}
+	}
 }
 
 func (rs *redisStore) Fail(ctx context.Context, c *claim, cause error, terminal bool) error {

@@ -1,0 +1,168 @@
+// Command worker measures the worker end to end: an embedded Kafka (kfake)
+// and the local Redis (REDIS_URL, default redis://127.0.0.1:6379/0), a topic
+// of distinct jobs, and a no-op handler. Every record is claimed in Redis
+// (batched per poll), run, completed with a fenced write and committed.
+// The same topic is then consumed by plain franz-go (no idempotency, no
+// leases) for comparison. It prints one figure a line:
+//
+//	worker_msgs_per_s=... msg/s
+//	raw_msgs_per_s=... msg/s
+//	worker_vs_raw_ratio=...
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+)
+
+func main() {
+	n := flag.Int("n", 20000, "records")
+	partitions := flag.Int("partitions", 6, "partitions")
+	concurrency := flag.Int("concurrency", 64, "handlers per worker")
+	flag.Parse()
+	if err := run(*n, int32(*partitions), *concurrency); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(n int, partitions int32, concurrency int) error {
+	ctx := context.Background()
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", opt.Addr, err)
+	}
+	prefix := "bench:" + strings.ToLower(crand.Text()[:8]) + ":"
+	defer cleanup(rdb, prefix)
+
+	const topic = "bench.jobs"
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic, topic+".dlq"))
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	brokers := kc.ListenAddrs()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i], err = leasehold.Record(ctx, leasehold.NewJob{Type: "bench.noop", Key: fmt.Sprintf("b-%d", i), Payload: []byte(`{}`)})
+		if err != nil {
+			return err
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return err
+	}
+	prod.Close()
+
+	workerRate, err := benchWorker(ctx, rdb, brokers, topic, prefix, n, concurrency)
+	if err != nil {
+		return err
+	}
+	rawRate, err := benchRaw(ctx, brokers, topic, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("worker_msgs_per_s=%.0f msg/s\n", workerRate)
+	fmt.Printf("raw_msgs_per_s=%.0f msg/s\n", rawRate)
+	fmt.Printf("worker_vs_raw_ratio=%.3f\n", workerRate/rawRate)
+	return nil
+}
+
+// benchWorker runs one worker over the topic until every record completed
+// and its offset is committed; the clock starts at Start (group join
+// included, as for the raw consumer).
+func benchWorker(ctx context.Context, rdb redis.UniversalClient, brokers []string, topic, prefix string, n, concurrency int) (float64, error) {
+	w, err := leasehold.New(rdb,
+		leasehold.WithKafka(kgo.SeedBrokers(brokers...)),
+		leasehold.WithTopics(topic),
+		leasehold.WithGroup("bench-worker"),
+		leasehold.WithKeyPrefix(prefix),
+		leasehold.WithRetention(10*time.Minute),
+		leasehold.WithConcurrency(concurrency),
+		leasehold.WithCommitInterval(200*time.Millisecond),
+	)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Register("bench.noop", func(context.Context, *leasehold.Job) ([]byte, error) { return nil, nil }); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for w.Stats().Succeeded < int64(n) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("worker finished %d of %d", w.Stats().Succeeded, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.Shutdown(sctx); err != nil {
+		return 0, err
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+// benchRaw consumes the topic with a plain franz-go group consumer that
+// commits what it polled.
+func benchRaw(ctx context.Context, brokers []string, topic string, n int) (float64, error) {
+	start := time.Now()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("bench-raw"), kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	got := 0
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for got < n {
+		fs := cl.PollFetches(pctx)
+		if err := pctx.Err(); err != nil {
+			return 0, fmt.Errorf("raw consumer got %d of %d: %w", got, n, err)
+		}
+		fs.EachRecord(func(*kgo.Record) { got++ })
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func cleanup(rdb *redis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		_ = rdb.Unlink(ctx, it.Val()).Err()
+	}
+}
