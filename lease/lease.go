@@ -191,10 +191,12 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 			valid = l.ttl
 		}
 		nd := sent.Add(valid - driftFor(m.cfg, l.ttl))
+		// The deadline timer is not reset here: when it fires at the old
+		// deadline it finds the new one and re-arms itself, so a renewal
+		// costs no timer operation.
 		l.mu.Lock()
 		if l.state == stateHeld && nd.After(l.deadline) {
 			l.lastSent, l.deadline, l.lastErr = sent, nd, nil
-			l.timer.Reset(nd.Sub(m.clock.Now()))
 		}
 		l.mu.Unlock()
 		return false

@@ -99,31 +99,80 @@ func ownerErr(code int64) error {
 	}
 }
 
+// maxRenewPerCall bounds the leases renewed by one script call (the size of
+// its KEYS and ARGV).
+const maxRenewPerCall = 256
+
+// RenewBatch renews rs with as few script calls as possible, all in one
+// pipeline: on a single node, up to maxRenewPerCall leases a call; on a
+// Cluster (or any client that shards), one call per hash slot, since a script
+// may only touch one slot.
 func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResult {
 	out := make([]RenewResult, len(rs))
-	cmds, err := b.renewPipe(ctx, rs)
+	groups := b.renewGroups(rs)
+	cmds, err := b.renewPipe(ctx, rs, groups)
 	if err != nil && isNoScript(cmds) {
 		// The script cache was flushed (restart, SCRIPT FLUSH, failover):
-		// load it once (on every shard of a Cluster) and send again.
+		// load the script (on every shard of a Cluster) and send again.
 		_ = lua.LeaseRenew.Load(ctx, b.c).Err()
-		cmds, _ = b.renewPipe(ctx, rs)
+		cmds, _ = b.renewPipe(ctx, rs, groups)
 	}
-	for i, c := range cmds {
-		code, err := c.Int64()
-		if err != nil {
-			out[i].Err = classify(err)
-			continue
+	for g, c := range cmds {
+		idx := groups[g]
+		codes, err := c.Int64Slice()
+		if err == nil && len(codes) != len(idx) {
+			err = fmt.Errorf("lease: renew script answered %d statuses for %d leases", len(codes), len(idx))
 		}
-		out[i].Err = ownerErr(code)
+		for k, i := range idx {
+			if err != nil {
+				out[i].Err = classify(err)
+				continue
+			}
+			out[i].Err = ownerErr(codes[k])
+		}
 	}
 	return out
 }
 
-func (b *redisBackend) renewPipe(ctx context.Context, rs []Renewal) ([]*redis.Cmd, error) {
-	pipe := b.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(rs))
+// renewGroups splits rs into the index sets of one script call each.
+func (b *redisBackend) renewGroups(rs []Renewal) [][]int {
+	var groups [][]int
+	if _, single := b.c.(*redis.Client); single {
+		for start := 0; start < len(rs); start += maxRenewPerCall {
+			g := make([]int, 0, min(maxRenewPerCall, len(rs)-start))
+			for i := start; i < min(start+maxRenewPerCall, len(rs)); i++ {
+				g = append(g, i)
+			}
+			groups = append(groups, g)
+		}
+		return groups
+	}
+	bySlot := make(map[uint16]int) // slot -> index of its open group
 	for i, r := range rs {
-		cmds[i] = lua.LeaseRenew.EvalSha(ctx, pipe, []string{b.Key(r.Name)}, r.Token, fenceArg(r.Fence), ms(r.TTL))
+		slot := keySlot(b.Key(r.Name))
+		gi, ok := bySlot[slot]
+		if !ok || len(groups[gi]) == maxRenewPerCall {
+			gi = len(groups)
+			groups = append(groups, nil)
+			bySlot[slot] = gi
+		}
+		groups[gi] = append(groups[gi], i)
+	}
+	return groups
+}
+
+func (b *redisBackend) renewPipe(ctx context.Context, rs []Renewal, groups [][]int) ([]*redis.Cmd, error) {
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(groups))
+	for g, idx := range groups {
+		keys := make([]string, len(idx))
+		args := make([]any, 0, 3*len(idx))
+		for k, i := range idx {
+			r := rs[i]
+			keys[k] = b.Key(r.Name)
+			args = append(args, r.Token, fenceArg(r.Fence), ms(r.TTL))
+		}
+		cmds[g] = lua.LeaseRenew.EvalSha(ctx, pipe, keys, args...)
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err

@@ -117,7 +117,11 @@ func TestLeaseScripts(t *testing.T) {
 					if s.script == lua.LeaseRenew {
 						args = append(args, 90_000)
 					}
-					if got := run(s.script, args...); got != tc.want {
+					got := run(s.script, args...)
+					if a, ok := got.([]any); ok && s.script == lua.LeaseRenew && len(a) == 1 {
+						got = a[0] // one status a key
+					}
+					if got != tc.want {
 						t.Fatalf("status %v, want %d", got, tc.want)
 					}
 					if tc.want == lua.LeaseOK {
@@ -133,5 +137,36 @@ func TestLeaseScripts(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// One renew call covers many keys and answers a status for each, in order.
+func TestLeaseRenewMany(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	keys := []string{prefix + "lease:{m}1", prefix + "lease:{m}2", prefix + "lease:{m}3", prefix + "lease:{m}4"}
+	c.HSet(ctx, keys[0], "tok", "a", "fen", "1")
+	c.HSet(ctx, keys[1], "tok", "other", "fen", "2")
+	c.HSet(ctx, keys[3], "tok", "d", "fen", "4")
+	for _, k := range []string{keys[0], keys[1], keys[3]} {
+		c.PExpire(ctx, k, time.Minute)
+	}
+	got, err := lua.LeaseRenew.Run(ctx, c, keys, "a", "1", 90_000, "b", "2", 90_000, "c", "3", 90_000, "d", "4", 120_000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{lua.LeaseOK, lua.LeaseOtherOwner, lua.LeaseNoOwner, lua.LeaseOK}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("statuses (-want +got):\n%s", diff)
+	}
+	if c.Exists(ctx, keys[2]).Val() != 0 {
+		t.Error("renew created a missing key")
+	}
+	for i, w := range map[int]time.Duration{0: 90 * time.Second, 1: time.Minute, 3: 120 * time.Second} {
+		p := c.PTTL(ctx, keys[i]).Val()
+		if p > w || p < w-5*time.Second {
+			t.Errorf("%s: PTTL %s, want about %s", keys[i], p, w)
+		}
 	}
 }

@@ -5,7 +5,8 @@ package lua
 var (
 	// LeaseAcquire takes a free lease and computes its fence (lease_acquire.lua).
 	LeaseAcquire = Plain("lease_acquire.lua")
-	// LeaseRenew extends a lease still held by the caller (lease_renew.lua).
+	// LeaseRenew extends leases still held by the caller, one or many in one
+	// call (lease_renew.lua).
 	LeaseRenew = Plain("lease_renew.lua")
 	// LeaseRelease deletes a lease, only for its owner (lease_release.lua).
 	LeaseRelease = Plain("lease_release.lua")
