@@ -149,6 +149,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 		if w.offs.alive(d.tracker) {
 			live = append(live, d)
 		} else {
+			w.traceEnd(d, "revoked", nil)
 			w.sched.finished(d)
 		}
 	}
@@ -160,6 +161,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 	for i, d := range batch {
 		reqs[i] = claimRequest{Key: d.key, Type: d.typ, Payload: d.rec.Value}
 	}
+	claimStart := time.Now()
 	claims, err := w.store.ClaimBatch(w.baseCtx, reqs)
 	if err != nil {
 		now := time.Now()
@@ -183,6 +185,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 		c := &claims[i]
 		info := d.info()
 		info.Outcome, info.Fence, info.Attempt = c.Outcome, c.Fence, c.Attempt
+		w.traceClaim(d, claimStart, c)
 		if c.Err != nil && c.Outcome == OutcomeUndecodable {
 			w.stats.claimed[OutcomeUndecodable].Add(1)
 			w.deadLetter(d, ReasonUndecodable, c.Err)
@@ -226,6 +229,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 		case OutcomeDuplicate:
 			w.stats.replayed.Add(1)
 			w.hooks.replay(w.stopCtx, info, c.Result, c.Failure)
+			w.traceEnd(d, "duplicate", nil)
 			w.finish(d)
 		case OutcomeMismatch:
 			w.deadLetter(d, ReasonMismatch, ErrFingerprintMismatch)
@@ -270,7 +274,7 @@ func (w *Worker) failClosed(cause error) {
 // runJob runs the handler for a claimed record and records its outcome.
 func (w *Worker) runJob(d *delivery, c *claim) {
 	reg := w.handlers[d.typ]
-	jctx, cancel := context.WithCancelCause(context.WithoutCancel(w.stopCtx))
+	jctx, cancel := context.WithCancelCause(traceContext(context.WithoutCancel(w.stopCtx), d))
 	defer cancel(nil)
 	stopBridge := context.AfterFunc(c.Context, func() {
 		cancel(&LeaseLostError{Key: d.key, Fence: c.Fence, Err: context.Cause(c.Context)})
@@ -281,7 +285,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		Key: d.key, Type: d.typ, Payload: d.rec.Value, Headers: userHeaders(d.rec.Headers),
 		Attempt: max(c.Attempt, 1), Takeover: c.Outcome == OutcomeTakeover,
 		Topic: d.rec.Topic, Partition: d.rec.Partition, Offset: d.rec.Offset,
-		fence: c.Fence, last: c.LastHeartbeat, ctx: jctx, c: c, w: w,
+		fence: c.Fence, last: c.LastHeartbeat, ctx: jctx, c: c, w: w, tj: d.tj,
 	}
 	job.hb.throttle = w.cfg.hbThrottle
 	a := &activeJob{cancel: cancel, started: time.Now()}
@@ -307,13 +311,18 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	}
 	w.stats.started.Add(1)
 	w.hooks.start(jctx, job)
-	hctx := jctx
+	hctx, hspan := w.traceHandler(jctx, d)
 	if reg.cfg.timeout > 0 {
 		var hcancel context.CancelFunc
-		hctx, hcancel = context.WithTimeout(jctx, reg.cfg.timeout)
+		hctx, hcancel = context.WithTimeout(hctx, reg.cfg.timeout)
 		defer hcancel()
 	}
 	res, herr := callHandler(hctx, reg.handler, job)
+	if herr != nil {
+		hspan.End("error", herr)
+	} else {
+		hspan.End("ok", nil)
+	}
 
 	if herr == nil && jctx.Err() == nil {
 		job.hb.stop(job, false)
@@ -323,7 +332,13 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 			err = asLeaseLost(d.key, c.Fence, jr.Seal(jctx))
 		}
 		if err == nil {
-			err = w.retryStore(jctx, func(ctx context.Context) error { return w.store.Complete(ctx, c, res) })
+			cctx, cspan := w.traceCommit(jctx, d)
+			err = w.retryStore(cctx, func(ctx context.Context) error { return w.store.Complete(ctx, c, res) })
+			if err != nil {
+				cspan.End("rejected", err)
+			} else {
+				cspan.End("committed", nil)
+			}
 		}
 		if err == nil {
 			if jr != nil {
@@ -334,6 +349,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 			}
 			w.stats.succeeded.Add(1)
 			w.hooks.done(jctx, job, res, nil)
+			w.traceEnd(d, "completed", nil)
 			w.finish(d)
 			return
 		}
@@ -349,8 +365,12 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		w.log.Warn("lease lost", slog.String("key", d.key), slog.Uint64("fence", c.Fence), slog.Any("cause", lost))
 		w.store.Abandon(c)
 		w.hooks.leaseLost(context.WithoutCancel(jctx), job, lost)
+		if d.tj != nil {
+			d.tj.LeaseLost(lost)
+		}
 		w.compensate(jctx, job)
 		w.hooks.done(jctx, job, nil, lost)
+		w.traceEnd(d, "lease_lost", lost)
 		if w.stopCtx.Err() == nil {
 			// Claim again: a takeover with a newer fence, or a duplicate if
 			// another worker finished it meanwhile.
@@ -373,6 +393,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 			w.store.Abandon(c)
 			w.log.Warn("recording a terminal failure failed; the key will be claimed again",
 				slog.String("key", d.key), slog.Any("err", err))
+			w.traceEnd(d, "error", err)
 			if w.stopCtx.Err() == nil {
 				w.sched.park(d, time.Now().Add(backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)))
 			}
@@ -393,6 +414,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	}
 	w.stats.retried.Add(1)
 	w.hooks.done(jctx, job, nil, herr)
+	w.traceEnd(d, "retry", herr)
 	if w.stopCtx.Err() == nil {
 		delay := backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)
 		info := d.info()
@@ -461,6 +483,7 @@ func (w *Worker) finish(d *delivery) {
 // deadLetter writes d to the dead-letter topic, retrying until the broker
 // acknowledges (or the worker stops), then marks it done.
 func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
+	w.traceDeadLetter(d, reason, cause)
 	rec := deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause)
 	w.aux.Add(1)
 	go func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // MaxHeartbeatDetails bounds the size of the details a heartbeat stores.
@@ -47,6 +48,8 @@ type Job struct {
 
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step
+
+	tj *tracing.Job // the attempt's span (WithTracing)
 }
 
 // Fence returns the job's fencing token: strictly greater than the fence of
@@ -182,6 +185,9 @@ func (h *heartbeats) flush(ctx context.Context, j *Job) error {
 	}
 	h.mu.Unlock()
 	if err == nil {
+		if j.tj != nil {
+			j.tj.Heartbeat()
+		}
 		j.w.hooks.heartbeat(ctx, j, d)
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // Defaults of the worker options.
@@ -60,6 +61,7 @@ type config struct {
 	idemOpts        []idempotency.Opt
 	compReg         *compensation.Registry
 	compOpts        []compensation.Opt
+	tracer          *tracing.Tracer
 }
 
 // WithGroup sets the Kafka consumer group. Default "leasehold".
@@ -184,6 +186,16 @@ func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
 func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt {
 	return optFunc(func(c *config) { c.compReg, c.compOpts = reg, append(c.compOpts, opts...) })
 }
+
+// WithTracing traces and measures the worker with t (see package tracing):
+// kotel hooks on the Kafka client carry the producer's trace into a span
+// `job <type>` per attempt, with children for each claim, the handler and
+// the fenced commit, and events for heartbeats, a lost lease, a takeover, a
+// duplicate replay and dead-lettering; claims, job durations, dead letters
+// and compensations are counted in t's metrics. Pass the same telemetry's
+// providers to the lease manager with [WithLeaseOptions] for lease metrics.
+// Default: no tracing.
+func WithTracing(t *tracing.Tracer) Opt { return optFunc(func(c *config) { c.tracer = t }) }
 
 // withStore replaces the idempotency store (tests of the Kafka side).
 func withStore(s store) Opt { return optFunc(func(c *config) { c.storeOverride = s }) }

@@ -2,10 +2,13 @@ package leasehold
 
 import (
 	"container/heap"
+	"context"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // delivery is one polled record on its way through claim, run and commit.
@@ -18,6 +21,9 @@ type delivery struct {
 	held     int // consecutive Held answers, for the held backoff
 	due      time.Time
 	index    int // heap index
+
+	tj   *tracing.Job    // the current attempt's span (WithTracing)
+	tctx context.Context // its context
 }
 
 func (d *delivery) info() ClaimInfo {

@@ -20,6 +20,7 @@ type claimRequest struct {
 type claim struct {
 	Outcome       Outcome
 	Fence         uint64
+	PrevFence     uint64        // for OutcomeTakeover: the fence taken over
 	Attempt       int           // 1 for the first run of the key
 	LastHeartbeat []byte        // details stored by the previous attempt
 	Result        []byte        // cached result for OutcomeDuplicate

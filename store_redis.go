@@ -53,6 +53,14 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		return rs, func(ctx context.Context) error { stopBatcher(); return m.Shutdown(ctx) }, nil
 	}
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger)}
+	if c.tracer != nil {
+		m := c.tracer.Metrics()
+		copts = append(copts, compensation.WithObserver(compensation.ObserverFuncs{
+			End: func(ctx context.Context, _ compensation.StepInfo, o compensation.Outcome, _ error) {
+				m.Compensation(ctx, string(o))
+			},
+		}))
+	}
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
 	if err == nil {
 		err = r.Start(ctx)
@@ -117,7 +125,7 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 			if ic.Outcome == idempotency.Takeover {
 				c.Outcome = OutcomeTakeover
 			}
-			c.Fence, c.Attempt, c.LastHeartbeat = ic.Fence, ic.Attempt, ic.Details
+			c.Fence, c.Attempt, c.LastHeartbeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
 			c.Context, c.Lease = ic.Lease.Context(), ic.Lease
 		case idempotency.Held:
 			c.Outcome, c.Remaining = OutcomeHeld, ic.Remaining

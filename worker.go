@@ -233,6 +233,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
 	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, w.cfg.kafkaOpts...)
+	if w.cfg.tracer != nil {
+		kopts = append(kopts, w.cfg.tracer.KgoOpt())
+	}
 	kopts = append(kopts,
 		kgo.ConsumerGroup(w.cfg.group),
 		kgo.ConsumeTopics(w.cfg.topics...),
