@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -135,6 +134,10 @@ func main() {
 	}
 }
 
+// seedCompleted is the seed's COMPLETED value for an empty result, as its
+// Python json.dumps writes it.
+const seedCompleted = `{"status": "COMPLETED", "result": ""}`
+
 // seedThroughput runs the seed articles' design one message at a time: SET
 // NX of a PROCESSING JSON value with a 300s TTL, the no-op job, then SET of
 // the COMPLETED JSON value with a 24h TTL.
@@ -146,8 +149,8 @@ func seedThroughput(ctx context.Context, c *redis.Client, prefix string, n int) 
 	consumer := "consumer-" + strconv.Itoa(os.Getpid())
 	start := time.Now()
 	for _, k := range keys {
-		processing, _ := json.Marshal(map[string]any{"status": "PROCESSING", "owner": consumer + ":" + uuid.NewString(),
-			"timestamp": float64(time.Now().UnixNano()) / 1e9})
+		processing := fmt.Sprintf(`{"status": "PROCESSING", "owner": "%s:%s", "timestamp": %.6f}`,
+			consumer, uuid.NewString(), float64(time.Now().UnixNano())/1e9)
 		ok, err := c.SetNX(ctx, k, processing, 300*time.Second).Result()
 		if err != nil {
 			return 0, err
@@ -155,8 +158,7 @@ func seedThroughput(ctx context.Context, c *redis.Client, prefix string, n int) 
 		if !ok {
 			return 0, fmt.Errorf("key %s already set", k)
 		}
-		completed, _ := json.Marshal(map[string]any{"status": "COMPLETED", "result": ""})
-		if err := c.Set(ctx, k, completed, 24*time.Hour).Err(); err != nil {
+		if err := c.Set(ctx, k, seedCompleted, 24*time.Hour).Err(); err != nil {
 			return 0, err
 		}
 	}
@@ -258,7 +260,6 @@ func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store,
 // key under idempotency:v1:<uuid>, 24h TTL), returns the used_memory delta per
 // record and deletes them.
 func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
-	completed, _ := json.Marshal(map[string]any{"status": "COMPLETED", "result": ""})
 	keys := make([]string, 0, n)
 	before, err := usedMemory(ctx, c)
 	if err != nil {
@@ -275,7 +276,7 @@ func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 		for j := i; j < min(i+chunk, n); j++ {
 			k := "idempotency:v1:" + uuid.NewString()
 			keys = append(keys, k)
-			p.Set(ctx, k, completed, 24*time.Hour)
+			p.Set(ctx, k, seedCompleted, 24*time.Hour)
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return 0, err
