@@ -30,6 +30,8 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
+	// `worker run` exports traces as OTEL_* says; no collector runs here.
+	os.Setenv("OTEL_TRACES_EXPORTER", "none")
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
@@ -315,6 +317,15 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 			t.Fatalf("offsets not committed to the end: %v of %v; log:\n%s", got, end, errb.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "leasehold_claims") {
+		t.Errorf("/metrics lacks leasehold_claims:\n%.2000s", body)
 	}
 	cancel()
 	if code := <-done; code != 0 {

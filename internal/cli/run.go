@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // runConfig is what `worker run` reads from flags and environment.
@@ -103,7 +105,25 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		log.Info("embedded kafka started", slog.Any("brokers", brokers), slog.Any("topics", topics))
 	}
 
+	// Traces go where the OTEL_* environment says (OTLP by default; set
+	// OTEL_TRACES_EXPORTER=none to turn them off); metrics are served at
+	// /metrics.
+	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-worker"), tracing.WithSetupLogger(log))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTel(sctx)
+	}()
+	tracer, err := tracing.New(tracing.WithTelemetry(tel), tracing.WithConsumerGroup(c.group))
+	if err != nil {
+		return err
+	}
 	opts := []leasehold.Opt{
+		leasehold.WithTracing(tracer),
+		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),
 		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout), kgo.RebalanceTimeout(c.rebalanceTimeout)),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
@@ -145,7 +165,9 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 			_ = w.Shutdown(context.Background())
 			return fmt.Errorf("http listen: %w", err)
 		}
-		srv = &http.Server{Handler: healthMux(w), ReadHeaderTimeout: 5 * time.Second}
+		mux := healthMux(w)
+		mux.Handle("GET /metrics", tel.MetricsHandler)
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server", slog.Any("err", err))
