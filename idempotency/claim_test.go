@@ -465,3 +465,23 @@ func TestRepeatedKeyInOneBatch(t *testing.T) {
 		t.Fatalf("repeated key: %v then %v", cs[0].Outcome, cs[1].Outcome)
 	}
 }
+
+func TestTerminalErrorTextIsBoundedAndMarked(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithMaxResult(32)})
+	c := e.claim(t, "k", fp("a"), Acquired)
+	if err := e.s.Fail(t.Context(), c, Terminal, errors.New(strings.Repeat("x", 100))); err != nil {
+		t.Fatal(err)
+	}
+	d := e.claim(t, "k", fp("a"), Duplicate)
+	msg := string(d.Record.Result)
+	if len(msg) != 32 || !strings.HasSuffix(msg, "...(cut)") {
+		t.Fatalf("stored error text %q (%d bytes), want 32 bytes ending with the cut mark", msg, len(msg))
+	}
+	if err := e.s.Fail(t.Context(), d, Retryable, nil); !errors.Is(err, ErrNotClaimed) {
+		t.Fatalf("Fail on a duplicate = %v, want ErrNotClaimed", err)
+	}
+	if err := e.s.Fail(t.Context(), c, Policy(9), nil); err == nil {
+		t.Fatal("unknown policy accepted")
+	}
+}
