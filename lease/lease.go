@@ -24,6 +24,7 @@ const (
 // Lease with a new token and a greater fence.
 type Lease struct {
 	m      *Manager
+	seq    uint64 // order of acquisition in its Manager, the renew order
 	name   string
 	token  string
 	fence  uint64

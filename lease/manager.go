@@ -44,6 +44,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	held      map[*Lease]struct{}
+	seq       uint64           // last Lease.seq handed out
 	abandoned []abandonedLease // leases given up locally, to release when the backend answers
 	started   bool
 	closed    bool
@@ -379,6 +380,8 @@ func (m *Manager) track(ctx context.Context, g Grant) (*Lease, error) {
 		cancel(ErrClosed)
 		return nil, ErrClosed
 	}
+	m.seq++
+	l.seq = m.seq
 	m.held[l] = struct{}{}
 	m.mu.Unlock()
 	m.met.held.Add(ctx, 1)

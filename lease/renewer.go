@@ -1,9 +1,11 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,11 @@ func (m *Manager) renewLoop(ctx context.Context, t Timer) {
 			return
 		case <-t.C():
 		}
+		// Rounds start every interval (not an interval after the previous
+		// round ended), and renew leases in the same order each time, so
+		// that each lease is renewed about every interval whatever a round
+		// costs.
+		started := m.clock.Now()
 		next := m.cfg.interval
 		if failed := m.renewRound(ctx); failed {
 			next = max(m.cfg.interval/4, time.Millisecond)
@@ -33,7 +40,7 @@ func (m *Manager) renewLoop(ctx context.Context, t Timer) {
 		if ctx.Err() != nil {
 			return
 		}
-		t.Reset(next)
+		t.Reset(max(next-m.clock.Now().Sub(started), 0))
 	}
 }
 
@@ -45,6 +52,7 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 	for l := range m.held {
 		leases = append(leases, l)
 	}
+	slices.SortFunc(leases, func(a, b *Lease) int { return cmp.Compare(a.seq, b.seq) })
 	abandoned := m.abandoned
 	m.abandoned = nil
 	m.mu.Unlock()

@@ -4,9 +4,12 @@
 // Redis, and measures how soon a stolen lease is noticed. It prints one
 // figure a line, name=value unit.
 //
-//	go run ./bench/renew [-addr 127.0.0.1:6379] [-n 10000]
+//	go run ./bench/renew [-n 10000] [-addr host:port]
 //
-// It works under its own random key prefix and deletes its keys at the end.
+// Without -addr it starts its own redis-server (on a free port, persisting
+// nothing) so that other clients of a shared server do not skew the figures;
+// with -addr it works under its own random key prefix and deletes its keys at
+// the end.
 package main
 
 import (
@@ -18,7 +21,10 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,23 +41,69 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", cmpOr(os.Getenv("REDIS_ADDR"), "127.0.0.1:6379"), "Redis address")
+	addr := flag.String("addr", os.Getenv("REDIS_ADDR"), "Redis address (default: start a private redis-server)")
 	n := flag.Int("n", 10000, "leases (and mutexes) held")
 	ttl := flag.Duration("ttl", 3*time.Second, "lease and mutex TTL")
 	rounds := flag.Int("rounds", 5, "renew rounds measured (median reported)")
 	steals := flag.Int("steals", 300, "leases stolen to measure loss detection")
+	flag.IntVar(&renewBatch, "batch", 0, "leases a renew batch (0: the Manager's default)")
+	flag.IntVar(&renewParallel, "parallel", 0, "renew batches in flight (0: the Manager's default)")
 	flag.Parse()
-	if err := run(*addr, *n, *ttl, *rounds, *steals); err != nil {
+	if err := bench(*addr, *n, *ttl, *rounds, *steals); err != nil {
 		fmt.Fprintln(os.Stderr, "renew:", err)
 		os.Exit(1)
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+var renewBatch, renewParallel int
+
+func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
+	if addr == "" {
+		a, stop, err := startRedis()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addr = a
 	}
-	return b
+	return run(addr, n, ttl, rounds, steals)
+}
+
+// startRedis starts a redis-server on a free port of 127.0.0.1 that persists
+// nothing, and returns its address and a function that stops it.
+func startRedis() (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "bench-renew-")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start redis-server (is it on PATH?): %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = os.RemoveAll(dir)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c.Ping(context.Background()).Err() == nil {
+			return addr, stop, nil
+		}
+		if time.Now().After(end) {
+			stop()
+			return "", nil, fmt.Errorf("redis-server on %s did not answer", addr)
+		}
+	}
 }
 
 // roundTimer records the duration of the renewer's rounds (its lease.renew
@@ -111,7 +163,8 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
 	defer tp.Shutdown(ctx)
 	m, err := lease.NewManager(client, lease.WithPrefix(prefix+"lh:"), lease.WithTTL(ttl),
-		lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)))
+		lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)),
+		lease.WithRenewBatch(renewBatch), lease.WithRenewParallelism(renewParallel))
 	if err != nil {
 		return err
 	}
