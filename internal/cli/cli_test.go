@@ -407,7 +407,7 @@ func TestDemoEndsByItself(t *testing.T) {
 			totals = sc.Text()
 		}
 	}
-	for _, want := range []string{"6/6 jobs completed", "6 completions", "1 leases lost", "1 takeovers", "1 dead-lettered"} {
+	for _, want := range []string{"6/6 jobs completed", "6 completions", "1 leases lost", "1 takeovers", "2 steps compensated", "1 dead-lettered"} {
 		if !strings.Contains(totals, want) {
 			t.Errorf("totals %q lack %q", totals, want)
 		}

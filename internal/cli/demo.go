@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 )
 
 // demoConfig is what `worker demo` reads.
@@ -159,7 +160,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	var plan []planned
 	for i := range c.jobs {
 		d := c.minJob + time.Duration(rng.Int64N(int64(c.maxJob-c.minJob)+1))
-		plan = append(plan, planned{key: fmt.Sprintf("job-%s-%02d", run, i), job: SleepJob{DurationMS: int(d.Milliseconds()), Steps: 10}})
+		plan = append(plan, planned{key: fmt.Sprintf("job-%s-%02d", run, i), job: SleepJob{DurationMS: int(d.Milliseconds()), Steps: 10, Reserve: true}})
 	}
 	retryKey := plan[len(plan)/2].key
 	plan[len(plan)/2].job.FailAt = 4
@@ -182,6 +183,10 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 		})
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := compensation.NewRegistry()
+	if err := registerDemoCompensations(reg, func(ctx context.Context, a ReleaseArgs) { v.released(ctx, a) }); err != nil {
+		return err
+	}
 	var workers []*leasehold.Worker
 	stopAll := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -211,6 +216,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 			leasehold.WithCommitInterval(500*time.Millisecond),
 			leasehold.WithLogger(log),
 			leasehold.WithHooks(hooks),
+			leasehold.WithCompensation(reg, compensation.WithSweepInterval(time.Second)),
 		)
 		if err != nil {
 			stopAll()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 )
 
 // SleepJob is the payload of demo.sleep: a long job of Steps steps lasting
@@ -15,6 +16,7 @@ type SleepJob struct {
 	DurationMS int    `json:"duration_ms"`
 	Steps      int    `json:"steps"`
 	FailAt     int    `json:"fail_at,omitempty"` // fail once (retryably) when reaching this step on attempt 1
+	Reserve    bool   `json:"reserve,omitempty"` // run a saga step "reserve" first, undone by demo.sleep.release
 	Pad        string `json:"pad,omitempty"`     // filler for payload-size tests
 }
 
@@ -29,6 +31,26 @@ type SleepResult struct {
 	Steps       int    `json:"steps"`
 	ResumedFrom int    `json:"resumed_from"`
 	Fence       uint64 `json:"fence"`
+}
+
+// ReleaseHandler is the compensation of demo.sleep's "reserve" step.
+const ReleaseHandler = "demo.sleep.release"
+
+// ReleaseArgs are the arguments of [ReleaseHandler].
+type ReleaseArgs struct {
+	Key   string `json:"key"`
+	Fence uint64 `json:"fence"`
+}
+
+// registerDemoCompensations registers demo.sleep's release handler; onRelease
+// (optional) sees every release.
+func registerDemoCompensations(reg *compensation.Registry, onRelease func(context.Context, ReleaseArgs)) error {
+	return compensation.Register(reg, ReleaseHandler, func(ctx context.Context, a ReleaseArgs) error {
+		if onRelease != nil {
+			onRelease(ctx, a)
+		}
+		return nil
+	})
 }
 
 // maxSleep bounds a demo.sleep job.
@@ -50,6 +72,15 @@ func sleepJob(ctx context.Context, job *leasehold.Job, in SleepJob) (SleepResult
 		var p SleepProgress
 		if err := json.Unmarshal(lh, &p); err == nil && p.Step >= 0 && p.Step <= steps {
 			from = p.Step
+		}
+	}
+	if in.Reserve {
+		// A saga step with nothing to take back but a name: the demo shows
+		// it compensated when the attempt loses its lease or fails.
+		err := job.Step(ctx, "reserve", func(context.Context) error { return nil }, ReleaseHandler,
+			ReleaseArgs{Key: job.Key, Fence: job.Fence()})
+		if err != nil {
+			return SleepResult{}, err
 		}
 	}
 	step := total / time.Duration(steps)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -84,7 +85,13 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 	defer rdb.Close()
 
-	tr, err := openTransfer(ctx, c.pgURL, c.payURL)
+	reg := compensation.NewRegistry()
+	if err := registerDemoCompensations(reg, func(_ context.Context, a ReleaseArgs) {
+		log.Info("demo.sleep reservation released", slog.Uint64("fence", a.Fence))
+	}); err != nil {
+		return err
+	}
+	tr, err := openTransfer(ctx, c.pgURL, c.payURL, reg)
 	if err != nil {
 		return err
 	}
@@ -135,9 +142,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
 	}
-	if tr != nil {
-		opts = append(opts, leasehold.WithCompensation(tr.reg))
-	}
+	opts = append(opts, leasehold.WithCompensation(reg))
 	w, err := leasehold.New(rdb, opts...)
 	if err != nil {
 		return err

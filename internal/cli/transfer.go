@@ -23,9 +23,9 @@ type transferSetup struct {
 }
 
 // openTransfer connects to PostgreSQL (migrating the demo tables) and builds
-// the payment stub client. Both URLs are required for demo.transfer; with
-// neither it returns nil.
-func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, error) {
+// the payment stub client, registering the refund handler in reg. Both URLs
+// are required for demo.transfer; with neither it returns nil.
+func openTransfer(ctx context.Context, pgURL, payURL string, reg *compensation.Registry) (*transferSetup, error) {
 	switch {
 	case pgURL == "" && payURL == "":
 		return nil, nil
@@ -53,7 +53,6 @@ func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, er
 		return nil, err
 	}
 	pay := paystub.NewClient(payURL, nil)
-	reg := compensation.NewRegistry()
 	if err := demo.RegisterCompensations(reg, pay); err != nil {
 		pool.Close()
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 )
 
 // demoView is the demo's terminal view: on a terminal it redraws the screen
@@ -36,6 +37,7 @@ type demoView struct {
 	lost      int
 	takeovers int
 	dead      int
+	comps     int
 	events    []string // recent events (terminal) or pending lines (plain)
 }
 
@@ -174,6 +176,18 @@ func parseProgress(b []byte) (SleepProgress, bool) {
 	return p, true
 }
 
+// released records a compensation of demo.sleep's reserve step.
+func (v *demoView) released(ctx context.Context, a ReleaseArgs) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.comps++
+	why := ""
+	if s, ok := compensation.StepFromContext(ctx); ok && s.InDoubt {
+		why = " (in doubt)"
+	}
+	v.event(fmt.Sprintf("compensated: step reserve of %s (fence %d) undone%s", a.Key, a.Fence, why))
+}
+
 func (v *demoView) completedCount() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -211,8 +225,8 @@ func (v *demoView) draw() {
 	}
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   dead-lettered %d\n\n",
-		time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held, v.retries, v.lost, v.takeovers, v.dead)
+	fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   compensated %d   dead-lettered %d\n\n",
+		time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held, v.retries, v.lost, v.takeovers, v.comps, v.dead)
 	type row struct {
 		worker string
 		j      leasehold.RunningJob
@@ -263,6 +277,6 @@ func (v *demoView) totals() {
 		succeeded += s.Succeeded
 		dead += s.DeadLettered
 	}
-	fmt.Fprintf(v.w, "\ntotals after %.1fs: %d/%d jobs completed exactly once (%d handler runs, %d completions), %d duplicates replayed, %d held waits, %d retries, %d leases lost, %d takeovers, %d dead-lettered\n",
-		time.Since(v.start).Seconds(), len(v.completed), v.jobs, started, succeeded, v.replays, v.held, v.retries, v.lost, v.takeovers, dead)
+	fmt.Fprintf(v.w, "\ntotals after %.1fs: %d/%d jobs completed exactly once (%d handler runs, %d completions), %d duplicates replayed, %d held waits, %d retries, %d leases lost, %d takeovers, %d steps compensated, %d dead-lettered\n",
+		time.Since(v.start).Seconds(), len(v.completed), v.jobs, started, succeeded, v.replays, v.held, v.retries, v.lost, v.takeovers, v.comps, dead)
 }
