@@ -64,12 +64,13 @@ func New(masters []redis.UniversalClient, opts ...Opt) (*Backend, error) {
 	c.fenceRetain = cmp.Or(c.fenceRetain, 24*time.Hour)
 	c.linger = cmp.Or(c.linger, 200*time.Microsecond)
 	c.maxBatch = cmp.Or(c.maxBatch, 1000)
+	c.renewConc = cmp.Or(c.renewConc, 64)
 	switch {
 	case len(masters) == 0 || len(masters)%2 == 0:
 		return nil, fmt.Errorf("%w: need an odd number of masters, got %d", ErrInvalid, len(masters))
 	case c.driftFactor < 0 || c.driftFactor >= 0.5 || c.timeoutFactor <= 0 || c.timeoutFactor >= 1:
 		return nil, fmt.Errorf("%w: drift factor %v, timeout factor %v", ErrInvalid, c.driftFactor, c.timeoutFactor)
-	case c.fenceRetain < 0 || c.linger < 0 || c.maxBatch < 1:
+	case c.fenceRetain < 0 || c.linger < 0 || c.maxBatch < 1 || c.renewConc < 1:
 		return nil, fmt.Errorf("%w: fence retention %s, linger %s, max batch %d", ErrInvalid, c.fenceRetain, c.linger, c.maxBatch)
 	}
 	b := &Backend{cfg: c, quorum: len(masters)/2 + 1}
@@ -140,8 +141,8 @@ func (b *Backend) mutex(name string, ttl time.Duration, o ...redsync.Option) *re
 	}, o...)...)
 }
 
-// masterTimeout bounds one master's answer: in the fence phases, and in
-// each extend (redsync bounds only its lock step itself).
+// masterTimeout bounds one master's answer in the fence phases and in the
+// extend that confirms an acquisition (redsync bounds its lock step itself).
 func (b *Backend) masterTimeout(ttl time.Duration) time.Duration {
 	return max(time.Duration(float64(ttl)*b.cfg.timeoutFactor), 10*time.Millisecond)
 }
@@ -214,24 +215,29 @@ func (b *Backend) quorumErr(op string, err error) error {
 	return &QuorumError{Op: op, OK: b.countOK(err), Need: b.quorum, Of: len(b.masters), Err: b.nameMasters(err)}
 }
 
-// countOK estimates how many masters succeeded from redsync's joined error:
-// those not named in it.
+// countOK counts the masters that succeeded from redsync's joined error:
+// those not named in it as failed, taken or expired.
 func (b *Backend) countOK(err error) int {
 	failed := map[int]bool{}
+	expired := 0
 	walk(err, func(e error) {
 		var re *redsync.RedisError
 		var nt *redsync.ErrNodeTaken
+		var all *redsync.ErrTaken
 		switch {
 		case errors.As(e, &re):
 			failed[re.Node] = true
 		case errors.As(e, &nt):
 			failed[nt.Node] = true
+		case errors.As(e, &all):
+			for _, n := range all.Nodes {
+				failed[n] = true
+			}
+		case errors.Is(e, redsync.ErrLockAlreadyExpired):
+			expired++
 		}
 	})
-	if len(failed) == 0 {
-		return 0
-	}
-	return len(b.masters) - len(failed)
+	return max(0, len(b.masters)-len(failed)-expired)
 }
 
 // nameMasters rewrites redsync's "node #i" errors as MasterErrors with the
@@ -269,20 +275,24 @@ func walk(err error, f func(error)) {
 	f(err)
 }
 
-// RenewBatch extends every lease in rs with Mutex.ExtendContext, all at
-// once; the batcher turns their per-master scripts into one pipeline per
-// master. A quorum of masters no longer holding the token loses the lease
+// RenewBatch extends every lease in rs with Mutex.ExtendContext, up to
+// [WithRenewConcurrency] at once; the batcher turns their concurrent
+// per-master scripts into pipelines. A quorum of masters no longer holding the token loses the lease
 // ([lease.ErrExpired]); anything short of a quorum either way is transient.
 func (b *Backend) RenewBatch(ctx context.Context, rs []lease.Renewal) []lease.RenewResult {
 	start := time.Now()
 	out := make([]lease.RenewResult, len(rs))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, b.cfg.renewConc)
 	for i, r := range rs {
+		sem <- struct{}{}
 		wg.Go(func() {
-			mu := b.mutex(r.Name, r.TTL, redsync.WithValue(r.Token))
-			ectx, cancel := context.WithTimeout(ctx, b.masterTimeout(r.TTL))
-			ok, err := mu.ExtendContext(ectx)
-			cancel()
+			defer func() { <-sem }()
+			// ctx (the Manager bounds each batch by its renew interval) is the
+			// only bound: a round slowed by a hung master still renews on the
+			// quorum, and fail-fast returns as soon as a quorum answered.
+			mu := b.mutex(r.Name, r.TTL, redsync.WithValue(r.Token), redsync.WithFailFast(true))
+			ok, err := mu.ExtendContext(ctx)
 			switch {
 			case ok:
 				out[i].Valid = mu.Until().Sub(start)

@@ -18,6 +18,7 @@ type cfg struct {
 	fenceRetain   time.Duration
 	linger        time.Duration
 	maxBatch      int
+	renewConc     int
 }
 
 // WithPrefix sets the prefix of every key the backend writes on the masters
@@ -60,3 +61,10 @@ func WithBatchLinger(d time.Duration) Opt { return optFunc(func(c *cfg) { c.ling
 // WithMaxBatch bounds the number of script calls in one pipeline to a
 // master. Default 1000.
 func WithMaxBatch(n int) Opt { return optFunc(func(c *cfg) { c.maxBatch = n }) }
+
+// WithRenewConcurrency bounds the extends (Mutex.ExtendContext calls) one
+// RenewBatch runs at once; their scripts to each master share pipelines.
+// Each extend costs redsync a goroutine per master, so a bound keeps a round
+// over thousands of leases from flooding the scheduler. Default 64 (the
+// lease Manager runs several batches at once).
+func WithRenewConcurrency(n int) Opt { return optFunc(func(c *cfg) { c.renewConc = n }) }
