@@ -9,7 +9,7 @@
 //	cluster_msgs_per_s       the same on the Cluster (a ClusterClient; scripts grouped per slot and node)
 //	renew_10k_cluster_ms     one renewer round over -n leases spread over the Cluster's masters (median)
 //	renew_10k_single_ms      the same on the single node, for reference
-//	renew_10k_redlock_ms     the same over three Redlock masters (lease/redlock)
+//	renew_10k_redlock_ms     the same over three Redlock masters (lease/redlock), TTL -redlock-ttl
 //	leases_lost_during_bench leases lost while held (must be 0)
 //
 //	go run ./bench/cluster [-msgs 100000] [-n 10000]
@@ -51,15 +51,16 @@ func main() {
 	conc := flag.Int("concurrency", 4, "poll batches in flight at once")
 	n := flag.Int("n", 10_000, "leases held for the renewal figures")
 	ttl := flag.Duration("ttl", 3*time.Second, "lease TTL of the renewal figures")
+	rlTTL := flag.Duration("redlock-ttl", 15*time.Second, "lease TTL of the Redlock renewal figure (the library default)")
 	rounds := flag.Int("rounds", 3, "renew rounds measured (median reported)")
 	flag.Parse()
-	if err := run(*msgs, *batch, *conc, *n, *ttl, *rounds); err != nil {
+	if err := run(*msgs, *batch, *conc, *n, *ttl, *rlTTL, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(msgs, batch, conc, n int, ttl time.Duration, rounds int) error {
+func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "lh-bench-cluster-")
 	if err != nil {
@@ -127,12 +128,13 @@ func run(msgs, batch, conc, n int, ttl time.Duration, rounds int) error {
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 4*ttl)
+	// New masters are quarantined for a TTL (Redlock's restart rule).
+	wctx, cancel := context.WithTimeout(ctx, 4*rlTTL)
 	defer cancel()
-	if err := b.WaitReady(wctx, ttl); err != nil {
+	if err := b.WaitReady(wctx, rlTTL); err != nil {
 		return err
 	}
-	d, err := renewRound(ctx, n, ttl, rounds, &lost, func(opts ...lease.Opt) (*lease.Manager, error) {
+	d, err := renewRound(ctx, n, rlTTL, rounds, &lost, func(opts ...lease.Opt) (*lease.Manager, error) {
 		return lease.NewManagerWithBackend(b, opts...)
 	})
 	if err != nil {
