@@ -216,19 +216,28 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.mu.Unlock()
+	// A failed start leaves the worker as it was: not started, nothing held.
+	fail := func(err error) error {
+		_ = w.closeStore(context.WithoutCancel(ctx))
+		w.closeStore = func(context.Context) error { return nil }
+		if w.cfg.storeOverride == nil {
+			w.store, w.comp = nil, nil
+		}
+		w.mu.Lock()
+		w.started = false
+		w.mu.Unlock()
+		return err
+	}
 
 	if w.store == nil {
 		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
 		if err != nil {
-			w.mu.Lock()
-			w.started = false
-			w.mu.Unlock()
-			return err
+			return fail(err)
 		}
 		w.store, w.closeStore, w.comp = s, closeFn, s.comp
 	}
 	if err := w.store.Ping(ctx); err != nil {
-		return err
+		return fail(err)
 	}
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
@@ -249,7 +258,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		return fmt.Errorf("leasehold: kafka client: %w", err)
+		return fail(fmt.Errorf("leasehold: kafka client: %w", err))
 	}
 	w.cl = cl
 	w.offs = newOffsets(cl.MarkCommitOffsets)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -65,8 +66,9 @@ func ParseRedisURL(raw string) (redis.UniversalClient, error) {
 
 // redactURLError drops the URL (which may hold a password) from url errors.
 func redactURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
 	}
 	return err
 }
