@@ -326,9 +326,13 @@ func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
 	return out.Data, err
 }
 
-// Traces returns up to limit traces of service from the last hour.
-func (j *Jaeger) Traces(ctx context.Context, service string, limit int) ([]JaegerTrace, error) {
+// Traces returns up to limit traces of service from the last hour that
+// hold a span named operation ("" for any).
+func (j *Jaeger) Traces(ctx context.Context, service, operation string, limit int) ([]JaegerTrace, error) {
 	q := url.Values{"service": {service}, "limit": {strconv.Itoa(limit)}, "lookback": {"1h"}}
+	if operation != "" {
+		q.Set("operation", operation)
+	}
 	var out struct {
 		Data []JaegerTrace `json:"data"`
 	}

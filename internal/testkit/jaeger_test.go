@@ -72,9 +72,17 @@ func TestJaeger(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(svcs, ","), "testkit-jaeger") {
 		t.Errorf("services %v, %v", svcs, err)
 	}
-	traces, err := j.Traces(ctx, "testkit-jaeger", 10)
+	traces, err := j.Traces(ctx, "testkit-jaeger", "", 10)
 	if err != nil || len(traces) != 1 {
 		t.Errorf("Traces: %d traces, %v", len(traces), err)
+	}
+	traces, err = j.Traces(ctx, "testkit-jaeger", "child", 10)
+	if err != nil || len(traces) != 1 {
+		t.Errorf("Traces with operation child: %d traces, %v", len(traces), err)
+	}
+	traces, err = j.Traces(ctx, "testkit-jaeger", "absent", 10)
+	if err != nil || len(traces) != 0 {
+		t.Errorf("Traces with operation absent: %d traces, %v", len(traces), err)
 	}
 }
 
