@@ -275,6 +275,9 @@ func (r *run) addWorker() (*Proc, error) {
 			"--payment-stub", r.stubURL,
 		},
 	}
+	// No trace collector runs during chaos; spans would only pile up
+	// export errors.
+	w.Env = []string{"OTEL_TRACES_EXPORTER=none"}
 	if err := w.Start(); err != nil {
 		return nil, err
 	}
