@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -488,11 +489,16 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 	w.aux.Add(1)
 	go func() {
 		defer w.aux.Done()
+		marker := w.deadLetterMarker(d)
 		for attempt := 1; ; attempt++ {
+			if w.deadLettered(marker) {
+				break // written before a crash lost the offset commit
+			}
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 10*time.Second)
 			err := produceDeadLetter(pctx, w.cl, rec)
 			cancel()
 			if err == nil {
+				w.markDeadLettered(marker)
 				break
 			}
 			w.log.Warn("dead-letter produce failed", slog.String("topic", w.cfg.dlqTopic), slog.Any("err", err))
@@ -506,6 +512,39 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 		w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)
 		w.finish(d)
 	}()
+}
+
+// Dead-letter markers make dead-lettering idempotent across redelivery: a
+// record's copy is produced, then a marker (key per dead-letter topic and
+// original topic/partition/offset, kept for the retention) is set; a
+// redelivered record whose marker exists is finished without a second copy.
+// Only a crash between the produce and the marker leaves a duplicate copy.
+// Without Redis (unreachable, or a test store) the copy is produced anyway:
+// at least once.
+func (w *Worker) deadLetterMarker(d *delivery) string {
+	return w.cfg.keyPrefix + "dlq:" + w.cfg.dlqTopic + ":" + d.rec.Topic + ":" +
+		strconv.FormatInt(int64(d.rec.Partition), 10) + ":" + strconv.FormatInt(d.rec.Offset, 10)
+}
+
+func (w *Worker) deadLettered(marker string) bool {
+	if w.rdb == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 2*time.Second)
+	defer cancel()
+	n, err := w.rdb.Exists(ctx, marker).Result()
+	return err == nil && n == 1
+}
+
+func (w *Worker) markDeadLettered(marker string) {
+	if w.rdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 2*time.Second)
+	defer cancel()
+	if err := w.rdb.Set(ctx, marker, "1", w.cfg.retention).Err(); err != nil {
+		w.log.Warn("dead-letter marker not stored; a redelivery would dead-letter the record again", slog.Any("err", err))
+	}
 }
 
 // onRevoked runs in franz-go's group loop when partitions are revoked: the
