@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,4 +219,44 @@ func TestAdoptDeadline(t *testing.T) {
 			t.Errorf("Adopt(%+v) = %v, want ErrInvalid", g, err)
 		}
 	}
+}
+
+// Shutdown waits for OnLost callbacks still running, and a callback
+// registered after the loss runs at once.
+func TestShutdownWaitsForCallbacks(t *testing.T) {
+	const ttl = 3 * time.Second
+	m, b, clk := fakeManager(t, lease.WithTTL(ttl))
+	b.setRenew(func(_ context.Context, rs []lease.Renewal) []lease.RenewResult {
+		out := make([]lease.RenewResult, len(rs))
+		for i := range out {
+			out[i].Err = lease.ErrUnavailable
+		}
+		return out
+	})
+	l := acquire(t, m, "job")
+	release, started := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	l.OnLost(func(error) {
+		close(started)
+		<-release
+		finished.Store(true)
+	})
+	clk.Advance(ttl) // past the deadline: no renewal answered
+	<-started
+	var late error
+	l.OnLost(func(err error) { late = err })
+	if !errors.Is(late, lease.ErrRenewDeadline) {
+		t.Fatalf("late OnLost got %v", late)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := m.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a callback still running = %v, want the context's error", err)
+	}
+	if finished.Load() {
+		t.Fatal("callback finished before it was let go")
+	}
+	close(release)
+	eventually(t, "callback finished", finished.Load)
 }

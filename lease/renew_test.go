@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,5 +129,56 @@ func TestRenewAcrossRestartWithData(t *testing.T) {
 	}
 	if !l.Deadline().After(before) {
 		t.Fatal("no renewal succeeded after the restart")
+	}
+}
+
+// failingRenewals wraps a backend and fails every renewal while on is set.
+type failingRenewals struct {
+	lease.Backend
+	on atomic.Bool
+}
+
+func (f *failingRenewals) RenewBatch(ctx context.Context, rs []lease.Renewal) []lease.RenewResult {
+	if !f.on.Load() {
+		return f.Backend.RenewBatch(ctx, rs)
+	}
+	out := make([]lease.RenewResult, len(rs))
+	for i := range out {
+		out[i].Err = fmt.Errorf("%w: injected", lease.ErrUnavailable)
+	}
+	return out
+}
+
+// A lease given up at its local deadline is released as soon as the backend
+// answers again, rather than blocking others until its key expires.
+func TestGivenUpLeaseReleased(t *testing.T) {
+	t.Parallel()
+	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond
+	c, prefix := testkit.SharedRedis(t)
+	fb := &failingRenewals{Backend: lease.NewRedisBackend(c, prefix)}
+	m, err := lease.NewManagerWithBackend(fb, lease.WithTTL(ttl), lease.WithRenewInterval(interval), lease.WithDrift(drift))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	l := acquire(t, m, "job")
+	fb.on.Store(true)
+	waitDone(t, l, 2*ttl)
+	if !errors.Is(l.Err(), lease.ErrRenewDeadline) {
+		t.Fatalf("Err = %v", l.Err())
+	}
+	left := c.PTTL(ctx, m.Key("job")).Val()
+	if left <= 0 {
+		t.Fatalf("key already gone at the local deadline (PTTL %s): the drift did not hold", left)
+	}
+	fb.on.Store(false)
+	start := time.Now()
+	eventually(t, "abandoned lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
+	if took := time.Since(start); took >= left {
+		t.Fatalf("key gone after %s, no sooner than its TTL (%s left)", took, left)
 	}
 }
