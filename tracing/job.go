@@ -94,7 +94,9 @@ func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attrib
 	ctx = trace.ContextWithSpan(ctx, j.span)
 	opts = append(opts, trace.WithAttributes(attrs...))
 	ctx, sp := j.t.tracer.Start(ctx, name, opts...)
-	return ctx, &Span{span: sp, t: j.t, kind: k, key: j.key}
+	s := &Span{span: sp, t: j.t, kind: k, key: j.key}
+	ctx = context.WithValue(context.WithValue(ctx, jobKey{}, j), spanKey{}, s)
+	return ctx, s
 }
 
 // Heartbeat adds a heartbeat event, at most one per heartbeat event interval;
@@ -200,9 +202,10 @@ func (s *Span) SetFence(fence uint64) { s.span.SetAttributes(fenceAttr(AttrFence
 
 // End ends the span with its outcome and marks it as an error if err is not
 // nil. A claim span's outcome is counted in leasehold.claims, a compensation
-// span's in leasehold.compensations. Only the first call has an effect.
+// span's in leasehold.compensations. Only the first call has an effect; on a
+// nil *Span (SpanFromContext of a context without one) it does nothing.
 func (s *Span) End(outcome string, err error) {
-	if !s.ended.CompareAndSwap(false, true) {
+	if s == nil || !s.ended.CompareAndSwap(false, true) {
 		return
 	}
 	outcome = truncate(outcome, maxNameLen)

@@ -381,3 +381,41 @@ func TestLeaseLostCause(t *testing.T) {
 		}
 	}
 }
+
+// StartCompensationStep, shaped for compensation.ObserverFuncs: under a job's
+// context the step is the job span's child; elsewhere (a sweep compensating
+// another attempt's journal) the child of ctx's span.
+func TestCompensationStep(t *testing.T) {
+	f := setup(t)
+	jctx, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "pay", "k")
+	if tracing.JobFromContext(jctx) != job {
+		t.Fatal("JobFromContext does not return the job")
+	}
+	// The observer gets a context derived from the job's, without its cancellation.
+	sctx, _ := f.tr.StartCompensationStep(context.WithoutCancel(jctx), "refund", 9)
+	tracing.SpanFromContext(sctx).End(tracing.OutcomeCompensated, nil)
+	job.End(tracing.OutcomeLeaseLost, nil)
+
+	octx, other := sdktrace.NewTracerProvider().Tracer("sweep").Start(context.Background(), "sweep")
+	s2ctx, _ := f.tr.StartCompensationStep(octx, "release", 3)
+	tracing.SpanFromContext(s2ctx).End("retry", errors.New("provider down"))
+	other.End()
+	tracing.SpanFromContext(context.Background()).End("x", nil) // nil: no effect, no panic
+
+	st := tree(f.spans.GetSpans())
+	refund := st.one(t, "compensate refund")
+	if refund.Parent.SpanID() != job.Span().SpanContext().SpanID() {
+		t.Errorf("compensate refund parent %v, want the job span", refund.Parent.SpanID())
+	}
+	release := st.one(t, "compensate release")
+	if release.Parent.SpanID() != other.SpanContext().SpanID() {
+		t.Errorf("compensate release parent %v, want the sweep span", release.Parent.SpanID())
+	}
+	if got := attrs(release.Attributes); got[tracing.AttrStep] != "release" || got[tracing.AttrFence] != "3" || got[tracing.AttrOutcome] != "retry" {
+		t.Errorf("compensate release attributes %v", got)
+	}
+	got := f.collect(t)
+	if got["leasehold.compensations{outcome=compensated}"] != 1 || got["leasehold.compensations{outcome=retry}"] != 1 {
+		t.Errorf("compensation counters %v", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -189,7 +190,8 @@ func (t *Tracer) StartEnqueue(ctx context.Context, jobType, key string) (context
 	attrs := t.jobAttrs(jobType, key)
 	ctx, sp := t.tracer.Start(ctx, SpanEnqueue+" "+truncate(jobType, maxNameLen),
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	return ctx, &Span{span: sp, t: t, key: key}
+	s := &Span{span: sp, t: t, key: key}
+	return context.WithValue(ctx, spanKey{}, s), s
 }
 
 // StartJob starts the span `job <type>` for a consumed record. The span is
@@ -212,5 +214,53 @@ func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key strin
 	if b := baggage.FromContext(rctx); b.Len() > 0 {
 		ctx = baggage.ContextWithBaggage(ctx, b)
 	}
-	return ctx, &Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}
+	j := &Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}
+	return context.WithValue(ctx, jobKey{}, j), j
+}
+
+type (
+	jobKey  struct{}
+	spanKey struct{}
+)
+
+// JobFromContext returns the job whose context (from [Tracer.StartJob] or a
+// child span's start) ctx derives from, or nil.
+func JobFromContext(ctx context.Context) *Job {
+	j, _ := ctx.Value(jobKey{}).(*Job)
+	return j
+}
+
+// SpanFromContext returns the leasehold span (claim, handler, commit,
+// compensation step, enqueue) most recently started into ctx, or nil.
+func SpanFromContext(ctx context.Context) *Span {
+	s, _ := ctx.Value(spanKey{}).(*Span)
+	return s
+}
+
+// StartCompensationStep starts the span `compensate <step>` of one
+// compensation step run for fence: a child of the job span when ctx derives
+// from a job's context (the owner compensating after a lost lease or a
+// rejected commit), else a child of whatever span ctx carries (a takeover or
+// the recovery sweep compensating another attempt's journal). End it with the
+// step's outcome; that also counts it in leasehold.compensations. It fits
+// compensation.ObserverFuncs:
+//
+//	compensation.WithObserver(compensation.ObserverFuncs{
+//		Start: func(ctx context.Context, s compensation.StepInfo) context.Context {
+//			ctx, _ = tr.StartCompensationStep(ctx, s.Name, s.Ref.Fence)
+//			return ctx
+//		},
+//		End: func(ctx context.Context, _ compensation.StepInfo, o compensation.Outcome, err error) {
+//			tracing.SpanFromContext(ctx).End(string(o), err)
+//		},
+//	})
+func (t *Tracer) StartCompensationStep(ctx context.Context, step string, fence uint64) (context.Context, *Span) {
+	if j := JobFromContext(ctx); j != nil && j.t == t {
+		return j.StartCompensation(ctx, step, fence)
+	}
+	step = truncate(step, maxNameLen)
+	ctx, sp := t.tracer.Start(ctx, SpanCompensation+" "+step,
+		trace.WithAttributes(attribute.String(AttrStep, step), fenceAttr(AttrFence, fence)))
+	s := &Span{span: sp, t: t, kind: kindCompensation}
+	return context.WithValue(ctx, spanKey{}, s), s
 }
