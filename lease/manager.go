@@ -42,6 +42,8 @@ type Manager struct {
 	tracer trace.Tracer
 	met    *metrics
 
+	renewFailing bool // the last renew round failed; used by the renewer goroutine only
+
 	mu        sync.Mutex
 	held      map[*Lease]struct{}
 	seq       uint64           // last Lease.seq handed out

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,7 +158,9 @@ func TestGivenUpLeaseReleased(t *testing.T) {
 	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond
 	c, prefix := testkit.SharedRedis(t)
 	fb := &failingRenewals{Backend: lease.NewRedisBackend(c, prefix)}
-	m, err := lease.NewManagerWithBackend(fb, lease.WithTTL(ttl), lease.WithRenewInterval(interval), lease.WithDrift(drift))
+	logs := &countingHandler{}
+	m, err := lease.NewManagerWithBackend(fb, lease.WithTTL(ttl), lease.WithRenewInterval(interval),
+		lease.WithDrift(drift), lease.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,4 +185,33 @@ func TestGivenUpLeaseReleased(t *testing.T) {
 	if took := time.Since(start); took >= left {
 		t.Fatalf("key gone after %s, no sooner than its TTL (%s left)", took, left)
 	}
+	// Many rounds failed, one warning said so.
+	if n := logs.count("lease renewals failing; retrying until each lease's local deadline"); n != 1 {
+		t.Fatalf("%d warnings about failing renewals, want 1", n)
+	}
+}
+
+// countingHandler counts log messages.
+type countingHandler struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.msgs == nil {
+		h.msgs = map[string]int{}
+	}
+	h.msgs[r.Message]++
+	return nil
+}
+
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs[msg]
 }

@@ -47,6 +47,7 @@ func (m *Manager) renewLoop(ctx context.Context, t Timer) {
 // renewRound renews every held lease once and releases leases abandoned
 // earlier. It reports whether any renewal failed transiently.
 func (m *Manager) renewRound(ctx context.Context) (failed bool) {
+	var firstErr error
 	m.mu.Lock()
 	leases := make([]*Lease, 0, len(m.held))
 	for l := range m.held {
@@ -74,14 +75,26 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if m.renewBatch(ctx, part) {
+			if err := m.renewBatch(ctx, part); err != nil {
 				mu.Lock()
 				failed = true
+				if firstErr == nil {
+					firstErr = err
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	// Log transitions only, not every retry of an outage.
+	switch {
+	case failed && !m.renewFailing && ctx.Err() == nil:
+		m.log.Warn("lease renewals failing; retrying until each lease's local deadline",
+			slog.Int("leases", len(leases)), slog.String("error", firstErr.Error()))
+	case !failed && m.renewFailing:
+		m.log.Info("lease renewals succeed again", slog.Int("leases", len(leases)))
+	}
+	m.renewFailing = failed
 	if failed {
 		span.SetAttributes(attribute.Bool("lease.renew.failed", true))
 	}
@@ -92,8 +105,9 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 }
 
 // renewBatch sends one batch, bounded by the renew interval so that a hung
-// backend does not hold up later rounds.
-func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (failed bool) {
+// backend does not hold up later rounds. It returns the first transient
+// error.
+func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (firstErr error) {
 	rs := make([]Renewal, len(leases))
 	for i, l := range leases {
 		rs[i] = Renewal{Name: l.name, Token: l.token, Fence: l.fence, TTL: l.ttl}
@@ -103,7 +117,6 @@ func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (failed bool)
 	sent := m.clock.Now()
 	res := m.b.RenewBatch(bctx, rs)
 	took := m.clock.Now().Sub(sent)
-	var firstErr error
 	for i, l := range leases {
 		var r RenewResult
 		if i < len(res) {
@@ -111,23 +124,16 @@ func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (failed bool)
 		} else {
 			r.Err = ErrUnavailable
 		}
-		if l.renewed(sent, r) {
-			failed = true
-			if firstErr == nil {
-				firstErr = r.Err
-			}
+		if l.renewed(sent, r) && firstErr == nil {
+			firstErr = r.Err
 		}
 	}
 	outcome := "ok"
-	if failed {
+	if firstErr != nil {
 		outcome = "error"
-		if ctx.Err() == nil {
-			m.log.Warn("lease renewals failed; retrying until each lease's local deadline",
-				slog.Int("leases", len(leases)), slog.String("error", firstErr.Error()))
-		}
 	}
 	m.met.renew.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("outcome", outcome)))
-	return failed
+	return firstErr
 }
 
 // releaseAbandoned gives back leases lost locally on their deadline; those it
