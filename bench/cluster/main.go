@@ -66,13 +66,13 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 
 	cl, err := testkit.NewCluster(dir)
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	single, err := startRedis(filepath.Join(dir, "single"))
 	if err != nil {
 		return err
@@ -82,9 +82,9 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 	opts := cl.Options()
 	opts.PoolSize = 64
 	cc := redis.NewClusterClient(opts)
-	defer cc.Close()
+	defer func() { _ = cc.Close() }()
 	sc := redis.NewClient(&redis.Options{Addr: single.addr, PoolSize: 64})
-	defer sc.Close()
+	defer func() { _ = sc.Close() }()
 
 	var lost atomic.Int64
 	// Throughput: single first, then Cluster, each on its own servers.
@@ -121,7 +121,7 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 		}
 		defer s.stop()
 		c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 64})
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		masters = append(masters, c)
 	}
 	b, err := redlock.New(masters, redlock.WithPrefix("bench:redlock:"))
@@ -156,7 +156,7 @@ func throughput(ctx context.Context, c redis.UniversalClient, msgs, batch, conc 
 	if err := m.Start(ctx); err != nil {
 		return 0, err
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	s, err := idempotency.New(ctx, c, m, idempotency.WithPrefix(prefix))
 	if err != nil {
 		return 0, err
@@ -228,7 +228,7 @@ func renewRound(ctx context.Context, n int, ttl time.Duration, rounds int, lost 
 	mk func(...lease.Opt) (*lease.Manager, error)) (time.Duration, error) {
 	rt := &roundTimer{n: n}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
-	defer tp.Shutdown(ctx)
+	defer func() { _ = tp.Shutdown(ctx) }()
 	m, err := mk(lease.WithTTL(ttl), lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return 0, err
@@ -236,7 +236,7 @@ func renewRound(ctx context.Context, n int, ttl time.Duration, rounds int, lost 
 	if err := m.Start(ctx); err != nil {
 		return 0, err
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	run := uuid.NewString()[:8]
 	sem := make(chan struct{}, 32)
 	var (
@@ -345,10 +345,11 @@ type server struct {
 // startRedis starts a private redis-server in dir on a free port, with no
 // persistence and noeviction.
 func startRedis(dir string) (*server, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

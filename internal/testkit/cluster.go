@@ -99,7 +99,7 @@ func NewCluster(dir string) (*Cluster, error) {
 	}
 	for i, p := range ports {
 		n := &ClusterNode{c: c, port: p, dir: filepath.Join(dir, fmt.Sprintf("node%d-%d", i, p))}
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		if err := os.MkdirAll(n.dir, 0o750); err != nil {
 			return nil, err
 		}
 		if err := n.writeConfig(); err != nil {
@@ -187,7 +187,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster not healthy: %w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("cluster not healthy: %w (last: %w)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -352,7 +352,7 @@ func (c *Cluster) FailoverLosingWrites(ctx context.Context, key string, write fu
 		return Failover{}, err
 	}
 	if n, err := m.query(ctx, "WAIT", 1, 5000); err != nil || n != int64(1) {
-		return Failover{}, fmt.Errorf("WAIT on %s = %v, %v", m.Addr(), n, err)
+		return Failover{}, fmt.Errorf("WAIT on %s = %v: %w", m.Addr(), n, err)
 	}
 	if _, err := r.query(ctx, "SAVE"); err != nil {
 		return Failover{}, fmt.Errorf("SAVE on replica %s: %w", r.Addr(), err)
@@ -392,7 +392,7 @@ func (c *Cluster) WaitPromoted(ctx context.Context, n *ClusterNode) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not promoted: %w (role %q, err %v, health %v)", n.Addr(), ctx.Err(), role, err, c.healthy(ctx))
+			return fmt.Errorf("node %s not promoted: %w (role %q, err %w, health %w)", n.Addr(), ctx.Err(), role, err, c.healthy(ctx))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -538,11 +538,11 @@ func (n *ClusterNode) writeConfig() error {
 		"maxmemory-policy noeviction",
 		"logfile redis.log",
 	}, "\n") + "\n"
-	return os.WriteFile(filepath.Join(n.dir, "redis.conf"), []byte(conf), 0o644)
+	return os.WriteFile(filepath.Join(n.dir, "redis.conf"), []byte(conf), 0o600)
 }
 
 func (n *ClusterNode) start() error {
-	cmd := exec.Command("redis-server", filepath.Join(n.dir, "redis.conf"))
+	cmd := exec.Command("redis-server", filepath.Join(n.dir, "redis.conf")) //nolint:gosec // our own config file
 	cmd.Dir = n.dir
 	if err := n.c.spawn.start(cmd); err != nil {
 		return fmt.Errorf("start redis-server on %s: %w", n.Addr(), err)
@@ -593,7 +593,7 @@ func (n *ClusterNode) query(ctx context.Context, args ...any) (any, error) {
 		Addr: n.Addr(), DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second,
 		MaxRetries: -1, PoolSize: 1,
 	})
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return cl.Do(ctx, args...).Result()
@@ -648,6 +648,7 @@ func clusterFreePorts(n int) ([]int, error) {
 	var (
 		out  []int
 		held []net.Listener
+		lc   net.ListenConfig
 	)
 	defer func() {
 		for _, l := range held {
@@ -655,7 +656,7 @@ func clusterFreePorts(n int) ([]int, error) {
 		}
 	}()
 	for tries := 0; len(out) < n && tries < 200; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
@@ -664,7 +665,7 @@ func clusterFreePorts(n int) ([]int, error) {
 			_ = l.Close()
 			continue
 		}
-		bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
+		bus, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
 		if err != nil {
 			_ = l.Close()
 			continue

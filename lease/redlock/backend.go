@@ -264,8 +264,9 @@ func walk(err error, f func(error)) {
 	if err == nil {
 		return
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		if _, isQ := err.(*QuorumError); !isQ {
+	// The tree is walked by hand, so direct assertions are what is meant.
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // see above
+		if _, isQ := err.(*QuorumError); !isQ { //nolint:errorlint // see above
 			for _, e := range j.Unwrap() {
 				walk(e, f)
 			}

@@ -17,7 +17,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	m, err := lease.NewManagerWithBackend(b, lease.WithTTL(15*time.Second))
 	if err != nil {
 		panic(err)
@@ -31,12 +31,12 @@ func Example() {
 	if err := m.Start(ctx); err != nil {
 		panic(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 
 	l, err := m.Acquire(ctx, "report:2026-11")
 	if err != nil {
 		panic(err)
 	}
-	defer l.Release(ctx)
+	defer func() { _ = l.Release(ctx) }()
 	fmt.Println("fence for downstream writes:", l.Fence())
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -34,11 +35,14 @@ func (b *Backend) nextFence(ctx context.Context, name string, ttl time.Duration)
 	for _, p := range props {
 		fence = max(fence, p)
 	}
+	if fence <= 0 {
+		return 0, fmt.Errorf("redlock: fence: no master proposed a fence (%v)", props)
+	}
 	arg := strconv.FormatInt(fence, 10)
 	if _, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), func(ctx context.Context, m *master) (int64, error) {
 		return lua.RedlockFenceRaise.Run(ctx, m.c, key, arg, retain).Int64()
 	}); err != nil {
 		return 0, err
 	}
-	return uint64(fence), nil
+	return uint64(fence), nil //nolint:gosec // fence > 0, checked above
 }

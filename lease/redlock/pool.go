@@ -62,7 +62,7 @@ func (m *master) wrap(err error) error {
 // Get implements redsync's Pool.
 func (m *master) Get(ctx context.Context) (rsredis.Conn, error) {
 	if ctx == nil {
-		ctx = context.Background()
+		ctx = context.Background() //nolint:contextcheck // redsync may pass no context
 	}
 	conn, err := m.base.Get(ctx)
 	if err != nil {
@@ -169,7 +169,7 @@ func (b *pipeBatcher) eval(ctx context.Context, s *rsredis.Script, keys []string
 		b.mu.Unlock()
 		// Sent from its own goroutine, so that the leader, like every other
 		// caller, stops waiting when its own context ends.
-		go b.exec(calls)
+		go b.exec(calls) //nolint:contextcheck // a pipeline serves many callers; exec bounds it by their deadlines
 	}
 	select {
 	case <-c.done:
