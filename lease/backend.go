@@ -45,7 +45,10 @@ type Backend interface {
 
 	// Release deletes a lease for its owner only. It returns nil when the
 	// lease was released, [ErrStolen] or [ErrExpired] when the caller no
-	// longer owned it (nothing is changed), or a transient error.
+	// longer owned it (nothing is changed), or a transient error. Fence 0
+	// (never handed out) matches any fence: the Manager uses it to clean up
+	// after an Acquire whose answer was lost, knowing only the token, which
+	// is unique to that acquisition.
 	Release(ctx context.Context, name, token string, fence uint64) error
 
 	// Fenced runs a script built with lua.Fenced with KEYS = [Key(name),

@@ -310,6 +310,12 @@ func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error
 			he.Name = name
 		}
 		m.met.acquire.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+		if outcome == "error" && errors.Is(err, ErrUnavailable) {
+			// The script may have run with its answer lost: the lease would
+			// then be held under a token nobody knows for a whole TTL. The
+			// renewer releases it by token when the backend answers.
+			m.abandonGrant(Grant{Name: name, Token: token, TTL: m.cfg.ttl, SentAt: sent})
+		}
 		return nil, err
 	}
 	m.met.acquire.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "acquired")))
@@ -433,14 +439,20 @@ func (m *Manager) Fenced(ctx context.Context, l *Lease, s *redis.Script, keys []
 // it expires). The queue is bounded.
 func (m *Manager) abandon(l *Lease) {
 	l.mu.Lock()
-	until := l.lastSent.Add(l.ttl)
+	sent := l.lastSent
 	l.mu.Unlock()
+	m.abandonGrant(Grant{Name: l.name, Token: l.token, Fence: l.fence, TTL: l.ttl, SentAt: sent})
+}
+
+// abandonGrant queues g for a best-effort release until g.SentAt + g.TTL
+// (fence 0 releases by token alone).
+func (m *Manager) abandonGrant(g Grant) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.abandoned) < maxAbandoned && !m.closed {
 		m.abandoned = append(m.abandoned, abandonedLease{
-			Renewal: Renewal{Name: l.name, Token: l.token, Fence: l.fence, TTL: l.ttl},
-			until:   until,
+			Renewal: Renewal{Name: g.Name, Token: g.Token, Fence: g.Fence, TTL: g.TTL},
+			until:   g.SentAt.Add(g.TTL),
 		})
 	}
 }

@@ -215,3 +215,48 @@ func (h *countingHandler) count(msg string) int {
 	defer h.mu.Unlock()
 	return h.msgs[msg]
 }
+
+// lostAnswers runs acquisitions but reports them failed, as when the reply
+// is lost to a timeout after the script ran.
+type lostAnswers struct {
+	lease.Backend
+	acquired atomic.Int32
+}
+
+func (b *lostAnswers) Acquire(ctx context.Context, name, token string, ttl time.Duration) (lease.Grant, error) {
+	if _, err := b.Backend.Acquire(ctx, name, token, ttl); err != nil {
+		return lease.Grant{}, err
+	}
+	b.acquired.Add(1)
+	return lease.Grant{}, fmt.Errorf("%w: i/o timeout", lease.ErrUnavailable)
+}
+
+// An acquisition whose answer was lost does not keep the name locked for a
+// TTL: the renewer releases it by token.
+func TestLostAcquireAnswerReleased(t *testing.T) {
+	t.Parallel()
+	const ttl, interval = 3 * time.Second, 200 * time.Millisecond
+	c, prefix := testkit.SharedRedis(t)
+	b := &lostAnswers{Backend: lease.NewRedisBackend(c, prefix)}
+	m, err := lease.NewManagerWithBackend(b,
+		lease.WithTTL(ttl), lease.WithRenewInterval(interval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	if _, err := m.Acquire(ctx, "job"); !errors.Is(err, lease.ErrUnavailable) {
+		t.Fatalf("Acquire = %v", err)
+	}
+	if b.acquired.Load() != 1 {
+		t.Fatal("the acquisition did not reach Redis")
+	}
+	start := time.Now()
+	eventually(t, "orphan lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
+	if took := time.Since(start); took > ttl/2 {
+		t.Fatalf("released after %s", took)
+	}
+}

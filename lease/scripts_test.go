@@ -170,3 +170,24 @@ func TestLeaseRenewMany(t *testing.T) {
 		}
 	}
 }
+
+// Release with fence "0" matches the token alone, never another token.
+func TestLeaseReleaseByToken(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	key := prefix + "lease:{r}"
+	c.HSet(ctx, key, "tok", "me", "fen", "7")
+	if got := lua.LeaseRelease.Run(ctx, c, []string{key}, "other", "0").Val(); got != int64(lua.LeaseOtherOwner) {
+		t.Fatalf("another token with fence 0: %v", got)
+	}
+	if c.Exists(ctx, key).Val() != 1 {
+		t.Fatal("another token released the lease")
+	}
+	if got := lua.LeaseRelease.Run(ctx, c, []string{key}, "me", "0").Val(); got != int64(lua.LeaseOK) {
+		t.Fatalf("own token with fence 0: %v", got)
+	}
+	if c.Exists(ctx, key).Val() != 0 {
+		t.Fatal("key still there")
+	}
+}
