@@ -291,6 +291,7 @@ func validName(name string) error {
 // Failures to reach the backend wrap [ErrUnavailable]. The lease's Context
 // derives from ctx: cancelling ctx cancels it (without releasing the lease).
 func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error) {
+	parent := ctx // the lease's context: not a child of the acquire span
 	ctx, span := m.tracer.Start(ctx, "lease.acquire", trace.WithAttributes(attribute.String("lease.name", name)))
 	defer func() { endSpan(span, err) }()
 	if err := validName(name); err != nil {
@@ -325,7 +326,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error
 	}
 	g.TTL = cmp.Or(g.TTL, m.cfg.ttl)
 	span.SetAttributes(attribute.Int64("lease.fence", int64(g.Fence)))
-	l, err := m.track(ctx, g)
+	l, err := m.track(parent, g)
 	if err != nil {
 		// Closed meanwhile, or the acquisition took longer than the TTL:
 		// give the lease back rather than leave it held in Redis.

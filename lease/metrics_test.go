@@ -2,11 +2,17 @@ package lease_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/lease"
 )
@@ -66,5 +72,65 @@ func TestMetrics(t *testing.T) {
 	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	m, _, _ := setup(t, lease.WithTTL(time.Second), lease.WithTracerProvider(tp))
+
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "job")
+	l := acquire(t, m, "a")
+	l2, err := m.Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := trace.SpanContextFromContext(l2.Context()).SpanID(); got != parent.SpanContext().SpanID() {
+		t.Fatalf("the lease's context carries span %s, want the caller's %s", got, parent.SpanContext().SpanID())
+	}
+	if _, err := m.Acquire(ctx, "a"); err == nil {
+		t.Fatal("acquired a held lease")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+
+	var (
+		names []string
+		ended []sdktrace.ReadOnlySpan
+	)
+	for _, s := range rec.Ended() {
+		if s.Name() == "lease.renew" { // a round, if the machine was slow enough
+			continue
+		}
+		ended = append(ended, s)
+		names = append(names, s.Name())
+		for _, a := range s.Attributes() {
+			for _, tok := range []string{l.Token(), l2.Token()} {
+				if a.Value.Emit() == tok {
+					t.Errorf("span %s carries an owner token in %s", s.Name(), a.Key)
+				}
+			}
+		}
+		if s.Name() == "lease.acquire" && s.Parent().SpanID() == parent.SpanContext().SpanID() {
+			var attrs []string
+			for _, a := range s.Attributes() {
+				attrs = append(attrs, string(a.Key))
+			}
+			if !slices.Contains(attrs, "lease.name") {
+				t.Errorf("lease.acquire attributes %v", attrs)
+			}
+		}
+	}
+	want := []string{"lease.acquire", "lease.acquire", "lease.acquire", "lease.release", "job"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Fatalf("ended spans (-want +got):\n%s", diff)
+	}
+	if s := ended[2]; s.Status().Code != codes.Error {
+		t.Fatalf("refused acquire span status %v", s.Status())
 	}
 }
