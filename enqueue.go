@@ -105,7 +105,7 @@ func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
 // without control characters or whitespace.
 func ValidateKey(key string) error {
 	if err := validToken(key); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func ValidateKey(key string) error {
 // ValidateType checks a job type with the same rules as [ValidateKey].
 func ValidateType(t string) error {
 	if err := validToken(t); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidJobType, err)
+		return fmt.Errorf("%w: %w", ErrInvalidJobType, err)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func ExampleWorker() {
 	defer stop()
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	w, err := leasehold.New(rdb,
 		leasehold.WithKafka(kgo.SeedBrokers("127.0.0.1:9092")),
 		leasehold.WithTopics("leasehold.jobs"),

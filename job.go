@@ -78,6 +78,7 @@ func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
 	if len(details) > MaxHeartbeatDetails {
 		return fmt.Errorf("leasehold: heartbeat details of %d bytes exceed %d", len(details), MaxHeartbeatDetails)
 	}
+	//nolint:contextcheck // the job's own context carries the lease-lost cause
 	if err := context.Cause(j.ctx); err != nil && errors.Is(err, ErrLeaseLost) {
 		return err
 	}

@@ -105,21 +105,21 @@ type ClaimInfo struct {
 type Outcome int
 
 const (
-	// OutcomeAcquired: the key was free; this worker runs the job.
+	// OutcomeAcquired means the key was free; this worker runs the job.
 	OutcomeAcquired Outcome = iota + 1
-	// OutcomeTakeover: the previous owner's lease expired; this worker runs
+	// OutcomeTakeover means the previous owner's lease expired; this worker runs
 	// the job with a newer fence and the old fence's work is compensated.
 	OutcomeTakeover
-	// OutcomeHeld: another worker holds a live lease on the key; the record
+	// OutcomeHeld means another worker holds a live lease on the key; the record
 	// is parked and claimed again later, never committed while held.
 	OutcomeHeld
-	// OutcomeDuplicate: the key already completed (or failed terminally);
+	// OutcomeDuplicate means the key already completed (or failed terminally);
 	// the cached outcome is replayed and the record is committed.
 	OutcomeDuplicate
-	// OutcomeMismatch: the key completed with a different payload; the
+	// OutcomeMismatch means the key completed with a different payload; the
 	// record is dead-lettered.
 	OutcomeMismatch
-	// OutcomeUndecodable: the payload could not be fingerprinted (the
+	// OutcomeUndecodable means the payload could not be fingerprinted (the
 	// configured fingerprinter rejected it); the record is dead-lettered.
 	OutcomeUndecodable
 )

@@ -55,7 +55,6 @@ type config struct {
 	probeMin        time.Duration
 	probeMax        time.Duration
 	jobDefaults     []JobOpt
-	storeOverride   store
 	keyPrefix       string
 	leaseOpts       []lease.Opt
 	idemOpts        []idempotency.Opt
@@ -196,9 +195,6 @@ func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt 
 // providers to the lease manager with [WithLeaseOptions] for lease metrics.
 // Default: no tracing.
 func WithTracing(t *tracing.Tracer) Opt { return optFunc(func(c *config) { c.tracer = t }) }
-
-// withStore replaces the idempotency store (tests of the Kafka side).
-func withStore(s store) Opt { return optFunc(func(c *config) { c.storeOverride = s }) }
 
 // JobOpt configures one job type in [Worker.Register]. Each option's doc
 // states its default.

@@ -47,7 +47,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	}
 	rs := &redisStore{rdb: rdb, m: m, s: s, completions: make(chan completion), completeDone: make(chan struct{})}
 	stop := make(chan struct{})
-	go rs.completeLoop(stop)
+	go rs.completeLoop(context.WithoutCancel(ctx), stop)
 	stopBatcher := func() { close(stop); <-rs.completeDone }
 	if c.compReg == nil {
 		return rs, func(ctx context.Context) error { stopBatcher(); return m.Shutdown(ctx) }, nil
@@ -182,7 +182,7 @@ const maxCompleteBatch = 256
 
 // completeLoop runs the completion batcher until stop is closed; requests
 // still queued then are answered.
-func (rs *redisStore) completeLoop(stop <-chan struct{}) {
+func (rs *redisStore) completeLoop(base context.Context, stop <-chan struct{}) {
 	defer close(rs.completeDone)
 	batch := make([]completion, 0, maxCompleteBatch)
 	for {
@@ -206,7 +206,7 @@ func (rs *redisStore) completeLoop(stop <-chan struct{}) {
 		for i, r := range batch {
 			cs[i] = idempotency.Completion{Claim: r.c, Result: r.result}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(base, 10*time.Second)
 		errs := rs.s.CompleteBatch(ctx, cs)
 		cancel()
 		for i, r := range batch {

@@ -139,9 +139,7 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 		active:   make(map[*Job]*activeJob),
 	}
 	w.closeStore = func(context.Context) error { return nil }
-	if c.storeOverride != nil {
-		w.store = c.storeOverride
-	} else if rdb == nil {
+	if rdb == nil {
 		return nil, errors.New("leasehold: nil redis client")
 	}
 	return w, nil
@@ -220,9 +218,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	fail := func(err error) error {
 		_ = w.closeStore(context.WithoutCancel(ctx))
 		w.closeStore = func(context.Context) error { return nil }
-		if w.cfg.storeOverride == nil {
-			w.store, w.comp = nil, nil
-		}
+		w.store, w.comp = nil, nil
 		w.mu.Lock()
 		w.started = false
 		w.mu.Unlock()
@@ -265,7 +261,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.baseCtx = context.WithoutCancel(ctx)
 	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
 	w.loopDone = make(chan struct{})
-	go w.loop()
+	go w.loop() //nolint:contextcheck // the dispatcher runs on the worker's own contexts (baseCtx, stopCtx)
 	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
 		slog.Int("concurrency", w.cfg.concurrency))
 	return nil

@@ -32,7 +32,10 @@ func main() {
 	partitions := flag.Int("partitions", 6, "partitions")
 	concurrency := flag.Int("concurrency", 64, "handlers per worker")
 	flag.Parse()
-	if err := run(*n, int32(*partitions), *concurrency); err != nil {
+	if *partitions < 1 || *partitions > 1000 || *n < 1 || *concurrency < 1 {
+		log.Fatal("want -n >= 1, -partitions 1 to 1000, -concurrency >= 1")
+	}
+	if err := run(*n, int32(*partitions), *concurrency); err != nil { //nolint:gosec // bounded above
 		log.Fatal(err)
 	}
 }
@@ -48,12 +51,12 @@ func run(n int, partitions int32, concurrency int) error {
 		return err
 	}
 	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
 	prefix := "bench:" + strings.ToLower(crand.Text()[:8]) + ":"
-	defer cleanup(rdb, prefix)
+	defer cleanup(ctx, rdb, prefix)
 
 	const topic = "bench.jobs"
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic, topic+".dlq"))
@@ -158,8 +161,8 @@ func benchRaw(ctx context.Context, brokers []string, topic string, n int) (float
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func cleanup(rdb *redis.Client, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func cleanup(ctx context.Context, rdb *redis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for it.Next(ctx) {

@@ -52,7 +52,7 @@ func Main(ctx context.Context, args []string, e *Env) int {
 		e.Getenv = os.Getenv
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(e.Stderr, "worker: missing command (run 'worker help' for the usage)")
+		_, _ = fmt.Fprintln(e.Stderr, "worker: missing command (run 'worker help' for the usage)")
 		return 2
 	}
 	name := args[0]
@@ -63,7 +63,7 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(e.Stderr, "worker: unknown command %q (run 'worker help')\n", name)
+		_, _ = fmt.Fprintf(e.Stderr, "worker: unknown command %q (run 'worker help')\n", name)
 		return 2
 	}
 	err := cmd.run(ctx, e, args[1:])
@@ -71,24 +71,24 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(*usageError)):
-		fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
 		return 2
 	default:
-		fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
 		return 1
 	}
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: worker <command> [flags]   (worker <command> -h for its flags)")
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "usage: worker <command> [flags]   (worker <command> -h for its flags)")
+	_, _ = fmt.Fprintln(w)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+		_, _ = fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
 	}
 }
 
@@ -126,7 +126,7 @@ func newFlags(e *Env, name, args string) *flags {
 
 // usage prints the command's flags on stdout (for -h).
 func (f *flags) usage() {
-	fmt.Fprintf(f.e.Stdout, "usage: worker %s [flags] %s\n", f.name, f.args)
+	_, _ = fmt.Fprintf(f.e.Stdout, "usage: worker %s [flags] %s\n", f.name, f.args)
 	f.SetOutput(f.e.Stdout)
 	f.PrintDefaults()
 	f.SetOutput(io.Discard)

@@ -31,7 +31,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
 	// `worker run` exports traces as OTEL_* says; no collector runs here.
-	os.Setenv("OTEL_TRACES_EXPORTER", "none")
+	_ = os.Setenv("OTEL_TRACES_EXPORTER", "none")
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
@@ -60,7 +60,7 @@ type result struct {
 
 // run runs the command line with env vars env and returns its exit code and
 // output.
-func run(t *testing.T, ctx context.Context, env map[string]string, args ...string) result {
+func run(ctx context.Context, t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
 	var out, errb syncBuffer
 	code := Main(ctx, args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
@@ -92,19 +92,19 @@ func sharedRedisURL(t *testing.T) (string, string, redis.UniversalClient) {
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	if r := run(t, ctx, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "dev-broker") {
+	if r := run(ctx, t, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "dev-broker") {
 		t.Errorf("help: %+v", r)
 	}
-	wantFailure(t, run(t, ctx, nil), 2, "missing command")
-	wantFailure(t, run(t, ctx, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
+	wantFailure(t, run(ctx, t, nil), 2, "missing command")
+	wantFailure(t, run(ctx, t, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
 	for name := range commands {
 		t.Run(name, func(t *testing.T) {
-			r := run(t, ctx, nil, name, "--no-such-flag")
+			r := run(ctx, t, nil, name, "--no-such-flag")
 			wantFailure(t, r, 2, "flag provided but not defined: -no-such-flag")
 			if r.stdout != "" {
 				t.Errorf("a bad flag printed on stdout: %q", r.stdout)
 			}
-			if r := run(t, ctx, nil, name, "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: worker "+name) {
+			if r := run(ctx, t, nil, name, "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: worker "+name) {
 				t.Errorf("%s -h: %+v", name, r)
 			}
 		})
@@ -124,23 +124,23 @@ func TestBadInput(t *testing.T) {
 		{"compensations"},
 	} {
 		t.Run(args[0]+"/unreachable-redis", func(t *testing.T) {
-			wantFailure(t, run(t, ctx, dead, args...), 1, "redis at 127.0.0.1:1 does not answer")
+			wantFailure(t, run(ctx, t, dead, args...), 1, "redis at 127.0.0.1:1 does not answer")
 		})
 	}
-	wantFailure(t, run(t, ctx, nil, "inspect", "bad key"), 2, "invalid idempotency key")
-	wantFailure(t, run(t, ctx, nil, "expire"), 2, "want exactly one argument")
-	wantFailure(t, run(t, ctx, nil, "compensations", "retry"), 2, "want no argument")
-	wantFailure(t, run(t, ctx, nil, "run", "--redis", "http://x"), 2, `scheme "http"`)
-	wantFailure(t, run(t, ctx, nil, "run", "--concurrency", "0"), 2, "concurrency 0")
-	wantFailure(t, run(t, ctx, map[string]string{"LEASEHOLD_LEASE_TTL": "soon"}, "run"), 2, "LEASEHOLD_LEASE_TTL")
-	wantFailure(t, run(t, ctx, nil, "run", "extra"), 2, `unexpected argument "extra"`)
-	wantFailure(t, run(t, ctx, nil, "enqueue", "--dup", "2"), 2, "dup 2")
-	wantFailure(t, run(t, ctx, nil, "enqueue", "--type", "has space"), 2, "invalid job type")
-	wantFailure(t, run(t, ctx, nil, "enqueue", "--brokers", "127.0.0.1:1", "--count", "1"), 1, "does not answer")
-	wantFailure(t, run(t, ctx, nil, "dev-broker", "--listen", "nonsense"), 2, "listen address")
-	wantFailure(t, run(t, ctx, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
-	wantFailure(t, run(t, ctx, nil, "demo", "--jobs", "0"), 2, "jobs 0")
-	wantFailure(t, run(t, ctx, nil, "run", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
+	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid idempotency key")
+	wantFailure(t, run(ctx, t, nil, "expire"), 2, "want exactly one argument")
+	wantFailure(t, run(ctx, t, nil, "compensations", "retry"), 2, "want no argument")
+	wantFailure(t, run(ctx, t, nil, "run", "--redis", "http://x"), 2, `scheme "http"`)
+	wantFailure(t, run(ctx, t, nil, "run", "--concurrency", "0"), 2, "concurrency 0")
+	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_LEASE_TTL": "soon"}, "run"), 2, "LEASEHOLD_LEASE_TTL")
+	wantFailure(t, run(ctx, t, nil, "run", "extra"), 2, `unexpected argument "extra"`)
+	wantFailure(t, run(ctx, t, nil, "enqueue", "--dup", "2"), 2, "dup 2")
+	wantFailure(t, run(ctx, t, nil, "enqueue", "--type", "has space"), 2, "invalid job type")
+	wantFailure(t, run(ctx, t, nil, "enqueue", "--brokers", "127.0.0.1:1", "--count", "1"), 1, "does not answer")
+	wantFailure(t, run(ctx, t, nil, "dev-broker", "--listen", "nonsense"), 2, "listen address")
+	wantFailure(t, run(ctx, t, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
+	wantFailure(t, run(ctx, t, nil, "demo", "--jobs", "0"), 2, "jobs 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
 }
 
 func TestParseRedisURL(t *testing.T) {
@@ -204,7 +204,7 @@ func TestDevBrokerAndEnqueue(t *testing.T) {
 	}()
 	addr := waitLine(t, &out, regexp.MustCompile(`dev-broker listening on (\S+)`))
 
-	r := run(t, ctx, nil, "enqueue", "--brokers", addr, "--topic", "cli.jobs", "--count", "50", "--dup", "0.2",
+	r := run(ctx, t, nil, "enqueue", "--brokers", addr, "--topic", "cli.jobs", "--count", "50", "--dup", "0.2",
 		"--payload-size", "300", "--key-prefix", "cli", "--rate", "2000")
 	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 60 records (50 jobs, 10 duplicates)") {
 		t.Fatalf("enqueue: %+v", r)
@@ -257,7 +257,7 @@ func TestPaymentStub(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /ledger: %s", resp.Status)
 	}
@@ -265,7 +265,7 @@ func TestPaymentStub(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Errorf("payment-stub exit %d: %s", code, errb.String())
 	}
-	wantFailure(t, run(t, context.Background(), nil, "payment-stub", "--listen", addr+"x"), 1, "listen")
+	wantFailure(t, run(context.Background(), t, nil, "payment-stub", "--listen", addr+"x"), 1, "listen")
 }
 
 func TestRunConsumesAndServesHealth(t *testing.T) {
@@ -288,7 +288,7 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 		if err != nil {
 			return 0
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -298,7 +298,7 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := run(t, ctx, nil, "enqueue", "--brokers", strings.Join(k.Brokers(), ","), "--topic", topic,
+	if r := run(ctx, t, nil, "enqueue", "--brokers", strings.Join(k.Brokers(), ","), "--topic", topic,
 		"--count", "20", "--dup", "0.5", "--sleep", "200ms", "--steps", "2", "--progress=false"); r.code != 0 {
 		t.Fatalf("enqueue: %+v", r)
 	}
@@ -323,7 +323,7 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if !strings.Contains(string(body), "leasehold_claims") {
 		t.Errorf("/metrics lacks leasehold_claims:\n%.2000s", body)
 	}
@@ -357,18 +357,18 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := run(t, ctx, env, "inspect", "order-7")
+	r := run(ctx, t, env, "inspect", "order-7")
 	if r.code != 0 || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, fmt.Sprint(l.Fence())) {
 		t.Errorf("inspect: %+v", r)
 	}
 	if strings.Contains(r.stdout, l.Token()) {
 		t.Error("inspect printed the owner token")
 	}
-	r = run(t, ctx, env, "leases")
+	r = run(ctx, t, env, "leases")
 	if r.code != 0 || !strings.Contains(r.stdout, "order-7") || !strings.Contains(r.stdout, "1 leases held") {
 		t.Errorf("leases: %+v", r)
 	}
-	r = run(t, ctx, env, "expire", "order-7")
+	r = run(ctx, t, env, "expire", "order-7")
 	if r.code != 0 || !strings.Contains(r.stderr, "lease expired by operator") {
 		t.Errorf("expire: %+v", r)
 	}
@@ -377,17 +377,17 @@ func TestOpsCommands(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Error("the holder did not lose the expired lease")
 	}
-	wantFailure(t, run(t, ctx, env, "expire", "order-7"), 1, `no lease held for key "order-7"`)
-	if r := run(t, ctx, env, "inspect", "order-7"); r.code != 0 || !strings.Contains(r.stdout, "none") {
+	wantFailure(t, run(ctx, t, env, "expire", "order-7"), 1, `no lease held for key "order-7"`)
+	if r := run(ctx, t, env, "inspect", "order-7"); r.code != 0 || !strings.Contains(r.stdout, "none") {
 		t.Errorf("inspect after expire: %+v", r)
 	}
-	if r := run(t, ctx, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
+	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
 		t.Errorf("capacity: %+v", r)
 	}
-	if r := run(t, ctx, env, "compensations"); r.code != 0 || !strings.Contains(r.stdout, "0 dead-lettered") {
+	if r := run(ctx, t, env, "compensations"); r.code != 0 || !strings.Contains(r.stdout, "0 dead-lettered") {
 		t.Errorf("compensations: %+v", r)
 	}
-	wantFailure(t, run(t, ctx, env, "compensations", "retry", "order-7"), 1, "no dead-lettered compensation")
+	wantFailure(t, run(ctx, t, env, "compensations", "retry", "order-7"), 1, "no dead-lettered compensation")
 }
 
 func TestDemoEndsByItself(t *testing.T) {
@@ -395,7 +395,7 @@ func TestDemoEndsByItself(t *testing.T) {
 	url, _, _ := sharedRedisURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	r := run(t, ctx, map[string]string{"REDIS_URL": url}, "demo", "--jobs", "6", "--dup", "0.5", "--workers", "2",
+	r := run(ctx, t, map[string]string{"REDIS_URL": url}, "demo", "--jobs", "6", "--dup", "0.5", "--workers", "2",
 		"--min-job", "300ms", "--max-job", "800ms", "--lease-ttl", "600ms", "--timeout", "60s")
 	if r.code != 0 {
 		t.Fatalf("demo exit %d: %s\n%s", r.code, r.stderr, r.stdout)
@@ -415,7 +415,7 @@ func TestDemoEndsByItself(t *testing.T) {
 	// Every duplicate is replayed; redelivery after a rebalance may replay more.
 	var replayed int
 	if m := regexp.MustCompile(`(\d+) duplicates replayed`).FindStringSubmatch(totals); m != nil {
-		fmt.Sscan(m[1], &replayed)
+		_, _ = fmt.Sscan(m[1], &replayed)
 	}
 	if replayed < 3 {
 		t.Errorf("totals %q: want at least 3 duplicates replayed", totals)

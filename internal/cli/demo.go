@@ -91,7 +91,7 @@ func demoRedis(ctx context.Context, e *Env, url string) (redis.UniversalClient, 
 	if err != nil {
 		return nil, "", nil, errors.New("no Redis: 127.0.0.1:6379 does not answer, REDIS_URL is unset and redis-server is not on PATH")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -101,8 +101,10 @@ func demoRedis(ctx context.Context, e *Env, url string) (redis.UniversalClient, 
 	if err != nil {
 		return nil, "", nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}
+	// The server lives as long as the demo: it is killed by stop, not by ctx.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...) //nolint:gosec // redis-server from PATH, fixed arguments
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, "", nil, fmt.Errorf("start redis-server: %w", err)
@@ -133,12 +135,12 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 		return err
 	}
 	defer stopRedis()
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 
 	run := strings.ToLower(crand.Text()[:6])
 	prefix := "lh:demo:" + run + ":"
 	topic := "demo.jobs"
-	kc, err := startKfake("127.0.0.1:0", []topicSpec{{topic, 6}, {topic + ".dlq", 1}})
+	kc, err := startKfake(ctx, "127.0.0.1:0", []topicSpec{{topic, 6}, {topic + ".dlq", 1}})
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	// they find the key held; some later, replayed), one job that fails once
 	// and is retried, one record nobody handles (dead-lettered), and one job
 	// whose lease the demo expires while it runs.
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	type planned struct {
 		key string
 		job SleepJob
@@ -178,7 +180,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 		lostOnce.Do(func() {
 			go func() {
 				time.Sleep(c.leaseTTL)
-				expireForDemo(rdb, prefix, j.Key, v)
+				expireForDemo(ctx, rdb, prefix, j.Key, v)
 			}()
 		})
 	}
@@ -189,7 +191,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	}
 	var workers []*leasehold.Worker
 	stopAll := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
 		for _, w := range workers {
@@ -303,7 +305,7 @@ loop:
 	v.draw()
 	v.totals()
 	if !c.keepState {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		deletePrefix(cctx, rdb, prefix)
 		cancel()
 	}
@@ -323,8 +325,8 @@ func chainStart(a, b func(context.Context, *leasehold.Job)) func(context.Context
 }
 
 // expireForDemo makes a running job's lease expire, as `worker expire` does.
-func expireForDemo(rdb redis.UniversalClient, prefix, key string, v *demoView) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func expireForDemo(ctx context.Context, rdb redis.UniversalClient, prefix, key string, v *demoView) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	leases, err := scanLeases(ctx, rdb, prefix+"lease:", 10000)
 	if err != nil {

@@ -25,13 +25,13 @@ func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := startKfake(*listen, specs)
+	c, err := startKfake(ctx, *listen, specs)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	// One line on stdout that scripts can wait for.
-	fmt.Fprintf(e.Stdout, "dev-broker listening on %s\n", c.ListenAddrs()[0])
+	_, _ = fmt.Fprintf(e.Stdout, "dev-broker listening on %s\n", c.ListenAddrs()[0])
 	<-ctx.Done()
 	return nil
 }
@@ -50,11 +50,11 @@ func cmdPaymentStub(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "payment-stub listening on %s\n", ln.Addr())
+	_, _ = fmt.Fprintf(e.Stdout, "payment-stub listening on %s\n", ln.Addr())
 	err = paystub.Serve(ctx, ln, paystub.New(), log)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

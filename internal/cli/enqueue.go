@@ -85,7 +85,7 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 		bar = e.Stderr
 	}
 	n, dups, err := enqueueJobs(ctx, cl, c, bar)
-	fmt.Fprintf(e.Stdout, "enqueued %d records (%d jobs, %d duplicates) to %s, keys %s-0..%d\n",
+	_, _ = fmt.Fprintf(e.Stdout, "enqueued %d records (%d jobs, %d duplicates) to %s, keys %s-0..%d\n",
 		n, n-dups, dups, c.topic, c.keyPrefix, max(c.count-1, 0))
 	return err
 }
@@ -208,12 +208,12 @@ func (p *progress) set(n int) {
 			return
 		}
 		p.last = time.Now()
-		fmt.Fprintf(p.w, "\r%s", p.line(n))
+		_, _ = fmt.Fprintf(p.w, "\r%s", p.line(n))
 		return
 	}
 	if s := n * 10 / p.total; s > p.step {
 		p.step = s
-		fmt.Fprintln(p.w, p.line(n))
+		_, _ = fmt.Fprintln(p.w, p.line(n))
 	}
 }
 
@@ -230,5 +230,5 @@ func (p *progress) finish(n func() int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "\r%s\n", p.line(n()))
+	_, _ = fmt.Fprintf(p.w, "\r%s\n", p.line(n()))
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -38,7 +39,7 @@ func parseTopics(s string, def int32) ([]topicSpec, error) {
 
 // startKfake starts an in-memory Kafka listening on addr ("host:port"; port
 // 0 picks a free one) with the given topics.
-func startKfake(addr string, topics []topicSpec) (*kfake.Cluster, error) {
+func startKfake(ctx context.Context, addr string, topics []topicSpec) (*kfake.Cluster, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("listen address %q: %v", addr, err)
@@ -48,7 +49,7 @@ func startKfake(addr string, topics []topicSpec) (*kfake.Cluster, error) {
 		return nil, usagef("listen address %q: bad port", addr)
 	}
 	if p == 0 {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
@@ -58,7 +59,7 @@ func startKfake(addr string, topics []topicSpec) (*kfake.Cluster, error) {
 	opts := []kfake.Opt{
 		kfake.Ports(p),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(p)))
+			return (&net.ListenConfig{}).Listen(ctx, network, net.JoinHostPort(host, strconv.Itoa(p)))
 		}),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(6),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,8 +65,8 @@ func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
 	return &opsStore{rdb: rdb, m: m, s: s}, nil
 }
 
-func (o *opsStore) close() {
-	_ = o.m.Shutdown(context.Background())
+func (o *opsStore) close(ctx context.Context) {
+	_ = o.m.Shutdown(context.WithoutCancel(ctx))
 	_ = o.rdb.Close()
 }
 
@@ -90,7 +91,7 @@ func readLease(ctx context.Context, rdb redis.UniversalClient, key string) (leas
 	p := rdb.Pipeline()
 	h := p.HMGet(ctx, key, "tok", "fen")
 	ttl := p.PTTL(ctx, key)
-	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return leaseInfo{}, false, err
 	}
 	vals := h.Val()
@@ -129,23 +130,23 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ops.close()
+	defer ops.close(ctx)
 	name := ops.s.LeaseName(k)
 	li, held, err := readLease(ctx, ops.rdb, ops.m.Key(name))
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "key\t%s\n", k)
-	fmt.Fprintf(tw, "cluster tag\t%s\n", ops.s.Tag(k))
-	fmt.Fprintf(tw, "lease key\t%s\n", ops.m.Key(name))
+	_, _ = fmt.Fprintf(tw, "key\t%s\n", k)
+	_, _ = fmt.Fprintf(tw, "cluster tag\t%s\n", ops.s.Tag(k))
+	_, _ = fmt.Fprintf(tw, "lease key\t%s\n", ops.m.Key(name))
 	if held {
-		fmt.Fprintf(tw, "lease\theld\n")
-		fmt.Fprintf(tw, "owner\t%s (token digest)\n", li.Owner)
-		fmt.Fprintf(tw, "fence\t%d\n", li.Fence)
-		fmt.Fprintf(tw, "remaining\t%s\n", li.Remaining.Round(time.Millisecond))
+		_, _ = fmt.Fprintf(tw, "lease\theld\n")
+		_, _ = fmt.Fprintf(tw, "owner\t%s (token digest)\n", li.Owner)
+		_, _ = fmt.Fprintf(tw, "fence\t%d\n", li.Fence)
+		_, _ = fmt.Fprintf(tw, "remaining\t%s\n", li.Remaining.Round(time.Millisecond))
 	} else {
-		fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
+		_, _ = fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
 	}
 	return tw.Flush()
 }
@@ -165,7 +166,7 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ops.close()
+	defer ops.close(ctx)
 	leases, err := scanLeases(ctx, ops.rdb, o.prefix+"lease:", *limit)
 	if err != nil {
 		return err
@@ -175,9 +176,9 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 
 func printLeases(w io.Writer, leases []leaseInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING")
+	_, _ = fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING")
 	for _, l := range leases {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Name, l.Owner, l.Fence, l.Remaining.Round(time.Millisecond))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Name, l.Owner, l.Fence, l.Remaining.Round(time.Millisecond))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -257,7 +258,7 @@ func cmdExpire(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ops.close()
+	defer ops.close(ctx)
 	key := ops.m.Key(ops.s.LeaseName(k))
 	li, held, err := readLease(ctx, ops.rdb, key)
 	if err != nil {
@@ -275,7 +276,7 @@ func cmdExpire(ctx context.Context, e *Env, args []string) error {
 	log := slog.New(slog.NewTextHandler(e.Stderr, nil))
 	log.Warn("lease expired by operator", slog.String("key", k), slog.Uint64("fence", li.Fence),
 		slog.String("owner", li.Owner), slog.Duration("remaining_before", li.Remaining))
-	fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, li.Fence)
+	_, _ = fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, li.Fence)
 	return nil
 }
 
@@ -298,18 +299,18 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ops.close()
+	defer ops.close(ctx)
 	r, err := ops.s.Capacity(ctx, *rate, *retention)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "rate\t%.0f msg/s\n", *rate)
-	fmt.Fprintf(tw, "retention\t%s\n", *retention)
-	fmt.Fprintf(tw, "bytes per record\t%.1f (measured on %d sample records)\n", r.BytesPerRecord, r.SampleRecords)
-	fmt.Fprintf(tw, "records per bucket\t%.1f (listpack: %v; min shards %d)\n", r.RecordsPerBucket, r.Listpack, r.MinShards)
-	fmt.Fprintf(tw, "peak records\t%.0f\n", r.PeakRecords)
-	fmt.Fprintf(tw, "peak memory\t%.1f MiB (records only; leases and large results apart)\n", r.PeakBytes/(1<<20))
+	_, _ = fmt.Fprintf(tw, "rate\t%.0f msg/s\n", *rate)
+	_, _ = fmt.Fprintf(tw, "retention\t%s\n", *retention)
+	_, _ = fmt.Fprintf(tw, "bytes per record\t%.1f (measured on %d sample records)\n", r.BytesPerRecord, r.SampleRecords)
+	_, _ = fmt.Fprintf(tw, "records per bucket\t%.1f (listpack: %v; min shards %d)\n", r.RecordsPerBucket, r.Listpack, r.MinShards)
+	_, _ = fmt.Fprintf(tw, "peak records\t%.0f\n", r.PeakRecords)
+	_, _ = fmt.Fprintf(tw, "peak memory\t%.1f MiB (records only; leases and large results apart)\n", r.PeakBytes/(1<<20))
 	return tw.Flush()
 }
 
@@ -337,7 +338,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer ops.close()
+	defer ops.close(ctx)
 	reg := compensation.NewRegistry()
 	if err := demo.RegisterCompensations(reg, paystub.NewClient(*payURL, nil)); err != nil {
 		return err
@@ -346,7 +347,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer r.Shutdown(context.Background()) //nolint:errcheck // nothing started
+	defer func() { _ = r.Shutdown(context.WithoutCancel(ctx)) }()
 	if retryKey != "" {
 		n, err := r.Retry(ctx, retryKey)
 		if n == 0 && err == nil {
@@ -355,7 +356,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("retried %d journals of %q: %w", n, retryKey, err)
 		}
-		fmt.Fprintf(e.Stdout, "compensated %d journals of %s\n", n, retryKey)
+		_, _ = fmt.Fprintf(e.Stdout, "compensated %d journals of %s\n", n, retryKey)
 		return nil
 	}
 	dls, err := r.List(ctx, *limit)
@@ -363,16 +364,16 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
+	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
 	for _, d := range dls {
 		for _, s := range d.Steps {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", displayName(d.Ref.Name), d.Ref.Fence,
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", displayName(d.Ref.Name), d.Ref.Fence,
 				d.Since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "%d dead-lettered compensations\n", len(dls))
+	_, _ = fmt.Fprintf(e.Stdout, "%d dead-lettered compensations\n", len(dls))
 	return nil
 }

@@ -83,7 +83,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 
 	reg := compensation.NewRegistry()
 	if err := registerDemoCompensations(reg, func(_ context.Context, a ReleaseArgs) {
@@ -103,7 +103,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		for _, t := range topics {
 			specs = append(specs, topicSpec{t, 6})
 		}
-		kc, err := startKfake(c.embedded, specs)
+		kc, err := startKfake(ctx, c.embedded, specs)
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return err
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = shutdownTel(sctx)
 	}()
@@ -165,9 +165,9 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 
 	var srv *http.Server
 	if c.httpAddr != "" {
-		ln, err := net.Listen("tcp", c.httpAddr)
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", c.httpAddr)
 		if err != nil {
-			_ = w.Shutdown(context.Background())
+			_ = w.Shutdown(context.WithoutCancel(ctx))
 			return fmt.Errorf("http listen: %w", err)
 		}
 		mux := healthMux(w)
@@ -183,7 +183,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 
 	<-ctx.Done()
 	log.Info("shutting down", slog.Duration("drain", c.shutdown))
-	dctx, cancel := context.WithTimeout(context.Background(), c.shutdown+15*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdown+15*time.Second)
 	defer cancel()
 	if srv != nil {
 		_ = srv.Shutdown(dctx)

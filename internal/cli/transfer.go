@@ -68,7 +68,7 @@ func (t *transferSetup) close() {
 
 // register adds demo.transfer to w.
 func (t *transferSetup) register(w *leasehold.Worker) error {
-	tr := &demo.Transferer{DB: t.pool, Pay: t.pay}
+	tr := &demo.Transferer{DB: t.pool, Pay: t.pay} //nolint:misspell // the type is named so in package demo
 	return w.Register(demo.TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
 		a, err := demo.ParseTransfer(job.Payload)
 		if err != nil {

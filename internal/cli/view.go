@@ -218,14 +218,14 @@ func (v *demoView) draw() {
 	defer v.mu.Unlock()
 	if !v.tty {
 		for _, l := range v.events {
-			fmt.Fprintln(v.w, l)
+			_, _ = fmt.Fprintln(v.w, l)
 		}
 		v.events = v.events[:0]
 		return
 	}
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   compensated %d   dead-lettered %d\n\n",
+	_, _ = fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   compensated %d   dead-lettered %d\n\n",
 		time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held, v.retries, v.lost, v.takeovers, v.comps, v.dead)
 	type row struct {
 		worker string
@@ -238,7 +238,7 @@ func (v *demoView) draw() {
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].j.Key < rows[j].j.Key })
-	fmt.Fprintf(&b, "  %-6s %-18s %-6s %-18s %-22s %s\n", "WORKER", "KEY", "ATT", "FENCE", "PROGRESS", "")
+	_, _ = fmt.Fprintf(&b, "  %-6s %-18s %-6s %-18s %-22s %s\n", "WORKER", "KEY", "ATT", "FENCE", "PROGRESS", "")
 	for _, r := range rows {
 		bar := strings.Repeat(".", 20)
 		pct := ""
@@ -257,7 +257,7 @@ func (v *demoView) draw() {
 		case v.retryKey:
 			mark = "  <- fails once at step 4"
 		}
-		fmt.Fprintf(&b, "  %-6s %-18s %-6d %-18d [%s] %-6s%s\n", r.worker, r.j.Key, r.j.Attempt, r.j.Fence, bar, pct, mark)
+		_, _ = fmt.Fprintf(&b, "  %-6s %-18s %-6d %-18d [%s] %-6s%s\n", r.worker, r.j.Key, r.j.Attempt, r.j.Fence, bar, pct, mark)
 	}
 	b.WriteString("\n")
 	for _, l := range v.events {
@@ -277,6 +277,6 @@ func (v *demoView) totals() {
 		succeeded += s.Succeeded
 		dead += s.DeadLettered
 	}
-	fmt.Fprintf(v.w, "\ntotals after %.1fs: %d/%d jobs completed exactly once (%d handler runs, %d completions), %d duplicates replayed, %d held waits, %d retries, %d leases lost, %d takeovers, %d steps compensated, %d dead-lettered\n",
+	_, _ = fmt.Fprintf(v.w, "\ntotals after %.1fs: %d/%d jobs completed exactly once (%d handler runs, %d completions), %d duplicates replayed, %d held waits, %d retries, %d leases lost, %d takeovers, %d steps compensated, %d dead-lettered\n",
 		time.Since(v.start).Seconds(), len(v.completed), v.jobs, started, succeeded, v.replays, v.held, v.retries, v.lost, v.takeovers, v.comps, dead)
 }
