@@ -421,3 +421,30 @@ func TestDemoEndsByItself(t *testing.T) {
 		t.Errorf("totals %q: want at least 3 duplicates replayed", totals)
 	}
 }
+
+// TestDemoStartsItsOwnRedis: with no REDIS_URL and no local server, the demo
+// starts a redis-server on a free port and stops it afterwards.
+func TestDemoStartsItsOwnRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, where, stop, err := demoRedis(ctx, "", "redis://127.0.0.1:1/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(where, "redis-server started on 127.0.0.1:") {
+		t.Errorf("where = %q", where)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Errorf("ping the started server: %v", err)
+	}
+	_ = c.Close()
+	stop()
+	c2, err := ParseRedisURL("redis://" + strings.TrimPrefix(where, "redis-server started on ") + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c2.Close() }()
+	if err := c2.Ping(ctx).Err(); err == nil {
+		t.Error("the demo's redis-server still answers after stop")
+	}
+}

@@ -79,13 +79,13 @@ func cmdDemo(ctx context.Context, e *Env, args []string) error {
 
 // demoRedis returns the demo's Redis: REDIS_URL, else the local default
 // server, else a redis-server it starts on a free port (stopped by cleanup).
-func demoRedis(ctx context.Context, e *Env, url string) (redis.UniversalClient, string, func(), error) {
+func demoRedis(ctx context.Context, url, localURL string) (redis.UniversalClient, string, func(), error) {
 	if url != "" {
 		c, err := openRedis(ctx, url)
 		return c, "REDIS_URL " + redisHosts(url), func() {}, err
 	}
-	if c, err := openRedis(ctx, DefaultRedisURL); err == nil {
-		return c, "local redis 127.0.0.1:6379", func() {}, nil
+	if c, err := openRedis(ctx, localURL); err == nil {
+		return c, "local redis " + redisHosts(localURL), func() {}, nil
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -130,7 +130,7 @@ func demoRedis(ctx context.Context, e *Env, url string) (redis.UniversalClient, 
 }
 
 func runDemo(ctx context.Context, e *Env, c demoConfig) error {
-	rdb, redisWhere, stopRedis, err := demoRedis(ctx, e, c.redisURL)
+	rdb, redisWhere, stopRedis, err := demoRedis(ctx, c.redisURL, DefaultRedisURL)
 	if err != nil {
 		return err
 	}
