@@ -67,7 +67,7 @@ func FuzzValidateKey(f *testing.F) {
 	s := &Store{cfg: cfg{shards: 16, prefix: "lh:"}}
 	// The Manager only names keys here; it never connects.
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m, err := lease.NewManager(c, lease.WithPrefix("lh:"))
 	if err != nil {
 		f.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
@@ -84,8 +85,8 @@ func (c *Config) Finish() error {
 	if err := errors.Join(c.envErrs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.Seed == 0 {
-		c.Seed = uint64(time.Now().UnixNano())
+	for c.Seed == 0 {
+		c.Seed = rand.Uint64()
 	}
 	c.Jobs = cmp.Or(c.Jobs, 20000)
 	c.Workers = cmp.Or(c.Workers, 3)

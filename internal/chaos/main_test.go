@@ -53,7 +53,7 @@ func runChild() {
 			fmt.Println("terminated")
 			os.Exit(0)
 		case <-t.C:
-			fmt.Fprintln(f, time.Now().UnixNano())
+			_, _ = fmt.Fprintln(f, time.Now().UnixNano())
 		}
 	}
 }

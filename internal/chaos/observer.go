@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -103,11 +104,11 @@ func (o *Observer) Poll(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		// A key may vanish between SCAN and HGET (redis.Nil); any
 		// other error means the snapshot is unusable.
 		for _, c := range toks {
-			if c.Err() != nil && c.Err() != redis.Nil {
+			if c.Err() != nil && !errors.Is(c.Err(), redis.Nil) {
 				return c.Err()
 			}
 		}

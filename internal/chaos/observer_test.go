@@ -18,7 +18,7 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 
 	const ttl = 600 * time.Millisecond
 	put := func(key, tok string) {
@@ -87,7 +87,7 @@ func TestObserverRunStopsWithContext(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	o := NewObserver(c, "lh:", 5*time.Millisecond)

@@ -48,27 +48,27 @@ func (p *Proc) Start() error {
 	if p.cmd != nil && !isClosed(p.done) {
 		return fmt.Errorf("%w: %s", ErrAlreadyRunning, p.Name)
 	}
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("chaos: open log of %s: %w", p.Name, err)
 	}
 	p.starts++
-	fmt.Fprintf(logf, "=== chaos: start #%d of %s at %s\n", p.starts, p.Name, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.Path, p.Args...)
+	_, _ = fmt.Fprintf(logf, "=== chaos: start #%d of %s at %s\n", p.starts, p.Name, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.Path, p.Args...) //nolint:gosec,noctx // the harness runs the binaries it is configured with; Stop and Kill end them
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Dir = p.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close()
 		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
 	}
 	done := make(chan struct{})
 	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
 	go func() {
 		err := cmd.Wait()
-		logf.Close()
+		_ = logf.Close()
 		p.mu.Lock()
 		p.exitErr = err
 		p.mu.Unlock()

@@ -111,8 +111,11 @@ func TestProcLifecycle(t *testing.T) {
 	if p.Pid() == pid || p.Starts() != 2 {
 		t.Fatalf("restart: pid %d (old %d), starts %d", p.Pid(), pid, p.Starts())
 	}
-	waitFor(t, 5*time.Second, "child ready", func() bool { return p.Running() })
-	time.Sleep(50 * time.Millisecond)
+	// The child prints "ready" once its SIGTERM handler is installed.
+	waitFor(t, 10*time.Second, "second start ready", func() bool {
+		b, _ := os.ReadFile(p.LogPath)
+		return strings.Count(string(b), "ready") >= 2
+	})
 	if err := p.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ type Redis struct {
 
 // NewRedis prepares (but does not start) a redis-server that keeps its data
 // and its log in dir and listens on 127.0.0.1 at a free port.
-func NewRedis(binary, dir string) (*Redis, error) {
-	port, err := FreePort()
+func NewRedis(ctx context.Context, binary, dir string) (*Redis, error) {
+	port, err := FreePort(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -60,14 +60,14 @@ func (r *Redis) StartReady(ctx context.Context) error {
 // WaitReady polls PING until it succeeds, the process exits, or ctx ends.
 func (r *Redis) WaitReady(ctx context.Context) error {
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	for {
 		if err := c.Ping(ctx).Err(); err == nil {
 			return nil
 		}
 		select {
 		case <-r.Done():
-			return fmt.Errorf("%w: redis exited: %v", ErrNotReady, r.ExitErr())
+			return fmt.Errorf("%w: redis exited: %w", ErrNotReady, r.ExitErr())
 		case <-ctx.Done():
 			return fmt.Errorf("%w: redis at %s: %w", ErrNotReady, r.Addr(), context.Cause(ctx))
 		case <-time.After(20 * time.Millisecond):
@@ -96,11 +96,12 @@ func (r *Redis) Bounce(ctx context.Context, grace, down time.Duration) (time.Dur
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func FreePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("chaos: free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -15,7 +15,7 @@ func startRedis(t *testing.T) *Redis {
 	if err != nil {
 		t.Fatalf("redis-server is required: %v", err)
 	}
-	r, err := NewRedis(bin, t.TempDir())
+	r, err := NewRedis(t.Context(), bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRedisAOFSurvivesBounceAndKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 
 	cfg, err := c.ConfigGet(ctx, "appendonly").Result()
 	if err != nil || cfg["appendonly"] != "yes" {

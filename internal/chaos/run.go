@@ -32,7 +32,7 @@ import (
 // the run itself could not be carried out.
 func Run(ctx context.Context, c Config, log *slog.Logger) (Figures, error) {
 	r := &run{cfg: c, log: log}
-	defer r.teardown()
+	defer r.teardown(ctx)
 	f, err := r.run(ctx)
 	if err != nil {
 		return f, err
@@ -78,7 +78,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.prepare(ctx); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
-	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
 	jobs := makeJobs(c.Seed, c.Jobs)
@@ -93,7 +93,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: time.Second, WriteTimeout: time.Second})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	r.obs = NewObserver(rdb, "lh:", 25*time.Millisecond)
 	octx, stopObs := context.WithCancel(ctx)
 	obsDone := make(chan struct{})
@@ -154,25 +154,25 @@ func (r *run) prepare(ctx context.Context) error {
 			return err
 		}
 		r.dir = d
-	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	} else if err := os.MkdirAll(r.dir, 0o750); err != nil {
 		return err
 	}
 	r.log.Info("chaos logs", slog.String("dir", r.dir))
 	r.workerBin = c.Worker
 	if r.workerBin == "" {
 		r.workerBin = filepath.Join(r.dir, "worker")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", r.workerBin, "github.com/leasehold/leasehold/cmd/worker")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", r.workerBin, "github.com/leasehold/leasehold/cmd/worker") //nolint:gosec // fixed arguments; the output path is the run directory
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("chaos: build worker: %w\n%s", err, out)
 		}
 	}
 
 	redisDir := filepath.Join(r.dir, "redis")
-	if err := os.MkdirAll(redisDir, 0o755); err != nil {
+	if err := os.MkdirAll(redisDir, 0o750); err != nil {
 		return err
 	}
 	var err error
-	if r.redis, err = NewRedis(c.RedisServer, redisDir); err != nil {
+	if r.redis, err = NewRedis(ctx, c.RedisServer, redisDir); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -181,7 +181,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 
-	bport, err := FreePort()
+	bport, err := FreePort(ctx)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.broker = &Proc{Name: "dev-broker", Path: r.workerBin, LogPath: filepath.Join(r.dir, "dev-broker.log"),
 		Args: []string{"dev-broker", "--listen", r.brokerAdr,
 			"--topics", leasehold.DefaultTopic + ":6," + leasehold.DefaultTopic + ".dlq:1"}}
-	sport, err := FreePort()
+	sport, err := FreePort(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (r *run) openSchema(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: PostgreSQL: %w", err)
 	}
-	defer admin.Close(ctx)
+	defer func() { _ = admin.Close(ctx) }()
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{r.schema}.Sanitize()); err != nil {
 		return fmt.Errorf("chaos: create schema: %w", err)
 	}
@@ -534,7 +534,7 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
 }
 
 // teardown stops every process and drops the schema (unless kept).
-func (r *run) teardown() {
+func (r *run) teardown(ctx context.Context) {
 	r.mu.Lock()
 	ws := append([]*Proc(nil), r.workers...)
 	r.mu.Unlock()
@@ -555,7 +555,7 @@ func (r *run) teardown() {
 		r.db.Close()
 	}
 	if r.schema != "" && !r.cfg.KeepSchema {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if admin, err := pgx.Connect(ctx, r.cfg.PostgresURL); err == nil {
 			_, _ = admin.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{r.schema}.Sanitize()+" CASCADE")
@@ -567,14 +567,15 @@ func (r *run) teardown() {
 // waitTCP waits until addr accepts connections, p exits, or ctx ends.
 func waitTCP(ctx context.Context, p *Proc, addr string) error {
 	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		d := net.Dialer{Timeout: 200 * time.Millisecond}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			c.Close()
+			_ = c.Close()
 			return nil
 		}
 		select {
 		case <-p.Done():
-			return fmt.Errorf("%w: %s exited (see %s): %v", ErrNotReady, p.Name, p.LogPath, p.ExitErr())
+			return fmt.Errorf("%w: %s exited (see %s): %w", ErrNotReady, p.Name, p.LogPath, p.ExitErr())
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s at %s: %w", ErrNotReady, p.Name, addr, context.Cause(ctx))
 		case <-time.After(20 * time.Millisecond):

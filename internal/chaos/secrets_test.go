@@ -46,7 +46,7 @@ func TestWorkerKeepsSecretsOutOfLogsAndSpans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	bport, err := FreePort()
+	bport, err := FreePort(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestWorkerKeepsSecretsOutOfLogsAndSpans(t *testing.T) {
 	if err := waitTCP(ctx, broker, brokerAddr); err != nil {
 		t.Fatal(err)
 	}
-	sport, err := FreePort()
+	sport, err := FreePort(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
