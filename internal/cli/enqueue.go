@@ -16,12 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/demo"
 )
 
 // enqueueConfig is what `worker enqueue` reads.
 type enqueueConfig struct {
 	brokers, topic, typ, keyPrefix string
 	count, payloadSize, steps      int
+	accounts                       int
 	dup, rate                      float64
 	sleep                          time.Duration
 	progress                       bool
@@ -40,6 +42,7 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	f.IntVar(&c.payloadSize, "payload-size", 0, "pad each payload to at least this many bytes")
 	f.DurationVar(&c.sleep, "sleep", 2*time.Second, "demo.sleep: how long each job runs")
 	f.IntVar(&c.steps, "steps", 10, "demo.sleep: heartbeats per job")
+	f.IntVar(&c.accounts, "accounts", 10, "demo.transfer: transfers of 1 go from acct-N to acct-N+1, N = job mod accounts")
 	f.BoolVar(&c.progress, "progress", true, "draw a progress bar on stderr")
 	if err := f.parse(args); err != nil {
 		return err
@@ -56,6 +59,8 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 		return usagef("rate %v: want >= 0", c.rate)
 	case c.payloadSize < 0 || c.payloadSize > leasehold.DefaultMaxPayload:
 		return usagef("payload-size %d: want 0 to %d", c.payloadSize, leasehold.DefaultMaxPayload)
+	case c.accounts < 2:
+		return usagef("accounts %d: want at least 2", c.accounts)
 	case c.sleep < 0 || c.sleep > maxSleep:
 		return usagef("sleep %v: want 0 to %v", c.sleep, maxSleep)
 	}
@@ -93,9 +98,13 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 // payloadFor builds the payload of job i.
 func payloadFor(c enqueueConfig, i int) []byte {
 	var b []byte
-	if c.typ == "demo.sleep" {
+	switch c.typ {
+	case "demo.sleep":
 		b, _ = json.Marshal(SleepJob{DurationMS: int(c.sleep.Milliseconds()), Steps: c.steps})
-	} else {
+	case demo.TransferType:
+		b, _ = json.Marshal(demo.TransferArgs{From: fmt.Sprintf("acct-%d", i%c.accounts),
+			To: fmt.Sprintf("acct-%d", (i+1)%c.accounts), Amount: 1})
+	default:
 		b, _ = json.Marshal(map[string]int{"n": i})
 	}
 	if pad := c.payloadSize - len(b); pad > 0 && b[len(b)-1] == '}' {
