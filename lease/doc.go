@@ -16,9 +16,9 @@
 //     local deadline: the send time of the last successful renewal, plus TTL,
 //     minus a drift margin, on the local monotonic clock ([ErrRenewDeadline]).
 //     Redis counts the TTL from when it received that renewal, which is
-//     later, so the holder gives up before anyone else can acquire. A timer
-//     per lease enforces the deadline, so a call hung on a dead server does
-//     not delay the loss;
+//     later, so the holder gives up before anyone else can acquire. A
+//     deadline watcher, apart from the renewer, enforces it, so a call hung
+//     on a dead server does not delay the loss;
 //   - a fenced write is refused ([Manager.Fenced]).
 //
 // # Keys

@@ -40,7 +40,6 @@ type Lease struct {
 	lastSent  time.Time
 	deadline  time.Time
 	lastErr   error
-	timer     Timer
 	onLost    []func(error)
 }
 
@@ -168,9 +167,6 @@ func (l *Lease) finish(cause error, lost bool) ([]func(error), bool) {
 	}
 	cbs := l.onLost
 	l.onLost = nil
-	if l.timer != nil {
-		l.timer.Stop()
-	}
 	l.mu.Unlock()
 	l.m.untrack(l)
 	// Cancel first: whoever sees Done closed also sees the context ended.
@@ -192,9 +188,8 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 			valid = l.ttl
 		}
 		nd := sent.Add(valid - driftFor(m.cfg, l.ttl))
-		// The deadline timer is not reset here: when it fires at the old
-		// deadline it finds the new one and re-arms itself, so a renewal
-		// costs no timer operation.
+		// No timer to move: the deadline watcher reads deadlines when it
+		// wakes, so a renewal costs no timer operation.
 		l.mu.Lock()
 		if l.state == stateHeld && nd.After(l.deadline) {
 			l.lastSent, l.deadline, l.lastErr = sent, nd, nil
@@ -214,32 +209,5 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 		l.lastErr = r.Err
 		l.mu.Unlock()
 		return true
-	}
-}
-
-// deadlineFired runs on the local deadline timer, independent of any call in
-// flight: when the deadline has passed without a successful renewal, the
-// lease is lost.
-func (l *Lease) deadlineFired() {
-	m := l.m
-	l.mu.Lock()
-	if l.state != stateHeld {
-		l.mu.Unlock()
-		return
-	}
-	if left := l.deadline.Sub(m.clock.Now()); left > 0 {
-		// A renewal moved the deadline after the timer had fired.
-		l.timer.Reset(left)
-		l.mu.Unlock()
-		return
-	}
-	last := l.lastErr
-	l.mu.Unlock()
-	cause := ErrRenewDeadline
-	if last != nil {
-		cause = fmt.Errorf("%w (last renewal error: %w)", ErrRenewDeadline, last)
-	}
-	if m.lose(l, cause) {
-		m.abandon(l)
 	}
 }

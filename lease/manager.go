@@ -44,6 +44,9 @@ type Manager struct {
 
 	renewFailing bool // the last renew round failed; used by the renewer goroutine only
 
+	dlTimer Timer     // the deadline watcher's timer (guarded by mu)
+	dlAt    time.Time // when dlTimer fires; zero when not armed (guarded by mu)
+
 	mu        sync.Mutex
 	held      map[*Lease]struct{}
 	seq       uint64           // last Lease.seq handed out
@@ -230,6 +233,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.cbClosed = true
+	if m.dlTimer != nil {
+		m.dlTimer.Stop()
+		m.dlAt = time.Time{}
+	}
 	m.mu.Unlock()
 	cbDone := make(chan struct{})
 	go func() { m.cbWG.Wait(); close(cbDone) }()
@@ -378,20 +385,16 @@ func (m *Manager) track(ctx context.Context, g Grant) (*Lease, error) {
 		lastSent: g.SentAt,
 		deadline: deadline,
 	}
-	l.mu.Lock()
-	l.timer = m.clock.AfterFunc(deadline.Sub(now), l.deadlineFired)
-	l.mu.Unlock()
-
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		l.timer.Stop()
 		cancel(ErrClosed)
 		return nil, ErrClosed
 	}
 	m.seq++
 	l.seq = m.seq
 	m.held[l] = struct{}{}
+	m.armDeadline(deadline, now)
 	m.mu.Unlock()
 	m.met.held.Add(ctx, 1)
 	return l, nil
@@ -414,6 +417,7 @@ func (m *Manager) Held() []*Lease {
 // script answers lua.StatusLost, Fenced returns an error wrapping [ErrLost]
 // and ends l with that cause. Failures to reach Redis wrap [ErrUnavailable].
 // keys must share the lease key's Cluster slot (use a hash tag in the name).
+// On a lease that has already ended, Fenced sends nothing and returns its Err.
 func (m *Manager) Fenced(ctx context.Context, l *Lease, s *redis.Script, keys []string, args ...any) (_ any, err error) {
 	ctx, span := m.tracer.Start(ctx, "lease.fenced", trace.WithAttributes(
 		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence))))

@@ -18,7 +18,7 @@ import (
 // renews all held leases in batches; after a round with transient failures it
 // comes back sooner (a quarter interval) so that a short outage costs little
 // of the lease's margin. Loss on the local deadline does not depend on this
-// loop: each lease has its own deadline timer.
+// loop: the deadline watcher (deadline.go) runs apart from it.
 func (m *Manager) renewLoop(ctx context.Context, t Timer) {
 	defer close(m.loopDone)
 	defer t.Stop()
