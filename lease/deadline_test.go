@@ -260,3 +260,39 @@ func TestShutdownWaitsForCallbacks(t *testing.T) {
 	close(release)
 	eventually(t, "callback finished", finished.Load)
 }
+
+// The deadline watcher follows the earliest deadline: a lease adopted with a
+// shorter TTL than those already held is lost at its own deadline, and the
+// others at theirs.
+func TestDeadlineWatcherEarliestFirst(t *testing.T) {
+	const ttl = 9 * time.Second
+	m, b, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithRenewInterval(3*time.Second), lease.WithDrift(0))
+	b.setRenew(func(_ context.Context, rs []lease.Renewal) []lease.RenewResult {
+		out := make([]lease.RenewResult, len(rs))
+		for i := range out {
+			out[i].Err = lease.ErrUnavailable
+		}
+		return out
+	})
+	long := acquire(t, m, "long")
+	short, err := m.Adopt(context.Background(), lease.Grant{Name: "short", Token: m.NewToken(), TTL: 2 * time.Second, SentAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2*time.Second - time.Millisecond)
+	if isDone(short) {
+		t.Fatal("short lease lost before its deadline")
+	}
+	clk.Advance(time.Millisecond)
+	if !isDone(short) || isDone(long) {
+		t.Fatalf("at 2s: short done %v, long done %v", isDone(short), isDone(long))
+	}
+	clk.Advance(ttl - 2*time.Second - time.Millisecond)
+	if isDone(long) {
+		t.Fatal("long lease lost before its deadline")
+	}
+	clk.Advance(time.Millisecond)
+	if !isDone(long) {
+		t.Fatal("long lease held past its deadline")
+	}
+}
