@@ -3,8 +3,8 @@
 // PostgreSQL, with SIGKILLs, SIGSTOP zombies, a Redis restart and
 // rebalances from a seeded schedule. It prints the seed first (on stderr,
 // with the progress log), then one figure a line on stdout, and exits 1
-// when a must-be-zero figure is not zero (2 when the run could not be
-// carried out). `make chaos` runs it; settings come from flags or from the
+// when a must-be-zero figure is not zero (2, printing only the seed, when
+// the run could not be carried out or was interrupted). `make chaos` runs it; settings come from flags or from the
 // CHAOS_* environment variables (see -h).
 package main
 
@@ -46,15 +46,20 @@ func main() {
 	// the outage is reported as redis_outage_ms, not as dial errors.
 	redis.SetLogger(quietRedis{})
 	f, err := chaos.Run(ctx, c, log)
-	if werr := f.Write(os.Stdout); werr != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", werr)
-	}
 	switch {
-	case errors.Is(err, chaos.ErrInvariant):
-		fmt.Fprintln(os.Stderr, err)
-		stop()
-		os.Exit(1)
-	case err != nil:
+	case err == nil, errors.Is(err, chaos.ErrInvariant):
+		if werr := f.Write(os.Stdout); werr != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", werr)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			stop()
+			os.Exit(1)
+		}
+	default:
+		// The run did not reach its check: no figure would mean anything
+		// but the seed.
+		fmt.Printf("seed=%d seed\n", c.Seed)
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		stop()
 		os.Exit(2)
