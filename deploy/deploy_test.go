@@ -278,7 +278,7 @@ func TestRedisConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close()
 	abs, _ := filepath.Abs("redis.conf")
 	var logb bytes.Buffer
 	cmd := exec.Command(bin, abs, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(), "--daemonize", "no")
@@ -290,7 +290,7 @@ func TestRedisConf(t *testing.T) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer func() { _ = cmd.Process.Kill(); <-exited }()
 	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for rc.Ping(ctx).Err() != nil {

@@ -22,7 +22,7 @@ func ExampleSetup() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer shutdown(ctx) // flushes buffered spans
+	defer func() { _ = shutdown(ctx) }() // flushes buffered spans
 
 	tr, err := tracing.New(tracing.WithTelemetry(tel), tracing.WithConsumerGroup("workers"))
 	if err != nil {
@@ -41,7 +41,7 @@ func ExampleSetup() {
 func ExampleTracer_StartJob() {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	tr, err := tracing.New(tracing.WithTracerProvider(tp))
 	if err != nil {
 		log.Fatal(err)

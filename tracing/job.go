@@ -66,7 +66,7 @@ func (j *Job) RecordClaim(ctx context.Context, start time.Time, outcome string, 
 	if fence != 0 {
 		s.SetFence(fence)
 	}
-	s.End(outcome, err)
+	s.End(outcome, err) //nolint:contextcheck // the span's metrics need no request context
 }
 
 // StartHandler starts the span around the user's handler.
@@ -247,5 +247,5 @@ func errType(err error) string {
 
 // fenceAttr records a fence as an int64: fences are below 2^53.
 func fenceAttr(key string, fence uint64) attribute.KeyValue {
-	return attribute.Int64(key, int64(fence&(1<<63-1)))
+	return attribute.Int64(key, int64(fence&(1<<63-1))) //nolint:gosec // masked to 63 bits: cannot overflow
 }

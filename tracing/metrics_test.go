@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -35,7 +36,7 @@ func (f *fixture) collect(t *testing.T) map[string]float64 {
 	key := func(name string, set attribute.Set) string {
 		var kv []string
 		for _, a := range set.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		return name + "{" + strings.Join(kv, ",") + "}"
 	}
@@ -103,7 +104,7 @@ func TestMetricsFromSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Unregister()
+	defer func() { _ = reg.Unregister() }()
 
 	want := map[string]float64{
 		"leasehold.claims{outcome=acquired}":                                  3,
@@ -163,7 +164,7 @@ func TestPrometheusNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(ctx)
+	defer func() { _ = shutdown(ctx) }()
 	tr, err := tracing.New(tracing.WithTelemetry(tel))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestPrometheusNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Unregister()
+	defer func() { _ = reg.Unregister() }()
 
 	// Lease metrics: acquire, renew, then lose a lease by deleting its key.
 	rc, prefix := testkit.SharedRedis(t)
@@ -195,7 +196,7 @@ func TestPrometheusNames(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	l, err := m.Acquire(ctx, "metrics-test")
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestPrometheusNames(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		rec := httptest.NewRecorder()
-		tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		b, _ := io.ReadAll(rec.Result().Body)
 		body = string(b)
 		if strings.Contains(body, "leasehold_lease_lost_total{") || time.Now().After(deadline) {

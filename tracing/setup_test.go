@@ -37,14 +37,14 @@ func clearOTelEnv(t *testing.T) {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "OTEL_") {
 			t.Setenv(k, "")
-			os.Unsetenv(k)
+			_ = os.Unsetenv(k)
 		}
 	}
 }
 
 func resourceAttr(tel *tracing.Telemetry, key string) string {
 	v, _ := tel.Resource.Set().Value(attribute.Key(key))
-	return v.Emit()
+	return v.String()
 }
 
 func TestSetupResource(t *testing.T) {
@@ -56,7 +56,7 @@ func TestSetupResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(ctx)
+	defer func() { _ = shutdown(ctx) }()
 	host, _ := os.Hostname()
 	got := map[string]string{
 		"service.name":    resourceAttr(tel, "service.name"),
@@ -79,7 +79,7 @@ func TestSetupResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown2(ctx)
+	defer func() { _ = shutdown2(ctx) }()
 	if got := resourceAttr(tel2, "service.name"); got != "from-env" {
 		t.Errorf("service.name = %q with OTEL_SERVICE_NAME=from-env", got)
 	}
@@ -121,7 +121,7 @@ func TestSetupPropagators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(ctx)
+	defer func() { _ = shutdown(ctx) }()
 	fields := tel.Propagator.Fields()
 	slices.Sort(fields)
 	if diff := cmp.Diff([]string{"baggage", "traceparent", "tracestate"}, fields); diff != "" {
@@ -140,7 +140,7 @@ func TestSetupRejectsBadEnv(t *testing.T) {
 			t.Setenv(tc.key, tc.val)
 			_, shutdown, err := tracing.Setup(context.Background(), tracing.WithoutGlobal())
 			if err == nil {
-				shutdown(context.Background())
+				_ = shutdown(context.Background())
 				t.Fatalf("Setup accepted %s=%s", tc.key, tc.val)
 			}
 			if !errors.Is(err, tracing.ErrConfig) {
@@ -158,7 +158,7 @@ func TestSetupDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(ctx)
+	defer func() { _ = shutdown(ctx) }()
 	_, sp := tel.TracerProvider.Tracer("t").Start(ctx, "x")
 	defer sp.End()
 	if sp.SpanContext().IsValid() {
@@ -263,7 +263,7 @@ func TestSetupOTLPGRPC(t *testing.T) {
 	gs := grpc.NewServer()
 	svc := &traceService{}
 	coltracepb.RegisterTraceServiceServer(gs, svc)
-	go gs.Serve(lis)
+	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
 
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
@@ -320,7 +320,7 @@ func TestSetupInstallsGlobals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(ctx)
+	defer func() { _ = shutdown(ctx) }()
 	tp := otel.GetTracerProvider()
 	_, sp := tp.Tracer("t").Start(ctx, "g")
 	defer sp.End()

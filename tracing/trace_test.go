@@ -143,7 +143,7 @@ func (st spanTree) ancestry(s tracetest.SpanStub) []string {
 func attrs(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
@@ -264,7 +264,7 @@ func assertNoValue(t *testing.T, spans tracetest.SpanStubs, s string) {
 	for _, sp := range spans {
 		check := func(where string, kvs []attribute.KeyValue) {
 			for _, kv := range kvs {
-				if strings.Contains(kv.Value.Emit(), s) {
+				if strings.Contains(kv.Value.String(), s) {
 					t.Errorf("span %q %s attribute %s holds %q", sp.Name, where, kv.Key, s)
 				}
 			}

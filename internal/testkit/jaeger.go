@@ -104,7 +104,7 @@ func buildJaeger() (string, error) {
 		return "", err
 	}
 	var stderr bytes.Buffer
-	cmd := exec.Command("sh", script)
+	cmd := exec.CommandContext(context.Background(), "sh", script) //nolint:gosec // the repository's own build script
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -165,7 +165,7 @@ func startJaeger(t testing.TB, bin string) (*Jaeger, error) {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, j.queryPort, j.grpcPort, j.otlpGRPC, j.otlpHTTP), 0o600); err != nil {
 		return nil, err
 	}
-	j.cmd = exec.Command(bin, "--config", "file:"+cfg)
+	j.cmd = exec.CommandContext(context.Background(), bin, "--config", "file:"+cfg) //nolint:gosec // the Jaeger binary the test was given
 	j.cmd.Stdout, j.cmd.Stderr = j.log, j.log
 	if err := j.cmd.Start(); err != nil {
 		return nil, err
@@ -192,14 +192,21 @@ func startJaeger(t testing.TB, bin string) (*Jaeger, error) {
 }
 
 func (j *Jaeger) ready() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var d net.Dialer
 	for _, p := range []int{j.otlpGRPC, j.otlpHTTP} {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), time.Second)
+		c, err := d.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			return false
 		}
 		_ = c.Close()
 	}
-	resp, err := http.Get(j.QueryURL() + "/api/services")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL()+"/api/services", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false
 	}
@@ -363,7 +370,7 @@ func (j *Jaeger) get(ctx context.Context, path string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
