@@ -209,7 +209,7 @@ func claimComplete(ctx context.Context, s *idempotency.Store, reqs []idempotency
 	comps := make([]idempotency.Completion, 0, len(claims))
 	for _, c := range claims {
 		if c.Outcome != idempotency.Acquired {
-			return fmt.Errorf("claim %s: %v %v", c.Key, c.Outcome, c.Err)
+			return fmt.Errorf("claim %s: %v: %w", c.Key, c.Outcome, c.Err)
 		}
 		comps = append(comps, idempotency.Completion{Claim: c})
 	}
@@ -355,7 +355,7 @@ func startRedis(dir string) (*server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
+	cmd := exec.Command("redis-server", "--bind", //nolint:gosec,noctx // a private server in our temp dir, living until stop "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
 		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -364,7 +364,7 @@ func startRedis(dir string) (*server, error) {
 	}
 	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
 	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err := c.Ping(context.Background()).Err(); err == nil {
 			return s, nil

@@ -155,7 +155,9 @@ func (b *Backend) Acquire(ctx context.Context, name, token string, ttl time.Dura
 	if ttl <= 0 {
 		return lease.Grant{}, fmt.Errorf("%w: ttl %s", lease.ErrInvalid, ttl)
 	}
-	mu := b.mutex(name, ttl, redsync.WithGenValueFunc(func() (string, error) { return token, nil }))
+	// Fail-fast: done as soon as a quorum locked (or refused); a hung master
+	// does not hold the acquisition up.
+	mu := b.mutex(name, ttl, redsync.WithGenValueFunc(func() (string, error) { return token, nil }), redsync.WithFailFast(true))
 	if err := mu.TryLockContext(ctx); err != nil {
 		return lease.Grant{}, b.acquireErr(ctx, name, ttl, err)
 	}
@@ -367,7 +369,7 @@ func (b *Backend) Fenced(context.Context, string, string, uint64, *redis.Script,
 // that has none, so that its restart quarantine counts from now. The Manager
 // calls it from Start.
 func (b *Backend) Check(ctx context.Context) error {
-	_, err := b.eachMaster(ctx, "check", 0, func(ctx context.Context, m *master) (int64, error) {
+	_, err := b.eachMaster(ctx, "check", 0, true, func(ctx context.Context, m *master) (int64, error) {
 		pol, err := m.c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err == nil {
 			if p := pol["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-") {
@@ -391,7 +393,7 @@ func (b *Backend) Check(ctx context.Context) error {
 // quarantine) and, if fewer than a quorum, the longest quarantine left among
 // the others. It starts the epoch of masters that have none.
 func (b *Backend) Ready(ctx context.Context, ttl time.Duration) (ready int, wait time.Duration, err error) {
-	ages, err := b.eachMaster(ctx, "ready", 0, func(ctx context.Context, m *master) (int64, error) {
+	ages, err := b.eachMaster(ctx, "ready", 0, true, func(ctx context.Context, m *master) (int64, error) {
 		return lua.RedlockEpoch.Run(ctx, m.c, []string{m.epoch}).Int64()
 	})
 	for i, age := range ages {
@@ -426,39 +428,54 @@ func (b *Backend) WaitReady(ctx context.Context, ttl time.Duration) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("redlock: %d of %d masters ready, need %d: %w (last error: %v)", ready, len(b.masters), b.quorum, ctx.Err(), err)
+			if err != nil {
+				return fmt.Errorf("redlock: %d of %d masters ready, need %d: %w (last error: %w)", ready, len(b.masters), b.quorum, ctx.Err(), err)
+			}
+			return fmt.Errorf("redlock: %d of %d masters ready, need %d: %w", ready, len(b.masters), b.quorum, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
 // eachMaster runs f on every master in parallel, each bounded by timeout (0:
-// ctx only), and returns the results (-1 for failures) and a *QuorumError
-// when fewer than a quorum succeeded.
-func (b *Backend) eachMaster(ctx context.Context, op string, timeout time.Duration, f func(context.Context, *master) (int64, error)) ([]int64, error) {
-	res := make([]int64, len(b.masters))
-	errs := make([]error, len(b.masters))
-	var wg sync.WaitGroup
+// ctx only), and returns the results (-1 for masters that failed or had not
+// answered) and a *QuorumError when fewer than a quorum succeeded. Unless all
+// is set it returns as soon as a quorum has succeeded, so that one hung
+// master does not slow every call down; the calls still running end at their
+// timeout.
+func (b *Backend) eachMaster(ctx context.Context, op string, timeout time.Duration, all bool, f func(context.Context, *master) (int64, error)) ([]int64, error) {
+	type answer struct {
+		i   int
+		v   int64
+		err error
+	}
+	ch := make(chan answer, len(b.masters))
 	for i, m := range b.masters {
-		wg.Go(func() {
+		go func() {
 			mctx, cancel := ctx, context.CancelFunc(func() {})
 			if timeout > 0 {
 				mctx, cancel = context.WithTimeout(ctx, timeout)
 			}
 			defer cancel()
 			v, err := f(mctx, m)
-			if err != nil {
-				res[i], errs[i] = -1, m.wrap(err)
-				return
-			}
-			res[i] = v
-		})
+			ch <- answer{i, v, m.wrap(err)}
+		}()
 	}
-	wg.Wait()
+	res := make([]int64, len(b.masters))
+	for i := range res {
+		res[i] = -1
+	}
+	var errs []error
 	ok := 0
-	for _, e := range errs {
-		if e == nil {
-			ok++
+	for range b.masters {
+		a := <-ch
+		if a.err != nil {
+			errs = append(errs, a.err)
+			continue
+		}
+		res[a.i] = a.v
+		if ok++; ok >= b.quorum && !all {
+			break
 		}
 	}
 	if ok < b.quorum {

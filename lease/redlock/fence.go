@@ -25,7 +25,7 @@ import (
 func (b *Backend) nextFence(ctx context.Context, name string, ttl time.Duration) (uint64, error) {
 	key := []string{b.fenceKey(name)}
 	retain := max(1, b.cfg.fenceRetain.Milliseconds())
-	props, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), func(ctx context.Context, m *master) (int64, error) {
+	props, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), false, func(ctx context.Context, m *master) (int64, error) {
 		return lua.RedlockFenceNext.Run(ctx, m.c, key, retain).Int64()
 	})
 	if err != nil {
@@ -39,7 +39,7 @@ func (b *Backend) nextFence(ctx context.Context, name string, ttl time.Duration)
 		return 0, fmt.Errorf("redlock: fence: no master proposed a fence (%v)", props)
 	}
 	arg := strconv.FormatInt(fence, 10)
-	if _, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), func(ctx context.Context, m *master) (int64, error) {
+	if _, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), false, func(ctx context.Context, m *master) (int64, error) {
 		return lua.RedlockFenceRaise.Run(ctx, m.c, key, arg, retain).Int64()
 	}); err != nil {
 		return 0, err

@@ -60,9 +60,9 @@ func (m *master) wrap(err error) error {
 }
 
 // Get implements redsync's Pool.
-func (m *master) Get(ctx context.Context) (rsredis.Conn, error) {
+func (m *master) Get(ctx context.Context) (rsredis.Conn, error) { //nolint:contextcheck // redsync may pass a nil context
 	if ctx == nil {
-		ctx = context.Background() //nolint:contextcheck // redsync may pass no context
+		ctx = context.Background()
 	}
 	conn, err := m.base.Get(ctx)
 	if err != nil {

@@ -158,30 +158,41 @@ func TestMutualExclusion(t *testing.T) {
 	}
 }
 
-// TestMinorityDown: with a minority of masters dead, leases are acquired,
-// renewed past several TTLs, and released.
+// TestMinorityDown: with a minority of masters dead or hung (SIGSTOP),
+// leases are acquired promptly (fail-fast: nobody waits for the hung
+// master), renewed past several TTLs, and released.
 func TestMinorityDown(t *testing.T) {
 	for _, n := range []int{3, 5} {
-		t.Run(fmt.Sprintf("%d_masters", n), func(t *testing.T) {
-			ms := startMasters(t, n)
-			b := ms.backend(t)
-			m := manager(t, b)
-			for _, s := range ms.servers[:n/2] {
-				s.Kill()
-			}
-			ctx := ctxT(t, 20*time.Second)
-			l, err := m.Acquire(ctx, "minority")
-			if err != nil {
-				t.Fatalf("acquire with %d of %d masters down: %v", n/2, n, err)
-			}
-			time.Sleep(2 * testTTL)
-			if l.Err() != nil {
-				t.Fatalf("lost after 2 TTLs with a quorum up: %v", l.Err())
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
+		for _, mode := range []string{"killed", "paused"} {
+			t.Run(fmt.Sprintf("%d_masters_%s", n, mode), func(t *testing.T) {
+				ms := startMasters(t, n)
+				b := ms.backend(t)
+				m := manager(t, b)
+				for _, s := range ms.servers[:n/2] {
+					if mode == "killed" {
+						s.Kill()
+					} else {
+						s.Pause()
+					}
+				}
+				ctx := ctxT(t, 20*time.Second)
+				start := time.Now()
+				l, err := m.Acquire(ctx, "minority")
+				if err != nil {
+					t.Fatalf("acquire with %d of %d masters %s: %v", n/2, n, mode, err)
+				}
+				if took := time.Since(start); took > testTTL/2 {
+					t.Fatalf("acquire took %s with %d masters %s, want under %s", took, n/2, mode, testTTL/2)
+				}
+				time.Sleep(2 * testTTL)
+				if l.Err() != nil {
+					t.Fatalf("lost after 2 TTLs with a quorum up: %v", l.Err())
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 
