@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -355,7 +356,8 @@ func startRedis(dir string) (*server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	cmd := exec.Command("redis-server", "--bind", //nolint:gosec,noctx // a private server in our temp dir, living until stop "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
+	//nolint:gosec,noctx // a private server in our temp dir, living until stop
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
 		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -366,7 +368,13 @@ func startRedis(dir string) (*server, error) {
 	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
 	defer func() { _ = c.Close() }()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := c.Ping(context.Background()).Err(); err == nil {
+		// The server answering must be ours: another process may have taken
+		// the port between the free-port check and our server's bind.
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
+				s.stop()
+				return nil, fmt.Errorf("port %d answered by another redis-server", port)
+			}
 			return s, nil
 		} else if time.Now().After(deadline) {
 			s.stop()

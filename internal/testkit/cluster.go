@@ -568,7 +568,15 @@ func (n *ClusterNode) waitPing(ctx context.Context) error {
 			return fmt.Errorf("redis-server on %s exited: %s", n.Addr(), n.logTail())
 		default:
 		}
-		if _, err := n.query(ctx, "PING"); err == nil {
+		// The server answering must be ours: another process may have taken
+		// the port between the free-port check and our server's bind.
+		if info, err := n.info(ctx, "INFO", "server"); err == nil {
+			n.mu.Lock()
+			pid := n.cmd.Process.Pid
+			n.mu.Unlock()
+			if info["process_id"] != strconv.Itoa(pid) {
+				return fmt.Errorf("port %d answered by another redis-server (pid %s)", n.port, info["process_id"])
+			}
 			return nil
 		}
 		select {

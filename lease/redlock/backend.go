@@ -21,14 +21,14 @@ import (
 // quorum N/2+1), built on go-redsync/redsync. Plug it into a lease Manager
 // with [lease.NewManagerWithBackend]; callers of the Manager do not change.
 //
-//   - Acquire: redsync's TryLockContext (SET NX on every master, in parallel,
+//   - Acquire: redsync's TryLockContext, fail-fast (SET NX on every master, in parallel,
 //     with the token as the value through redsync.WithGenValueFunc), then the
 //     fence (two phases over a quorum, see the package doc), then
 //     ExtendContext to prove the quorum still holds the lock after the fence
 //     was written back. The Grant's validity comes from Mutex.Until.
-//   - RenewBatch: Mutex.ExtendContext for every lease at once; their scripts
-//     reach each master in one pipeline per batch. Each result's validity
-//     comes from Mutex.Until.
+//   - RenewBatch: Mutex.ExtendContext (fail-fast) for every lease, up to
+//     [WithRenewConcurrency] at once; the scripts running together reach each
+//     master in one pipeline. Each result's validity comes from Mutex.Until.
 //   - Release: Mutex.UnlockContext.
 //
 // A Backend is safe for concurrent use. Close it after the Manager's Shutdown.
