@@ -42,7 +42,7 @@ func TestLeaseSurvivesRenewals(t *testing.T) {
 // one renew interval, with its context cancelled with the cause.
 func TestLostOnRenewal(t *testing.T) {
 	t.Parallel()
-	const ttl, interval = 3 * time.Second, 300 * time.Millisecond
+	const ttl, interval = 3 * time.Second, 500 * time.Millisecond
 	m, c, _ := setup(t, lease.WithTTL(ttl), lease.WithRenewInterval(interval))
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -64,7 +64,7 @@ func TestLostOnRenewal(t *testing.T) {
 			}
 			took := waitDone(t, l, ttl).Sub(at)
 			// One interval, plus scheduling slack on a shared machine.
-			if took > interval+150*time.Millisecond {
+			if took > interval+interval/2 {
 				t.Fatalf("Done closed %s after the steal, want within a renew interval (%s)", took, interval)
 			}
 			if !errors.Is(l.Err(), tc.want) || !errors.Is(context.Cause(l.Context()), tc.want) || l.Context().Err() == nil {
@@ -81,7 +81,7 @@ func TestLostOnRenewal(t *testing.T) {
 // deadline, before the key could expire in Redis and let anyone else in.
 func TestPausedRedisLosesAtDeadline(t *testing.T) {
 	t.Parallel()
-	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 150 * time.Millisecond
+	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond
 	srv := testkit.StartRedis(t)
 	opt := srv.Options()
 	opt.ReadTimeout, opt.WriteTimeout = 10*time.Second, 10*time.Second // the client alone would wait past the TTL
@@ -125,12 +125,9 @@ func TestRenewAcrossRestartWithData(t *testing.T) {
 	l := acquire(t, m, "job")
 	srv.Restart(true)
 	before := l.Deadline()
-	time.Sleep(3 * interval)
+	eventually(t, "a renewal after the restart", func() bool { return l.Deadline().After(before) })
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost across a restart with data: %v", err)
-	}
-	if !l.Deadline().After(before) {
-		t.Fatal("no renewal succeeded after the restart")
 	}
 }
 
@@ -155,7 +152,7 @@ func (f *failingRenewals) RenewBatch(ctx context.Context, rs []lease.Renewal) []
 // answers again, rather than blocking others until its key expires.
 func TestGivenUpLeaseReleased(t *testing.T) {
 	t.Parallel()
-	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond
+	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 800 * time.Millisecond
 	c, prefix := testkit.SharedRedis(t)
 	fb := &failingRenewals{Backend: lease.NewRedisBackend(c, prefix)}
 	logs := &countingHandler{}
