@@ -125,8 +125,15 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 			})
 			l := acquire(t, m, "job-"+tc.name)
 			defer l.Release(context.Background())
-			clk.tick(t, interval)
-			at := <-sent
+			// A renewal only ever moves the deadline forward: take one sent
+			// an interval after the acquisition, so that even the shorter
+			// validity lands past the acquisition's deadline.
+			acquired := clk.Now()
+			var at time.Time
+			for at.Sub(acquired) < interval {
+				clk.tickNext(t)
+				at = <-sent
+			}
 			eventually(t, "deadline moved", func() bool { return l.Deadline().Equal(at.Add(tc.want)) })
 			b.setRenew(nil)
 			<-b.calls

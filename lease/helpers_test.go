@@ -161,6 +161,23 @@ func (c *fakeClock) armed() bool {
 	return false
 }
 
+// tickNext waits until the renewer has armed its timer, then advances time
+// exactly to it, so that the round starts without time moving further.
+func (c *fakeClock) tickNext(t *testing.T) {
+	t.Helper()
+	eventually(t, "renew timer armed", c.armed)
+	c.mu.Lock()
+	var at time.Time
+	for _, tm := range c.timers {
+		if tm.active && tm.f == nil && (at.IsZero() || tm.at.Before(at)) {
+			at = tm.at
+		}
+	}
+	d := at.Sub(c.now)
+	c.mu.Unlock()
+	c.Advance(d)
+}
+
 // tick waits until the renewer has armed its timer, then advances by d.
 func (c *fakeClock) tick(t *testing.T, d time.Duration) {
 	t.Helper()
