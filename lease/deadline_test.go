@@ -200,7 +200,8 @@ func TestRenewOutcomes(t *testing.T) {
 // its local deadline is refused.
 func TestAdoptDeadline(t *testing.T) {
 	const ttl = 3 * time.Second
-	m, _, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithDrift(0))
+	// No renew round in the second that passes before Adopt.
+	m, _, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithDrift(0), lease.WithRenewInterval(2*time.Second))
 	sent := clk.Now()
 	clk.Advance(time.Second)
 	l, err := m.Adopt(context.Background(), lease.Grant{Name: "a", Token: m.NewToken(), Fence: 7, SentAt: sent})
