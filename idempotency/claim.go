@@ -354,6 +354,18 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			c.Outcome = Mismatch
 			c.Err = &MismatchError{Key: c.Key, Got: c.fp, Record: rec}
 		}
+	case lua.IdemCorrupt:
+		// The script refused to decode the stored record; decodeRecord names
+		// the damage. Nothing was written.
+		v := ""
+		if len(res) > 1 {
+			v, _ = res[1].(string)
+		}
+		err := fmt.Errorf("%w: %d bytes, refused by the claim script", ErrCorrupt, len(v))
+		if _, derr := decodeRecord([]byte(v), nil, false); derr != nil {
+			err = derr
+		}
+		c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
 	case lua.IdemSkew:
 		return true
 	default:

@@ -32,6 +32,9 @@
 --           {4, record, external result}                         duplicate
 --           {5, record, external result}                         fingerprint mismatch
 --           {6, window}                                          the windows passed do not cover Redis time
+--           {7, record}                                          the stored record is corrupt (shorter than
+--                                                                its 18-byte header, an unknown state or
+--                                                                flag, a fence above 2^53): nothing is written
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -62,8 +65,16 @@ local function claim(k, a)
   end
   local prev, att, state = 0, 0, 0
   if rec then
+    -- A record damaged outside this library is reported, never unpacked past
+    -- its end (struct.unpack raises an error on a short value).
+    if #rec < 18 then
+      return {7, rec}
+    end
     local st, fen, rfp, ra = struct.unpack('>BI7c8I2', rec)
     state = st % 16
+    if state < 1 or state > 4 or st >= 32 or fen >= 9007199254740992 then
+      return {7, rec}
+    end
     if state >= 3 then
       local ext = false
       if st >= 16 then

@@ -39,6 +39,10 @@ const (
 	// IdemSkew: the windows passed by the caller do not cover Redis time; the
 	// caller re-reads the server time and retries.
 	IdemSkew = 6
+	// IdemCorrupt: the key's stored record is shorter than its 18-byte
+	// header, or has an unknown state or flag or a fence above 2^53;
+	// nothing was written.
+	IdemCorrupt = 7
 )
 
 // Status codes of IdemComplete, IdemCompleteBatch (per entry), IdemRelease
