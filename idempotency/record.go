@@ -24,6 +24,8 @@ const (
 
 func (s State) String() string {
 	switch s {
+	case Absent:
+		return "ABSENT"
 	case Processing:
 		return "PROCESSING"
 	case Released:

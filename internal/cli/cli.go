@@ -33,8 +33,8 @@ func init() {
 	commands = map[string]command{
 		"run":           {"consume jobs: Kafka consumer group + Redis leases (embedded Kafka when no brokers are given)", cmdRun},
 		"enqueue":       {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
-		"inspect":       {"show one idempotency key: its cluster tag and its lease (owner digest, fence, remaining TTL)", cmdInspect},
-		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL", cmdLeases},
+		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
+		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
 		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},

@@ -352,8 +352,17 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := m.Acquire(ctx, s.LeaseName("order-7"))
+	fpr, err := idempotency.PayloadFingerprint([]byte("order"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, "order-7", fpr)
+	if err != nil || c.Outcome != idempotency.Acquired {
+		t.Fatalf("claim: %v %v", c.Outcome, err)
+	}
+	l := c.Lease
+	// Details with a terminal escape: printed escaped, never raw.
+	if err := s.SaveDetails(ctx, c, []byte("{\"page\":7}\x1b[2J")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -361,12 +370,44 @@ func TestOpsCommands(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, fmt.Sprint(l.Fence())) {
 		t.Errorf("inspect: %+v", r)
 	}
-	if strings.Contains(r.stdout, l.Token()) {
-		t.Error("inspect printed the owner token")
+	for _, want := range []string{"PROCESSING", "attempt", `"{\"page\":7}\x1b[2J"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("inspect printed the owner token or a raw escape:\n%s", r.stdout)
 	}
 	r = run(ctx, t, env, "leases")
 	if r.code != 0 || !strings.Contains(r.stdout, "order-7") || !strings.Contains(r.stdout, "1 leases held") {
 		t.Errorf("leases: %+v", r)
+	}
+	for _, want := range []string{"STATE", "PROCESSING", `"{\"page\":7}\x1b[2J"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("leases output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("leases printed the owner token or a raw escape:\n%s", r.stdout)
+	}
+
+	// A finished key and a key never seen.
+	done, err := s.Claim(ctx, "order-8", fpr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, done, []byte("paid")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(ctx, t, env, "inspect", "order-8")
+	flat := strings.Join(strings.Fields(r.stdout), " ") // tabwriter pads columns
+	for _, want := range []string{"record COMPLETED", "finished at", fmt.Sprintf("result %d bytes", len("paid")), "heartbeat details none"} {
+		if r.code != 0 || !strings.Contains(flat, want) {
+			t.Errorf("inspect of a completed key lacks %q: %+v", want, r)
+		}
+	}
+	if r := run(ctx, t, env, "inspect", "order-9"); r.code != 0 || !strings.Contains(r.stdout, "ABSENT") {
+		t.Errorf("inspect of an unknown key: %+v", r)
 	}
 	r = run(ctx, t, env, "expire", "order-7")
 	if r.code != 0 || !strings.Contains(r.stderr, "lease expired by operator") {
@@ -378,8 +419,9 @@ func TestOpsCommands(t *testing.T) {
 		t.Error("the holder did not lose the expired lease")
 	}
 	wantFailure(t, run(ctx, t, env, "expire", "order-7"), 1, `no lease held for key "order-7"`)
-	if r := run(ctx, t, env, "inspect", "order-7"); r.code != 0 || !strings.Contains(r.stdout, "none") {
-		t.Errorf("inspect after expire: %+v", r)
+	if r := run(ctx, t, env, "inspect", "order-7"); r.code != 0 || !strings.Contains(r.stdout, "none") ||
+		!strings.Contains(r.stdout, "PROCESSING") {
+		t.Errorf("inspect after expire (the record stays PROCESSING until a takeover): %+v", r)
 	}
 	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
 		t.Errorf("capacity: %+v", r)
@@ -446,5 +488,25 @@ func TestDemoStartsItsOwnRedis(t *testing.T) {
 	defer func() { _ = c2.Close() }()
 	if err := c2.Ping(ctx).Err(); err == nil {
 		t.Error("the demo's redis-server still answers after stop")
+	}
+}
+
+func TestPrintableDetails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in    string
+		total int
+		n     int
+		want  string
+	}{
+		{"step 3", 6, 40, `"step 3"`},
+		{"a\nb\x00", 4, 40, `"a\nb\x00"`},
+		{"abcdef", 6, 3, `"abc"... (6 bytes)`},
+		{"ab\u00e9", 4, 3, `"ab"... (4 bytes)`}, // é is 2 bytes: not cut in half
+		{"abc", 9000, 40, `"abc"... (9000 bytes)`},
+	} {
+		if got := printable([]byte(tc.in), tc.total, tc.n); got != tc.want {
+			t.Errorf("printable(%q, %d, %d) = %s, want %s", tc.in, tc.total, tc.n, got, tc.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -77,6 +78,12 @@ type leaseInfo struct {
 	Owner     string // a digest of the owner token (the token itself is a capability)
 	Fence     uint64
 	Remaining time.Duration
+	lease     string // the lease name as stored, tag included
+
+	// The idempotency record of the key, when the lease is an idempotency
+	// key's (see withRecords).
+	Record *idempotency.Info
+	RecErr error
 }
 
 func ownerDigest(token string) string {
@@ -148,7 +155,79 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 	} else {
 		_, _ = fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
 	}
+	info, err := ops.s.Lookup(ctx, k)
+	if err != nil {
+		_, _ = fmt.Fprintf(tw, "record\tunreadable: %s\n", truncate(err.Error(), 200))
+		_ = tw.Flush()
+		return err
+	}
+	_, _ = fmt.Fprintf(tw, "record\t%s\n", info.State)
+	if info.State != idempotency.Absent {
+		_, _ = fmt.Fprintf(tw, "record fence\t%d\n", info.Fence)
+		_, _ = fmt.Fprintf(tw, "attempt\t%d\n", info.Attempt)
+	}
+	switch info.State {
+	case idempotency.Completed, idempotency.Failed:
+		_, _ = fmt.Fprintf(tw, "finished at\t%s\n", info.At.UTC().Format(time.RFC3339))
+		what := "result"
+		if info.State == idempotency.Failed {
+			what = "error text"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%d bytes\n", what, info.ResultSize)
+	case idempotency.Released:
+		if !info.HoldUntil.IsZero() {
+			_, _ = fmt.Fprintf(tw, "held until\t%s\n", info.HoldUntil.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if info.HasDetails {
+		_, _ = fmt.Fprintf(tw, "heartbeat details\t%s\n", printable(info.Details, info.DetailsSize, maxShownDetails))
+		_, _ = fmt.Fprintf(tw, "details kept for\t%s\n", info.DetailsTTL.Round(time.Second))
+	} else {
+		_, _ = fmt.Fprintf(tw, "heartbeat details\tnone\n")
+	}
 	return tw.Flush()
+}
+
+// maxShownDetails bounds the heartbeat details inspect prints, in bytes;
+// leases prints at most maxListedDetails.
+const (
+	maxShownDetails  = 512
+	maxListedDetails = 40
+)
+
+// printable renders heartbeat details b (of stored size total) as a quoted
+// Go string of at most n bytes of the details, control characters and
+// invalid UTF-8 escaped, with the full size when they were cut.
+func printable(b []byte, total, n int) string {
+	if len(b) > n {
+		// Cut at a rune start, so that a rune is not shown as escaped bytes.
+		for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				n = i
+				break
+			}
+		}
+		b = b[:n]
+	}
+	q := strconv.Quote(string(b))
+	if total > len(b) {
+		q += fmt.Sprintf("... (%d bytes)", total)
+	}
+	return q
+}
+
+// withRecords adds to each lease of an idempotency key the key's record
+// (state, attempt, heartbeat details). Leases named otherwise are left as
+// they are.
+func withRecords(ctx context.Context, s *idempotency.Store, leases []leaseInfo) {
+	for i := range leases {
+		l := &leases[i]
+		if l.lease == "" || s.LeaseName(l.Name) != l.lease {
+			continue
+		}
+		info, err := s.Lookup(ctx, l.Name)
+		l.Record, l.RecErr = &info, err
+	}
 }
 
 func cmdLeases(ctx context.Context, e *Env, args []string) error {
@@ -171,14 +250,29 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	withRecords(ctx, ops.s, leases)
 	return printLeases(e.Stdout, leases)
 }
 
 func printLeases(w io.Writer, leases []leaseInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING")
+	_, _ = fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING\tSTATE\tATTEMPT\tDETAILS")
 	for _, l := range leases {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Name, l.Owner, l.Fence, l.Remaining.Round(time.Millisecond))
+		state, attempt, details := "-", "-", "-"
+		switch {
+		case l.RecErr != nil:
+			state = "unreadable"
+		case l.Record != nil:
+			state = l.Record.State.String()
+			if l.Record.State != idempotency.Absent {
+				attempt = strconv.Itoa(l.Record.Attempt)
+			}
+			if l.Record.HasDetails {
+				details = printable(l.Record.Details, l.Record.DetailsSize, maxListedDetails)
+			}
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Name, l.Owner, l.Fence,
+			l.Remaining.Round(time.Millisecond), state, attempt, details)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -213,7 +307,8 @@ func scanLeases(ctx context.Context, rdb redis.UniversalClient, keyPrefix string
 			return nil, err
 		}
 		if held {
-			li.Name = displayName(strings.TrimPrefix(k, keyPrefix))
+			li.lease = strings.TrimPrefix(k, keyPrefix)
+			li.Name = displayName(li.lease)
 			out = append(out, li)
 		}
 	}

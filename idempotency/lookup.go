@@ -1,0 +1,139 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Absent is the State of a key without a record: never claimed, or its
+// record has left the retention.
+const Absent State = 0
+
+// Info is what Lookup reads about one idempotency key. It is a snapshot: a
+// worker may claim, renew or finish the key right after it was read.
+type Info struct {
+	Key   string
+	State State // Absent when the key has no record
+
+	// The record (zero when Absent).
+	Fence       uint64      // fence of the attempt that wrote the record
+	Fingerprint Fingerprint // payload fingerprint of the key's first claim
+	Attempt     int         // attempt number of that attempt, 1 for the first
+	At          time.Time   // Completed and Failed: when (Redis time, second precision)
+	HoldUntil   time.Time   // Released by a keep failure: claims are held until then
+	ResultSize  int         // Completed: result bytes; Failed: error text bytes
+	Result      []byte      // the result or error text, read by LookupResult only
+
+	// The lease (zero when no lease is live).
+	Leased     bool          // a lease on the key is live now
+	LeaseFence uint64        // the live lease's fence
+	Remaining  time.Duration // the live lease's remaining TTL, unless renewed
+
+	// Heartbeat details saved by the key's current or last attempt.
+	HasDetails  bool          // details are stored (Details may still be empty)
+	Details     []byte        // at most the Store's WithMaxDetails bytes
+	DetailsSize int           // stored size of the details
+	DetailsTTL  time.Duration // how long the details are kept unless rewritten
+}
+
+// Lookup reads the record, the lease and the heartbeat details of key k
+// without changing anything, in one pipeline (one round trip; every key of k
+// shares one Cluster slot). It looks for the record in the same buckets a
+// claim reads. The result or error text of a finished key is not read, only
+// its size (see LookupResult). The lease owner token is not returned: it is
+// a capability. A damaged stored record gives an error matching ErrCorrupt,
+// with the lease and details fields of Info filled in.
+func (s *Store) Lookup(ctx context.Context, k string) (Info, error) {
+	return s.lookup(ctx, k, false)
+}
+
+// LookupResult is Lookup that also reads the result (or the error text) of a
+// finished key into Info.Result.
+func (s *Store) LookupResult(ctx context.Context, k string) (Info, error) {
+	return s.lookup(ctx, k, true)
+}
+
+func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, error) {
+	info := Info{Key: k}
+	if err := ValidateKey(k, s.cfg.maxKey); err != nil {
+		return info, err
+	}
+	h := hashKey(k)
+	tag := s.tag(&h)
+	// The widest range a claim may use: a record written in any of them is
+	// the one a claim would find (newest first); older buckets have expired.
+	base, n := s.windowRange(s.cfg.windows, true)
+	leaseKey := s.m.Key(tag + ":" + k)
+	dkey, rkey := s.detailsKey(tag, k), s.resultKey(tag, k)
+
+	p := s.c.Pipeline()
+	recs := make([]*redis.StringCmd, n)
+	for i := range n {
+		recs[i] = p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field())
+	}
+	lh := p.HMGet(ctx, leaseKey, "tok", "fen")
+	lttl := p.PTTL(ctx, leaseKey)
+	dval := p.GetRange(ctx, dkey, 0, int64(s.cfg.maxDetails)-1)
+	dlen := p.StrLen(ctx, dkey)
+	dttl := p.PTTL(ctx, dkey)
+	dexists := p.Exists(ctx, dkey)
+	rexists := p.Exists(ctx, rkey)
+	rlen := p.StrLen(ctx, rkey)
+	var rval *redis.StringCmd
+	if withResult {
+		rval = p.GetRange(ctx, rkey, 0, int64(s.cfg.maxResult)-1)
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return info, fmt.Errorf("idempotency: lookup: %w", classify(err))
+	}
+
+	if v := lh.Val(); len(v) == 2 {
+		if tok, _ := v[0].(string); tok != "" {
+			fen, _ := v[1].(string)
+			info.Leased = true
+			info.LeaseFence, _ = strconv.ParseUint(fen, 10, 64)
+			info.Remaining = max(lttl.Val(), 0)
+		}
+	}
+	if dexists.Val() > 0 {
+		info.HasDetails = true
+		info.Details = []byte(dval.Val())
+		info.DetailsSize = int(dlen.Val())
+		info.DetailsTTL = max(dttl.Val(), 0)
+	}
+
+	var raw string
+	found := false
+	for i := n - 1; i >= 0; i-- {
+		if v, err := recs[i].Result(); err == nil {
+			raw, found = v, true
+			break
+		}
+	}
+	if !found {
+		return info, nil
+	}
+	var ext []byte
+	if rval != nil {
+		ext = []byte(rval.Val())
+	}
+	r, err := decodeRecord([]byte(raw), ext, rexists.Val() > 0)
+	if err != nil {
+		return info, fmt.Errorf("idempotency: lookup %s: %w", quoteKey(k), err)
+	}
+	info.State, info.Fence, info.Fingerprint, info.Attempt = r.State, r.Fence, r.Fingerprint, r.Attempt
+	info.At, info.HoldUntil = r.At, r.HoldUntil
+	info.ResultSize = len(r.Result)
+	if raw[0]&flagExternal != 0 {
+		info.ResultSize = int(rlen.Val())
+	}
+	if withResult {
+		info.Result = r.Result
+	}
+	return info, nil
+}
