@@ -22,7 +22,8 @@
 // Redis TIME in µs)) in one step; the Store then hands the lease to
 // lease.Manager.Adopt, whose batched renewer keeps it alive while the job
 // runs. The other scripts are fenced: they write only while the caller's
-// token and fence still own the lease.
+// token and fence still own the lease. Store.Lookup reads a key's record,
+// lease and heartbeat details without writing (one pipeline), for operators.
 //
 // # Layout
 //
