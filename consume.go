@@ -81,6 +81,7 @@ func (w *Worker) gather(n int) (batch []*delivery, stop bool) {
 				batch = append(batch, d)
 			}
 		})
+		w.offs.highWatermarks(fetches)
 		// Polled records are tracked: rebalances may proceed.
 		w.cl.AllowRebalance()
 		if len(batch) > 0 {

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // Offset tracking. Records of one partition finish out of order (a bounded
@@ -39,6 +41,8 @@ type partTracker struct {
 	queue   []inflight // ascending offsets; queue[0] is the oldest unfinished
 	last    int64      // highest offset ever tracked, -1 before the first
 	marked  int64      // next offset to commit, -1 before the first mark
+	first   int64      // first offset tracked on this assignment
+	hw      int64      // high watermark of the latest fetch, -1 before one
 }
 
 type offsets struct {
@@ -60,7 +64,7 @@ func (o *offsets) track(r *kgo.Record) (*partTracker, bool) {
 	tp := partKey{r.Topic, r.Partition}
 	t := o.parts[tp]
 	if t == nil {
-		t = &partTracker{tp: tp, last: -1, marked: -1}
+		t = &partTracker{tp: tp, last: -1, marked: -1, first: r.Offset, hw: -1}
 		o.parts[tp] = t
 	}
 	if r.Offset <= t.last {
@@ -147,4 +151,38 @@ func (o *offsets) inFlight() int {
 		}
 	}
 	return n
+}
+
+// highWatermarks records the high watermark of each assigned partition in a
+// poll's fetches (franz-go reports it with every fetch response, so this
+// costs no broker round trip).
+func (o *offsets) highWatermarks(fs kgo.Fetches) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if t := o.parts[partKey{p.Topic, p.Partition}]; t != nil && p.HighWatermark > t.hw {
+			t.hw = p.HighWatermark
+		}
+	})
+}
+
+// commitLag reports, for each assigned partition with a known high
+// watermark, the high watermark minus the committed offset (committed, from
+// the client's view of the group's commits; a partition without a commit yet
+// counts from the first offset fetched on this assignment).
+func (o *offsets) commitLag(committed map[string]map[int32]kgo.EpochOffset) []tracing.PartitionLag {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]tracing.PartitionLag, 0, len(o.parts))
+	for tp, t := range o.parts {
+		if t.hw < 0 {
+			continue
+		}
+		at := t.first
+		if eo, ok := committed[tp.topic][tp.partition]; ok && eo.Offset >= 0 {
+			at = eo.Offset
+		}
+		out = append(out, tracing.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: max(t.hw-at, 0)})
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // redisStore adapts idempotency.Store (over a lease.Manager) to the worker.
@@ -53,13 +55,8 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		return rs, func(ctx context.Context) error { stopBatcher(); return m.Shutdown(ctx) }, nil
 	}
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger)}
-	if c.tracer != nil {
-		m := c.tracer.Metrics()
-		copts = append(copts, compensation.WithObserver(compensation.ObserverFuncs{
-			End: func(ctx context.Context, _ compensation.StepInfo, o compensation.Outcome, _ error) {
-				m.Compensation(ctx, string(o))
-			},
-		}))
+	if tr := c.tracer; tr != nil {
+		copts = append(copts, compensation.WithObserver(compensationSpans(tr)))
 	}
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
 	if err == nil {
@@ -75,6 +72,31 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		stopBatcher()
 		return errors.Join(r.Shutdown(ctx), m.Shutdown(ctx))
 	}, nil
+}
+
+// compensationSpans runs each compensation step under a `compensate <step>`
+// span (a child of the job span when the owner compensates after a lost
+// lease) and ends it with the step's outcome, which also counts the step in
+// leasehold.compensations. The runner hands StepEnd its own context rather
+// than the one StepStart returned, so the span is found again by the step's
+// identity (journal, step, attempt, generation: unique per claimed attempt).
+func compensationSpans(tr *tracing.Tracer) compensation.ObserverFuncs {
+	var open sync.Map // compensation.StepInfo -> *tracing.Span
+	return compensation.ObserverFuncs{
+		Start: func(ctx context.Context, s compensation.StepInfo) context.Context {
+			ctx, sp := tr.StartCompensationStep(ctx, s.Name, s.Ref.Fence)
+			open.Store(s, sp)
+			return ctx
+		},
+		End: func(ctx context.Context, s compensation.StepInfo, o compensation.Outcome, err error) {
+			if v, ok := open.LoadAndDelete(s); ok {
+				v.(*tracing.Span).End(string(o), err)
+				return
+			}
+			// No span was started for it: count it all the same.
+			tr.Metrics().Compensation(ctx, string(o))
+		},
+	}
 }
 
 // mapStoreErr makes errors of the lease and idempotency packages match the

@@ -13,9 +13,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // Worker consumes jobs from Kafka and runs each job's effect once: it claims
@@ -55,6 +57,8 @@ type Worker struct {
 	offs  *offsets
 	sched *schedule
 	sem   *semaphore.Weighted
+
+	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
 
 	baseCtx    context.Context // parents leases; not cancelled by shutdown
 	stopCtx    context.Context // cancelled when shutdown begins
@@ -258,6 +262,16 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.cl = cl
 	w.offs = newOffsets(cl.MarkCommitOffsets)
+	if w.cfg.tracer != nil {
+		reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
+			return w.offs.commitLag(cl.CommittedOffsets())
+		})
+		if err != nil {
+			cl.Close()
+			return fail(fmt.Errorf("leasehold: commit lag metric: %w", err))
+		}
+		w.lagReg = reg
+	}
 	w.baseCtx = context.WithoutCancel(ctx)
 	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
 	w.loopDone = make(chan struct{})
@@ -323,6 +337,9 @@ func (w *Worker) shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
 	}
 	// 5. Leave the group and close the client.
+	if w.lagReg != nil {
+		_ = w.lagReg.Unregister()
+	}
 	w.cl.Close()
 	// 6. Release what the lease manager still holds.
 	if err := w.closeStore(cctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // enqueueConfig is what `worker enqueue` reads.
@@ -73,8 +74,23 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	if err := leasehold.ValidateKey(c.keyPrefix); err != nil {
 		return &usageError{err}
 	}
+	// Traces go where the OTEL_* environment says, as for `worker run`
+	// (OTEL_TRACES_EXPORTER=none turns them off); they are flushed on return.
+	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-producer"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdownTel(sctx)
+	}()
+	tr, err := tracing.New(tracing.WithTelemetry(tel))
+	if err != nil {
+		return err
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(c.brokers)...), kgo.DefaultProduceTopic(c.topic),
-		kgo.ProducerLinger(5*time.Millisecond))
+		kgo.ProducerLinger(5*time.Millisecond), tr.KgoOpt())
 	if err != nil {
 		return err
 	}
@@ -89,7 +105,7 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	if c.progress {
 		bar = e.Stderr
 	}
-	n, dups, err := enqueueJobs(ctx, cl, c, bar)
+	n, dups, err := enqueueJobs(ctx, cl, tr, c, bar)
 	_, _ = fmt.Fprintf(e.Stdout, "enqueued %d records (%d jobs, %d duplicates) to %s, keys %s-0..%d\n",
 		n, n-dups, dups, c.topic, c.keyPrefix, max(c.count-1, 0))
 	return err
@@ -122,8 +138,10 @@ func payloadFor(c enqueueConfig, i int) []byte {
 
 // enqueueJobs produces c.count jobs plus c.dup*c.count duplicates of random
 // earlier jobs, at c.rate, drawing progress on bar. It returns the records
-// produced and how many were duplicates.
-func enqueueJobs(ctx context.Context, cl *kgo.Client, c enqueueConfig, bar io.Writer) (int, int, error) {
+// produced and how many were duplicates. Each record is produced under an
+// `enqueue <type>` span of tr, ended when its produce is acknowledged, so
+// kotel's publish span and the consumer's job span descend from it.
+func enqueueJobs(ctx context.Context, cl *kgo.Client, tr *tracing.Tracer, c enqueueConfig, bar io.Writer) (int, int, error) {
 	extra := int(float64(c.count) * c.dup)
 	total := c.count + extra
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -162,17 +180,21 @@ func enqueueJobs(ctx context.Context, cl *kgo.Client, c enqueueConfig, bar io.Wr
 			next++
 		}
 		job := leasehold.NewJob{Type: c.typ, Key: fmt.Sprintf("%s-%d", c.keyPrefix, i), Payload: payloadFor(c, i)}
-		r, err := enqueueRecord(ctx, job)
+		sctx, sp := tr.StartEnqueue(ctx, job.Type, job.Key)
+		r, err := enqueueRecord(sctx, job)
 		if err != nil {
+			sp.End(tracing.OutcomeFailed, err)
 			return int(acked.Load()), dups, err
 		}
 		wg.Add(1)
-		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		cl.Produce(sctx, r, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
+				sp.End(tracing.OutcomeFailed, err)
 				errOnce.Do(func() { firstErr = err })
 				return
 			}
+			sp.End("produced", nil)
 			p.set(int(acked.Add(1)))
 		})
 	}

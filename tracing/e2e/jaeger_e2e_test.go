@@ -308,18 +308,32 @@ func TestJaegerEndToEnd(t *testing.T) {
 	}
 	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1_000_000)
 
-	// 1. A job enqueued by `worker enqueue`: kotel's receive span -> job ->
-	// claim, handler, commit.
+	// 1. A job enqueued by `worker enqueue`: one trace from the CLI's enqueue
+	// span through kotel's publish and receive spans to the job span and its
+	// claim, handler and commit children.
 	okKey := run + "-ok-0"
 	enqueue("--count", "1", "--sleep", "300ms", "--steps", "3", "--key-prefix", run+"-ok")
-	ts := waitTraces(t, j, "job demo.sleep", "the job "+okKey+" committed", 90*time.Second, func(ts []e2eTrace) bool {
+	enqueueRoot := tracing.SpanEnqueue + " demo.sleep"
+	ts := waitTraces(t, j, "job demo.sleep", "the job "+okKey+" committed, under its enqueue span", 90*time.Second, func(ts []e2eTrace) bool {
 		tr, js := findJob(ts, okKey)
-		return len(js) > 0 && has(tr.children(js[0]), tracing.SpanCommit)
+		return len(js) > 0 && has(tr.children(js[0]), tracing.SpanCommit) && has(tr.ancestry(js[0]), enqueueRoot)
 	})
 	tr, js := findJob(ts, okKey)
 	job := js[0]
-	if anc := tr.ancestry(job); len(anc) < 2 || anc[1] != "leasehold.jobs receive" {
-		t.Errorf("job span ancestry %v: want kotel's receive span as the job span's parent", anc)
+	wantAnc := []string{job.OperationName, "leasehold.jobs receive", "leasehold.jobs publish", enqueueRoot}
+	if got := tr.ancestry(job); strings.Join(got, " < ") != strings.Join(wantAnc, " < ") {
+		t.Errorf("CLI-enqueued job span ancestry %v, want %v", got, wantAnc)
+	}
+	for _, s := range tr.tr.Spans {
+		if s.OperationName != enqueueRoot {
+			continue
+		}
+		if k, _ := s.Tag(tracing.AttrIdempotencyKey); k != hashedKey(okKey) {
+			t.Errorf("enqueue span key %q, want %q", k, hashedKey(okKey))
+		}
+		if s.Parent() != "" {
+			t.Errorf("enqueue span has a parent %s: want it to be the trace's root", s.Parent())
+		}
 	}
 	kids := tr.children(job)
 	for _, want := range []string{tracing.SpanClaim, tracing.SpanHandler, tracing.SpanCommit} {
@@ -411,6 +425,32 @@ func TestJaegerEndToEnd(t *testing.T) {
 	}
 	// The charge was refunded by the compensation, and counted.
 	waitRefund(t, "http://"+payAddr, lostKey)
+	// The refund ran under a `compensate <step>` span in the job's trace.
+	compensated := func(tr e2eTrace) []testkit.JaegerSpan {
+		var out []testkit.JaegerSpan
+		for _, s := range tr.tr.Spans {
+			if o, _ := s.Tag(tracing.AttrOutcome); strings.HasPrefix(s.OperationName, tracing.SpanCompensation+" ") && o == tracing.OutcomeCompensated {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	ts = waitTraces(t, j, "job demo.transfer", "the compensate span of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
+		tr, js := findJob(ts, lostKey)
+		return len(js) > 0 && len(compensated(tr)) > 0
+	})
+	tr, _ = findJob(ts, lostKey)
+	for _, s := range compensated(tr) {
+		if anc := tr.ancestry(s); !has(anc, tracing.SpanJob+" "+demo.TransferType) || anc[len(anc)-1] != tracing.SpanEnqueue+" "+demo.TransferType {
+			t.Errorf("compensate span ancestry %v: want it under the transfer's job span, in the enqueued trace", anc)
+		}
+		if st, _ := s.Tag(tracing.AttrStep); st == "" {
+			t.Errorf("compensate span %s has no %s", s.OperationName, tracing.AttrStep)
+		}
+		if f, _ := s.Tag(tracing.AttrFence); f == "" || f == "0" {
+			t.Errorf("compensate span %s has no fence", s.OperationName)
+		}
+	}
 	if got := grepLines(scrape(t, "http://"+httpAddr+"/metrics"), "leasehold_compensations_total{"); !strings.Contains(got, `outcome="compensated"`) {
 		t.Errorf("worker /metrics has no compensated step: %q", got)
 	}
