@@ -199,6 +199,12 @@ func (w *Worker) dispatch(batch []*delivery) int {
 				w.sched.park(d, time.Now())
 				continue
 			}
+			// Errors that belong to this record and do not pass with time:
+			// retrying would hold the partition's commits back for ever.
+			if reason := permanentClaimReason(c.Err); reason != "" {
+				w.deadLetter(d, reason, c.Err)
+				continue
+			}
 			d.held++
 			delay := backoff(d.held, w.cfg.heldMin, w.cfg.heldMax)
 			w.log.Warn("claim failed", slog.String("key", d.key), slog.Any("err", c.Err))
@@ -244,6 +250,18 @@ func (w *Worker) dispatch(batch []*delivery) int {
 		w.failClosed(unavailable)
 	}
 	return used
+}
+
+// permanentClaimReason returns the dead-letter reason for a per-record claim
+// error that no retry can clear, or "" for an error worth retrying.
+func permanentClaimReason(err error) string {
+	switch {
+	case errors.Is(err, ErrCorruptRecord):
+		return ReasonCorruptRecord
+	case errors.Is(err, ErrInvalidKey):
+		return ReasonInvalidKey
+	}
+	return ""
 }
 
 // failClosed pauses fetching while Redis is unreachable and probes it with

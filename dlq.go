@@ -36,6 +36,7 @@ const (
 	ReasonUndecodable      = "undecodable"
 	ReasonPermanent        = "permanent-failure"
 	ReasonAttemptsExceeded = "attempts-exhausted"
+	ReasonCorruptRecord    = "corrupt-record"
 )
 
 const maxDLQError = 1 << 10

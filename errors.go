@@ -47,6 +47,12 @@ var (
 	// Wrap errors with [Permanent] rather than returning it bare.
 	ErrPermanent = errors.New("leasehold: permanent failure")
 
+	// ErrCorruptRecord is the dead-letter cause for a record whose key's
+	// stored idempotency record cannot be decoded (damaged outside the
+	// library): the key cannot be claimed, so retrying would block its
+	// partition's commits for ever.
+	ErrCorruptRecord = errors.New("leasehold: corrupt idempotency record")
+
 	// ErrAttemptsExhausted is the dead-letter cause for a job that failed with
 	// retryable errors as many times as its [WithMaxAttempts] allows.
 	ErrAttemptsExhausted = errors.New("leasehold: attempts exhausted")

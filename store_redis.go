@@ -111,6 +111,10 @@ func mapStoreErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	case errors.Is(err, idempotency.ErrUnavailable), errors.Is(err, lease.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, idempotency.ErrCorrupt):
+		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	case errors.Is(err, idempotency.ErrInvalidKey):
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
