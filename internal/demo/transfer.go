@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,16 +52,62 @@ type TransferArgs struct {
 	Amount int64  `json:"amount"`
 }
 
-// ParseTransfer decodes and checks a demo.transfer payload.
+// MaxAccountLen is the longest account name a transfer accepts, in bytes.
+const MaxAccountLen = 64
+
+// MaxAmount is the largest amount one transfer moves, so that balances and
+// sums over many transfers stay far inside PostgreSQL's bigint.
+const MaxAmount = 1_000_000_000_000
+
+// ErrInvalidTransfer is matched by every error ParseTransfer returns: the
+// payload can never succeed, so the job is a permanent failure.
+var ErrInvalidTransfer = errors.New("demo: invalid transfer payload")
+
+// ParseTransfer decodes and checks a demo.transfer payload (valid UTF-8
+// JSON): two distinct
+// account names (see [ValidateAccount]) and an amount in 1..[MaxAmount].
+// Its errors match [ErrInvalidTransfer]; callers treat them as permanent.
 func ParseTransfer(payload []byte) (TransferArgs, error) {
 	var a TransferArgs
-	if err := json.Unmarshal(payload, &a); err != nil {
-		return a, fmt.Errorf("demo: transfer payload: %w", err)
+	if !utf8.Valid(payload) {
+		// encoding/json would turn the bad bytes into U+FFFD: a different name.
+		return a, fmt.Errorf("%w: not valid UTF-8", ErrInvalidTransfer)
 	}
-	if a.From == "" || a.To == "" || a.From == a.To || a.Amount <= 0 {
-		return a, fmt.Errorf("demo: transfer payload: need distinct accounts and a positive amount, got %+v", a)
+	if err := json.Unmarshal(payload, &a); err != nil {
+		return a, fmt.Errorf("%w: %w", ErrInvalidTransfer, err)
+	}
+	for _, acc := range []struct{ field, name string }{{"from", a.From}, {"to", a.To}} {
+		if err := ValidateAccount(acc.name); err != nil {
+			return a, fmt.Errorf("%w: %s: %w", ErrInvalidTransfer, acc.field, err)
+		}
+	}
+	if a.From == a.To {
+		return a, fmt.Errorf("%w: from and to are the same account %q", ErrInvalidTransfer, a.From)
+	}
+	if a.Amount <= 0 || a.Amount > MaxAmount {
+		return a, fmt.Errorf("%w: amount %d outside 1..%d", ErrInvalidTransfer, a.Amount, int64(MaxAmount))
 	}
 	return a, nil
+}
+
+// ValidateAccount reports whether name can be an account: not empty, at most
+// [MaxAccountLen] bytes, valid UTF-8, and only printable characters
+// (unicode.IsPrint: no NUL, no control or format characters, no line breaks).
+func ValidateAccount(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty account name")
+	case len(name) > MaxAccountLen:
+		return fmt.Errorf("account name of %d bytes, more than %d", len(name), MaxAccountLen)
+	case !utf8.ValidString(name):
+		return errors.New("account name is not valid UTF-8")
+	}
+	for i, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("account name has the unprintable character %q at byte %d", r, i)
+		}
+	}
+	return nil
 }
 
 // RefundArgs are the arguments of [RefundHandler].

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,9 +203,18 @@ func TestParseTransfer(t *testing.T) {
 	if _, err := demo.ParseTransfer([]byte(`{"from":"a","to":"b","amount":5}`)); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{`{}`, `{"from":"a","to":"a","amount":5}`, `{"from":"a","to":"b","amount":0}`, `x`} {
-		if _, err := demo.ParseTransfer([]byte(bad)); err == nil {
-			t.Errorf("accepted %s", bad)
+	if _, err := demo.ParseTransfer([]byte(`{"from":"` + strings.Repeat("é", demo.MaxAccountLen/2) + `","to":"b c","amount":` +
+		strconv.Itoa(demo.MaxAmount) + `}`)); err != nil {
+		t.Errorf("longest account name and largest amount refused: %v", err)
+	}
+	long := strings.Repeat("a", demo.MaxAccountLen+1)
+	for _, bad := range []string{`{}`, `{"from":"a","to":"a","amount":5}`, `{"from":"a","to":"b","amount":0}`, `x`,
+		`{"from":"a\u0000","to":"b","amount":1}`, `{"from":"a","to":"b\n","amount":1}`, `{"from":"a\u007f","to":"b","amount":1}`,
+		`{"from":"a\u200b","to":"b","amount":1}`, `{"from":"a","to":"\u0085b","amount":1}`, "{\"from\":\"\xff\",\"to\":\"b\",\"amount\":1}",
+		`{"from":"` + long + `","to":"b","amount":1}`, `{"from":"a","to":"b","amount":` + strconv.Itoa(demo.MaxAmount+1) + `}`,
+	} {
+		if _, err := demo.ParseTransfer([]byte(bad)); !errors.Is(err, demo.ErrInvalidTransfer) {
+			t.Errorf("ParseTransfer(%q) err %v, want ErrInvalidTransfer", bad, err)
 		}
 	}
 }
