@@ -51,8 +51,17 @@ func TestAcquireHeldRelease(t *testing.T) {
 	if he.Token != l.Token() || he.Remaining <= 0 || he.Remaining > testTTL {
 		t.Fatalf("held error = token match %v, remaining %s", he.Token == l.Token(), he.Remaining)
 	}
+	// Acquire returns once a quorum answered; the last master's answer may
+	// still be in flight, so each master is given a moment to show the token.
 	for i, s := range ms.servers {
-		v, err := s.Client(t).Get(ctx, b.Key("job-1")).Result()
+		var v string
+		var err error
+		for wait := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			v, err = s.Client(t).Get(ctx, b.Key("job-1")).Result()
+			if (err == nil && v == l.Token()) || time.Now().After(wait) {
+				break
+			}
+		}
 		if err != nil || v != l.Token() {
 			t.Fatalf("master %d holds %q, %v; want the token", i, v, err)
 		}
