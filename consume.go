@@ -511,7 +511,11 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 		marker := w.deadLetterMarker(d)
 		for attempt := 1; ; attempt++ {
 			if w.deadLettered(marker) {
-				break // written before a crash lost the offset commit
+				// Written by an earlier delivery whose offset commit was
+				// lost (crash or rebalance): finish without a second copy,
+				// and without counting or reporting it again.
+				w.finish(d)
+				return
 			}
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 10*time.Second)
 			err := produceDeadLetter(pctx, w.cl, rec)
