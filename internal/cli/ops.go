@@ -122,18 +122,28 @@ func keyArg(f *flags) (string, error) {
 	return k, nil
 }
 
-func cmdInspect(ctx context.Context, e *Env, args []string) error {
-	f := newFlags(e, "inspect", "KEY")
+// openKeyCommand parses the flags and the KEY argument of a command that
+// works on one idempotency key, and opens the store.
+func openKeyCommand(ctx context.Context, e *Env, name string, args []string) (string, *opsStore, error) {
+	f := newFlags(e, name, "KEY")
 	var o opsFlags
 	o.define(f)
 	if err := f.parse(args); err != nil {
-		return err
+		return "", nil, err
 	}
 	k, err := keyArg(f)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	ops, err := openOps(ctx, o)
+	if err != nil {
+		return "", nil, err
+	}
+	return k, ops, nil
+}
+
+func cmdInspect(ctx context.Context, e *Env, args []string) error {
+	k, ops, err := openKeyCommand(ctx, e, "inspect", args)
 	if err != nil {
 		return err
 	}
@@ -339,17 +349,7 @@ func escapeGlob(s string) string {
 }
 
 func cmdExpire(ctx context.Context, e *Env, args []string) error {
-	f := newFlags(e, "expire", "KEY")
-	var o opsFlags
-	o.define(f)
-	if err := f.parse(args); err != nil {
-		return err
-	}
-	k, err := keyArg(f)
-	if err != nil {
-		return err
-	}
-	ops, err := openOps(ctx, o)
+	k, ops, err := openKeyCommand(ctx, e, "expire", args)
 	if err != nil {
 		return err
 	}
