@@ -37,7 +37,7 @@ type Observer struct {
 type leaseSeen struct {
 	tok    string
 	pttl   time.Duration
-	seenAt time.Time
+	seenAt time.Time // Redis server time of the sighting
 }
 
 type killMark struct {
@@ -95,9 +95,15 @@ func (o *Observer) Poll(ctx context.Context) error {
 	if err := iter.Err(); err != nil {
 		return err
 	}
+	// The PTTLs are compared with the Redis server's own clock (TIME in
+	// the same pipeline), not with the time this process got the reply:
+	// under load the reply can come tens of milliseconds late, which
+	// would read as a renewal or make an expired lease look released.
+	var serverTime *redis.TimeCmd
 	toks := make([]*redis.StringCmd, len(keys))
 	pttls := make([]*redis.DurationCmd, len(keys))
 	_, err := o.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		serverTime = p.Time(ctx)
 		for i, k := range keys {
 			toks[i] = p.HGet(ctx, k, "tok")
 			pttls[i] = p.PTTL(ctx, k)
@@ -113,6 +119,10 @@ func (o *Observer) Poll(ctx context.Context) error {
 			}
 		}
 	}
+	at, err := serverTime.Result()
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -124,24 +134,26 @@ func (o *Observer) Poll(ctx context.Context) error {
 		if terr != nil || perr != nil || tok == "" || pttl < 0 {
 			continue
 		}
-		o.observe(k, tok, pttl, now)
+		o.observe(k, tok, pttl, at, now)
 	}
-	o.forgetReleased(present, now)
+	o.forgetReleased(present, at)
 	o.expireKillMarks(now)
 	return nil
 }
 
-// observe folds one (key, token, pttl) sighting into the state.
-func (o *Observer) observe(key, tok string, pttl time.Duration, now time.Time) {
+// observe folds one (key, token, pttl) sighting, made at Redis server time
+// at and received at local time now, into the state.
+func (o *Observer) observe(key, tok string, pttl time.Duration, at, now time.Time) {
 	prev, ok := o.keys[key]
 	if !ok {
-		o.keys[key] = &leaseSeen{tok: tok, pttl: pttl, seenAt: now}
+		o.keys[key] = &leaseSeen{tok: tok, pttl: pttl, seenAt: at}
 		return
 	}
 	// A renewal resets the PTTL to the full TTL: the remaining time grows
-	// by more than the poll's jitter compared with the expected countdown.
-	elapsed := now.Sub(prev.seenAt)
-	renewed := tok == prev.tok && pttl > prev.pttl-elapsed+5*time.Millisecond
+	// compared with the expected countdown, by more than the spread of
+	// one pipeline's execution and the millisecond rounding of PTTL.
+	elapsed := at.Sub(prev.seenAt)
+	renewed := tok == prev.tok && pttl > prev.pttl-elapsed+renewSlack
 	if tok != prev.tok {
 		o.takeovers++
 	}
@@ -159,18 +171,25 @@ func (o *Observer) observe(key, tok string, pttl time.Duration, now time.Time) {
 			delete(m.pending, key)
 		}
 	}
-	prev.tok, prev.pttl, prev.seenAt = tok, pttl, now
+	prev.tok, prev.pttl, prev.seenAt = tok, pttl, at
 }
 
+// renewSlack is how far a PTTL may exceed its expected countdown without
+// counting as a renewal. A renewal moves the PTTL up by the time since the
+// previous one (the renew interval, hundreds of milliseconds), so a
+// generous slack loses none of them.
+const renewSlack = 20 * time.Millisecond
+
 // forgetReleased drops the keys that vanished well before their PTTL ran
-// out: their owner released them (job done or failed for retry), so a later
-// lease on the same key is a new claim, not a takeover.
-func (o *Observer) forgetReleased(present map[string]bool, now time.Time) {
+// out (at is the Redis server time of the snapshot): their owner released
+// them (job done or failed for retry), so a later lease on the same key is a
+// new claim, not a takeover.
+func (o *Observer) forgetReleased(present map[string]bool, at time.Time) {
 	for k, s := range o.keys {
 		if present[k] {
 			continue
 		}
-		if now.Add(2 * o.every).Before(s.seenAt.Add(s.pttl)) {
+		if at.Add(2 * o.every).Before(s.seenAt.Add(s.pttl)) {
 			delete(o.keys, k)
 			for _, m := range o.kills {
 				delete(m.pending, k)
