@@ -57,6 +57,14 @@ func (o Outcome) String() string {
 type Request struct {
 	Key         string
 	Fingerprint Fingerprint
+	// TTL is the lease TTL for this key when the claim acquires it (job
+	// types with long handlers may want a longer one, so that a stalled
+	// owner is detected late but a slow renewal does not cost the lease;
+	// short ones a shorter one, so that a crash is taken over sooner). It
+	// must be longer than the Manager's renew interval plus its drift margin
+	// (lease.Manager.CheckTTL); otherwise the claim's Err wraps
+	// ErrInvalidTTL and nothing is written. Zero means the Manager's TTL.
+	TTL time.Duration
 }
 
 // Claim is the answer to one claim. Which fields are set depends on Outcome.
@@ -83,6 +91,7 @@ type Claim struct {
 	Record *Record // the stored record
 
 	fp       Fingerprint
+	ttl      time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
 	h        keyHash
 	tag      string
 	window   int64 // window index of the PROCESSING record
@@ -116,6 +125,12 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 			c.Err = err
 			continue
 		}
+		ttl, err := s.leaseTTL(r.TTL)
+		if err != nil {
+			c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(r.Key), err)
+			continue
+		}
+		c.ttl = ttl
 		c.h = hashKey(r.Key)
 		c.tag = s.tag(&c.h)
 		todo = append(todo, i)
@@ -129,9 +144,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
 			call := calls[j]
 			keys := make([]string, 0, len(call)*(3+n))
-			args := make([]any, 0, 6+3*len(call))
-			args = append(args, s.ttl.Milliseconds(), base, s.window.Milliseconds(), s.cfg.windows,
-				s.cfg.retention.Milliseconds(), n)
+			args := make([]any, 0, 5+4*len(call))
+			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n)
 			for _, i := range call {
 				c := out[i]
 				tokens[i] = s.m.NewToken()
@@ -139,7 +153,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 				for w := base; w < base+int64(n); w++ {
 					keys = append(keys, s.bucketKey(c.tag, w))
 				}
-				args = append(args, c.h.field(), c.fp[:], tokens[i])
+				args = append(args, c.h.field(), c.fp[:], tokens[i], c.ttl.Milliseconds())
 			}
 			return lua.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
@@ -188,6 +202,23 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		todo, wide = again, true
 	}
 	return out
+}
+
+// leaseTTL returns the lease TTL of a Request.TTL: the Manager's for zero,
+// else ttl cut to whole milliseconds (what Redis keeps), refused when the
+// Manager would renew it too late.
+func (s *Store) leaseTTL(ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		return s.ttl, nil
+	}
+	if ttl < 0 {
+		return 0, fmt.Errorf("%w: %s is negative", ErrInvalidTTL, ttl)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if err := s.m.CheckTTL(ttl); err != nil {
+		return 0, fmt.Errorf("%w: %s: the lease Manager's renewals would come too late: %w", ErrInvalidTTL, ttl, err)
+	}
+	return ttl, nil
 }
 
 // maxPerCall bounds the entries of one batched script call, so that one
@@ -317,7 +348,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if code == lua.IdemTakeover {
 			c.Outcome = Takeover
 		}
-		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: s.ttl, SentAt: sent})
+		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
 			// closed, or the reply came after the TTL): give the key back.
@@ -376,9 +407,9 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 
 // abandon releases the lease of a claim that could not be adopted, and puts
 // its record back to RELEASED, best effort: without it the key stays held
-// until the lease TTL and the next claim is a takeover.
+// until its lease TTL and the next claim is a takeover.
 func (s *Store) abandon(ctx context.Context, c *Claim, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
 	keys := []string{s.m.Key(c.tag + ":" + c.Key), s.bucketKey(c.tag, c.window)}
 	_ = lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),

@@ -335,9 +335,10 @@ func TestBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.claim(t, "busy", fp("b"), Acquired)
-	reqs := []Request{{"done", fp("d")}, {"busy", fp("b")}, {"", fp("x")}, {"other", fp("o")}}
+	reqs := []Request{{Key: "done", Fingerprint: fp("d")}, {Key: "busy", Fingerprint: fp("b")},
+		{Key: "", Fingerprint: fp("x")}, {Key: "other", Fingerprint: fp("o")}}
 	for i := range 50 {
-		reqs = append(reqs, Request{fmt.Sprintf("new-%d", i), fp("n")})
+		reqs = append(reqs, Request{Key: fmt.Sprintf("new-%d", i), Fingerprint: fp("n")})
 	}
 	cs := e.s.ClaimBatch(ctx, reqs)
 	got := make([]Outcome, len(cs))
@@ -460,7 +461,7 @@ func TestWindowEdges(t *testing.T) {
 func TestRepeatedKeyInOneBatch(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	cs := e.s.ClaimBatch(t.Context(), []Request{{"same", fp("a")}, {"same", fp("a")}})
+	cs := e.s.ClaimBatch(t.Context(), []Request{{Key: "same", Fingerprint: fp("a")}, {Key: "same", Fingerprint: fp("a")}})
 	if cs[0].Outcome != Acquired || cs[1].Outcome != Held || cs[1].Holder != cs[0].Lease.Token() {
 		t.Fatalf("repeated key: %v then %v", cs[0].Outcome, cs[1].Outcome)
 	}

@@ -56,10 +56,18 @@
 // 65536 shards spread over all 16384 slots.
 //
 // After Complete or Fail the Store ends the claim's lease in its Manager
-// without running OnLost callbacks: when the Lease can be ended locally
-// (a Forget method), the script deletes the lease key in the same step as the
-// record write; otherwise the script leaves the key and the Store releases it
-// through the Manager (Lease.Release, one more round trip per key).
+// without running OnLost callbacks. With the Redis backend
+// (lease.Manager.EndsInScript) the script deletes the lease key in the same
+// step as the record write and the Store then ends the Lease locally
+// (Lease.Forget, no round trip); the Lease is marked finishing before the
+// script is sent (Lease.BeginFinish), so that a renewal finding the key
+// already gone, or the local deadline passing before the answer, is not
+// reported as a loss of a key that committed, while a refused write still
+// ends the lease as lost (Lease.AbortFinish). The finishing scripts answer a
+// resend of their own write (an earlier answer lost) as written, since the
+// lease key is gone by then. With other backends the script leaves the key
+// and the Store releases it through the Manager (Lease.Release, one more
+// round trip per key).
 //
 // # Assumptions
 //

@@ -28,6 +28,12 @@ var ErrMismatch = errors.New("idempotency: fingerprint mismatch")
 // long, not UTF-8, or contains control characters. Nothing was written.
 var ErrInvalidKey = errors.New("idempotency: invalid key")
 
+// ErrInvalidTTL is the Err of a claim whose Request.TTL is negative, or not
+// longer than the lease Manager's renew interval plus its drift margin (the
+// lease would run out between two renewals). Nothing was written.
+// errors.Is(err, lease.ErrInvalid) also holds for a TTL that is too short.
+var ErrInvalidTTL = errors.New("idempotency: invalid lease TTL")
+
 // ErrTooLarge is matched by a *TooLargeError: a result or heartbeat details
 // exceed the configured bound. Nothing was written; results are never
 // truncated.

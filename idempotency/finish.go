@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,8 @@ const (
 	// Duplicate whose Record.Err is a *FailedError.
 	Terminal
 	// Keep releases the lease but holds the key for the keep hold
-	// (WithKeepHold, default the lease TTL): claims answer Held until then,
-	// then Acquired.
+	// (WithKeepHold, default the key's lease TTL): claims answer Held until
+	// then, then Acquired.
 	Keep
 )
 
@@ -102,12 +103,18 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if err := s.begin(c); err != nil {
 		return err
 	}
+	if err := s.beginFinish(c.Lease); err != nil {
+		return s.end(c, err)
+	}
 	hold := int64(0)
 	if policy == Keep {
-		hold = max(s.cfg.hold.Milliseconds(), 1)
+		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
 	}
 	_, ferr := s.m.Fenced(ctx, c.Lease, lua.IdemRelease, []string{s.bucketKey(c.tag, c.window)},
-		c.h.field(), c.fp[:], c.Attempt, hold, deleteFlag(c.Lease))
+		c.h.field(), c.fp[:], c.Attempt, hold, s.deleteFlag())
+	if ferr != nil {
+		s.abortFinish(c.Lease, errors.Is(ferr, lease.ErrLost))
+	}
 	if ferr = s.end(c, ferr); ferr == nil {
 		s.endLeases(ctx, []*lease.Lease{c.Lease})
 	}
@@ -188,7 +195,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			out[op.i] = err
 			continue
 		}
-		if err := op.c.Lease.Err(); err != nil {
+		if err := s.beginFinish(op.c.Lease); err != nil {
 			out[op.i] = s.end(op.c, err)
 			continue
 		}
@@ -204,7 +211,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		errs := make([]error, len(todo))
 		if len(todo) == 1 {
 			// One completion goes through the Manager, which ends the lease
-			// at once when the script answers lost.
+			// at once when the script answers lost (and traces the call).
 			keys, args := s.completeArgs(todo[0], base, n)
 			res, err := s.m.Fenced(ctx, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
 			codes[0], _ = res.(int64)
@@ -248,15 +255,18 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			code, err := codes[j], errs[j]
 			switch {
 			case err != nil:
+				s.abortFinish(op.c.Lease, errors.Is(err, lease.ErrLost))
 				out[op.i] = s.end(op.c, err)
 			case code == lua.StatusLost:
+				s.abortFinish(op.c.Lease, true)
 				out[op.i] = s.end(op.c, s.lost(op.c))
 			case code == lua.IdemWindowSkew:
-				again = append(again, op)
+				again = append(again, op) // nothing written: still finishing
 			case code == lua.IdemOK:
 				out[op.i] = s.end(op.c, nil)
 				ended = append(ended, op.c.Lease)
 			default:
+				s.abortFinish(op.c.Lease, false)
 				out[op.i] = s.end(op.c, fmt.Errorf("%w: complete status %d", ErrCorrupt, code))
 			}
 		}
@@ -269,6 +279,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		}
 		if err != nil {
 			for _, op := range again {
+				s.abortFinish(op.c.Lease, false)
 				out[op.i] = s.end(op.c, err)
 			}
 			break
@@ -308,12 +319,12 @@ func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
 	c.mu.Unlock()
 	return keys, []any{c.Lease.Token(), strconv.FormatUint(c.Lease.Fence(), 10),
 		c.h.field(), c.fp[:], c.Attempt, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(),
-		int(op.state), external, details, op.result, deleteFlag(c.Lease)}
+		int(op.state), external, details, op.result, s.deleteFlag()}
 }
 
-// lost reports a fenced script's lost answer for c's lease: the lease is
-// ended as lost through the Manager (its OnLost callbacks run), as
-// Manager.Fenced does.
+// lost returns the error of a complete script's lost answer for c (the
+// lease has been ended as lost by abortFinish when the Store ends leases in
+// the script; otherwise the renewer finds the loss at its next round).
 func (s *Store) lost(c *Claim) error {
 	err := c.Lease.Err()
 	if err == nil {
@@ -322,16 +333,35 @@ func (s *Store) lost(c *Claim) error {
 	return fmt.Errorf("idempotency: complete %s: %w", quoteKey(c.Key), err)
 }
 
-// forgetter is a Lease that can be ended locally, without a call to Redis and
-// without running its OnLost callbacks.
-type forgetter interface{ Forget() }
+// beginFinish returns l's cause if l has ended; when the finishing script
+// is to delete the lease key, it marks l as finishing first (lease.Lease.
+// BeginFinish), so that a renewal that finds the key already gone, or the
+// local deadline passing before the answer, is not reported as a loss of a
+// key that in fact committed. Every successful beginFinish is followed by
+// endLeases (the script wrote) or abortFinish (it did not).
+func (s *Store) beginFinish(l *lease.Lease) error {
+	if !s.inScript {
+		return l.Err()
+	}
+	return l.BeginFinish()
+}
+
+// abortFinish settles a finishing mark after a script that wrote nothing:
+// refused (the script answered lost) ends l as lost, otherwise l is held and
+// renewed again (lease.Lease.AbortFinish).
+func (s *Store) abortFinish(l *lease.Lease, refused bool) {
+	if s.inScript {
+		l.AbortFinish(refused)
+	}
+}
 
 // deleteFlag tells a finishing script whether to delete the lease key itself
-// (in the same atomic step as the record write): only when the Lease can then
-// be ended locally. Otherwise the key stays until endLeases releases it
-// through the Manager; the record is written either way.
-func deleteFlag(l *lease.Lease) string {
-	if _, ok := any(l).(forgetter); ok {
+// (in the same atomic step as the record write): only when that ends the
+// lease (lease.Manager.EndsInScript), which the Store then forgets locally.
+// Otherwise the key stays until endLeases releases it through the Manager;
+// the record is written either way.
+func (s *Store) deleteFlag() string {
+	if s.inScript {
 		return "1"
 	}
 	return "0"
@@ -345,9 +375,9 @@ func (s *Store) endLeases(ctx context.Context, ls []*lease.Lease) {
 	if len(ls) == 0 {
 		return
 	}
-	if _, ok := any(ls[0]).(forgetter); ok {
+	if s.inScript {
 		for _, l := range ls {
-			any(l).(forgetter).Forget()
+			l.Forget()
 		}
 		return
 	}
@@ -360,7 +390,7 @@ func (s *Store) endLeases(ctx context.Context, ls []*lease.Lease) {
 			defer func() { <-sem }()
 			var err error
 			for try := range 3 {
-				rctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+				rctx, cancel := context.WithTimeout(ctx, l.TTL()/3)
 				err = l.Release(rctx)
 				cancel()
 				if err == nil || !errors.Is(err, lease.ErrUnavailable) {

@@ -63,7 +63,8 @@ func WithMaxResult(n int) Opt { return optFunc(func(c *cfg) { c.maxResult = n })
 func WithMaxDetails(n int) Opt { return optFunc(func(c *cfg) { c.maxDetails = n }) }
 
 // WithKeepHold sets how long Fail with the Keep policy holds a key before the
-// next claim may run it. Default: the lease Manager's TTL.
+// next claim may run it. Default: the key's lease TTL (its Request.TTL, or
+// the lease Manager's TTL).
 func WithKeepHold(d time.Duration) Opt { return optFunc(func(c *cfg) { c.hold = d }) }
 
 // WithFingerprinter sets how Store.Fingerprint computes payload fingerprints.

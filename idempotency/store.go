@@ -34,6 +34,11 @@ type Store struct {
 	local   time.Time // local time (monotonic) of the last TIME call
 	remote  time.Time // Redis time at local
 	scripts []*redis.Script
+
+	// inScript: the finishing scripts delete the lease key and the Store
+	// then forgets the Lease (lease.Manager.EndsInScript); otherwise it
+	// releases the Lease after the script.
+	inScript bool
 }
 
 // New returns a Store over client and m. m must be a started Manager built
@@ -84,7 +89,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		ttl:     m.TTL(),
 		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails},
 	}
-	s.cfg.hold = cmp.Or(c.hold, s.ttl)
+	s.inScript = m.EndsInScript()
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

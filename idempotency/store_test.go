@@ -26,7 +26,7 @@ func TestRedisStoppedIsUnavailable(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, lease.ErrUnavailable) || got.Outcome != 0 || got.Lease != nil {
 		t.Fatalf("Claim with Redis stopped = %v, %v; want ErrUnavailable and no outcome", got.Outcome, err)
 	}
-	for i, c := range e.s.ClaimBatch(ctx, []Request{{"b1", fp("a")}, {"b2", fp("a")}}) {
+	for i, c := range e.s.ClaimBatch(ctx, []Request{{Key: "b1", Fingerprint: fp("a")}, {Key: "b2", Fingerprint: fp("a")}}) {
 		if !errors.Is(c.Err, ErrUnavailable) {
 			t.Fatalf("ClaimBatch[%d] with Redis stopped: %v", i, c.Err)
 		}
@@ -111,7 +111,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	if err := e.c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	cs := e.s.ClaimBatch(ctx, []Request{{"a", fp("a")}, {"b", fp("b")}})
+	cs := e.s.ClaimBatch(ctx, []Request{{Key: "a", Fingerprint: fp("a")}, {Key: "b", Fingerprint: fp("b")}})
 	for _, c := range cs {
 		if c.Outcome != Acquired {
 			t.Fatalf("claim after SCRIPT FLUSH: %v %v", c.Outcome, c.Err)

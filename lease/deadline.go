@@ -50,7 +50,9 @@ func (m *Manager) checkDeadlines() {
 	)
 	for _, l := range leases {
 		l.mu.Lock()
-		if l.state == stateHeld {
+		// A finishing lease is settled by its holder (AbortFinish checks
+		// the deadline and watches the lease again).
+		if l.state == stateHeld && !l.finishing {
 			if !now.Before(l.deadline) {
 				due = append(due, l)
 				errs = append(errs, l.lastErr)
@@ -68,12 +70,17 @@ func (m *Manager) checkDeadlines() {
 		m.mu.Unlock()
 	}
 	for i, l := range due {
-		cause := ErrRenewDeadline
-		if errs[i] != nil {
-			cause = fmt.Errorf("%w (last renewal error: %w)", ErrRenewDeadline, errs[i])
-		}
-		if m.lose(l, cause) {
+		if m.lose(l, deadlineCause(errs[i])) {
 			m.abandon(l)
 		}
 	}
+}
+
+// deadlineCause is the cause of a loss on the local deadline, with the last
+// renewal error if there was one.
+func deadlineCause(lastErr error) error {
+	if lastErr == nil {
+		return ErrRenewDeadline
+	}
+	return fmt.Errorf("%w (last renewal error: %w)", ErrRenewDeadline, lastErr)
 }

@@ -31,6 +31,38 @@
 // with lua.Fenced and run by [Manager.Fenced], which puts the lease key first
 // and the token and fence first in ARGV.
 //
+// # Ending a lease in a script
+//
+// A holder that records its outcome with a fenced script can let that script
+// delete the lease key in the same atomic step as its write, instead of
+// calling [Lease.Release] afterwards (one more round trip and one more
+// script per lease), when [Manager.EndsInScript] says that deleting the key
+// ends the lease. The key is then gone before the holder hears the answer,
+// and until the holder ends the Lease locally the Manager would take the
+// missing key for a loss (a renewal answering [ErrExpired], or the local
+// deadline passing) and report it for work that in fact committed. So:
+//
+//	if err := l.BeginFinish(); err != nil {
+//		return err // the lease has already ended
+//	}
+//	_, err := m.Fenced(ctx, l, script, keys, args...) // deletes KEYS[1] when it writes
+//	switch {
+//	case err == nil:
+//		l.Forget() // ended in Redis: end it here too, without a call
+//	case errors.Is(err, lease.ErrLost):
+//		l.AbortFinish(true) // the write was refused: a loss (Fenced already reported it)
+//	default:
+//		l.AbortFinish(false) // no answer: held and renewed again
+//	}
+//
+// While a lease is finishing, a renewal that finds its key gone or taken is
+// not reported, and the deadline watcher leaves it alone: the script checks
+// ownership atomically, so when it succeeds the write was the holder's,
+// however late the answer came. AbortFinish decides the loss. A script call
+// that hangs delays a loss until it returns; bound it (the Redis client's
+// timeouts do). A script whose answer was lost may have run: a caller that
+// retries it must recognise its own write (the idempotency scripts do).
+//
 // # Fences
 //
 // The acquire script sets fence = max(previous fence + 1, server TIME in

@@ -22,20 +22,21 @@ var (
 	// [ErrExpired] and [ErrRenewDeadline] all match it with errors.Is.
 	ErrLost = errors.New("lease: lost")
 
-	// ErrStolen: a renewal, release or fenced write found another owner (a
+	// ErrStolen means a renewal, release or fenced write found another owner (a
 	// different token or fence) on the lease key.
 	ErrStolen error = &lostError{"lease: stolen"}
 
-	// ErrExpired: a renewal, release or fenced write found no owner on the
+	// ErrExpired means a renewal, release or fenced write found no owner on the
 	// lease key: it expired in Redis before it could be renewed.
 	ErrExpired error = &lostError{"lease: expired"}
 
-	// ErrRenewDeadline: renewals kept failing (Redis unreachable, slow or
+	// ErrRenewDeadline means renewals kept failing (Redis unreachable, slow or
 	// paused) until the lease's local deadline passed, so the holder gave the
 	// lease up without hearing from Redis.
 	ErrRenewDeadline error = &lostError{"lease: renewals failed until the local deadline"}
 
-	// ErrReleased is the cause of a lease ended by [Lease.Release].
+	// ErrReleased is the cause of a lease ended by [Lease.Release], or by
+	// [Lease.Forget] after the holder's own script deleted it.
 	ErrReleased = errors.New("lease: released")
 
 	// ErrUnavailable wraps failures to reach Redis (network errors, timeouts,

@@ -36,7 +36,8 @@ type Lease struct {
 	mu        sync.Mutex
 	state     state
 	err       error
-	releasing bool
+	releasing bool // a Release is in flight: a renewal's loss answer is not reported
+	finishing bool // between BeginFinish and Forget/AbortFinish: see finish.go
 	lastSent  time.Time
 	deadline  time.Time
 	lastErr   error
@@ -58,8 +59,8 @@ func (l *Lease) Fence() uint64 { return l.fence }
 // TTL returns the lease's TTL.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
-// Done returns a channel closed when the lease ends: lost, released, or
-// ended by Shutdown. Err then tells why.
+// Done returns a channel closed when the lease ends: lost, released
+// (Release, or Forget), or ended by Shutdown. Err then tells why.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held, and afterwards the cause:
@@ -197,10 +198,13 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 		l.mu.Unlock()
 		return false
 	case errors.Is(r.Err, ErrLost):
+		// While the holder's own script may be deleting the key (Release, or
+		// a finishing script), a missing or changed key is no news: the
+		// outcome of that script decides.
 		l.mu.Lock()
-		releasing := l.releasing
+		ending := l.releasing || l.finishing
 		l.mu.Unlock()
-		if !releasing {
+		if !ending {
 			m.lose(l, r.Err)
 		}
 		return false

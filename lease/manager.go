@@ -112,9 +112,8 @@ func newManager(b Backend, c cfg) (*Manager, error) {
 	if c.ttl <= 0 || c.interval <= 0 || c.drift < 0 || c.batch < 0 || c.parallel < 0 {
 		return nil, fmt.Errorf("%w: ttl %s, renew interval %s, drift %s must be positive", ErrInvalid, c.ttl, c.interval, c.drift)
 	}
-	if c.interval >= c.ttl-driftFor(c, c.ttl) {
-		return nil, fmt.Errorf("%w: renew interval %s must be shorter than ttl %s minus drift %s",
-			ErrInvalid, c.interval, c.ttl, driftFor(c, c.ttl))
+	if err := checkTTL(c, c.ttl); err != nil {
+		return nil, err
 	}
 	met, err := newMetrics(c.meterProv)
 	if err != nil {
@@ -131,6 +130,25 @@ func newManager(b Backend, c cfg) (*Manager, error) {
 		shutDone: make(chan struct{}),
 	}, nil
 }
+
+// checkTTL reports whether a Manager with configuration c can keep a lease
+// with TTL ttl: the renew interval must be shorter than ttl minus the drift
+// margin, or the lease's local deadline would pass between two renewals.
+func checkTTL(c cfg, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: ttl %s must be positive", ErrInvalid, ttl)
+	}
+	if c.interval >= ttl-driftFor(c, ttl) {
+		return fmt.Errorf("%w: renew interval %s must be shorter than ttl %s minus drift %s",
+			ErrInvalid, c.interval, ttl, driftFor(c, ttl))
+	}
+	return nil
+}
+
+// CheckTTL reports whether a Manager built with opts could keep a lease with
+// TTL ttl alive (see [Manager.CheckTTL]), before the Manager is built. The
+// error wraps [ErrInvalid].
+func CheckTTL(ttl time.Duration, opts ...Opt) error { return checkTTL(buildCfg(opts), ttl) }
 
 // driftFor returns the drift margin of a lease with the given TTL.
 func driftFor(c cfg, ttl time.Duration) time.Duration {
@@ -151,6 +169,13 @@ func (m *Manager) TTL() time.Duration { return m.cfg.ttl }
 
 // RenewInterval returns the renew interval.
 func (m *Manager) RenewInterval() time.Duration { return m.cfg.interval }
+
+// CheckTTL reports whether m can keep a lease with TTL ttl alive, for a
+// [Grant.TTL] other than the Manager's own: the renew interval must be
+// shorter than ttl minus the drift margin ([WithDrift]), or the lease would
+// run out between two renewals. The error wraps [ErrInvalid]. Adopt does not
+// check it: a caller that takes TTLs from its users checks them first.
+func (m *Manager) CheckTTL(ttl time.Duration) error { return checkTTL(m.cfg, ttl) }
 
 // NewToken returns a fresh owner token (128 random bits), for a Grant made by
 // another package's script and then given to [Manager.Adopt].

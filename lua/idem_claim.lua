@@ -11,20 +11,20 @@
 --   (8 bytes), attempt (2 bytes); completed/failed: + unix seconds (4 bytes) +
 --   inline result; released: + optional hold-until unix milliseconds (6 bytes).
 --
--- With W = #ARGV[6] windows passed, entry i (from 0) uses the keys from
+-- With W = ARGV[5] windows passed, entry i (from 0) uses the keys from
 -- KEYS[i*(3+W)+1]:
---   +1        lease key: hash with tok (owner token) and fen (fence), PX = lease TTL
+--   +1        lease key: hash with tok (owner token) and fen (fence), PX = the entry's lease TTL
 --   +2        heartbeat details key (string), read back on a retry or a takeover
 --   +3        external result key (string), read when the record's result lives there
---   +4..+3+W  record buckets (hashes) of consecutive windows, the first being ARGV[2]
--- and the arguments from ARGV[7+i*3]: record field (16-byte hash of the key),
--- payload fingerprint (8 bytes), owner token for a new lease.
--- ARGV[1]   lease TTL in milliseconds
--- ARGV[2]   window index of the first bucket of each entry
--- ARGV[3]   window length in milliseconds
--- ARGV[4]   number of earlier windows still inside the retention
--- ARGV[5]   retention in milliseconds
--- ARGV[6]   number of windows passed per entry
+--   +4..+3+W  record buckets (hashes) of consecutive windows, the first being ARGV[1]
+-- and the arguments ARGV[6+i*4] to ARGV[9+i*4]: record field (16-byte hash of
+-- the key), payload fingerprint (8 bytes), owner token for a new lease, lease
+-- TTL in milliseconds (each entry has its own: job types differ).
+-- ARGV[1]   window index of the first bucket of each entry
+-- ARGV[2]   window length in milliseconds
+-- ARGV[3]   number of earlier windows still inside the retention
+-- ARGV[4]   retention in milliseconds
+-- ARGV[5]   number of windows passed per entry
 -- Returns   one reply per entry, in order:
 --           {1, fence, attempt, 0, details, window}              acquired
 --           {2, fence, attempt, previous fence, details, window} takeover
@@ -39,12 +39,11 @@ local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nowus = sec * 1000000 + tonumber(t[2])
-local ttl = ARGV[1]
-local base = tonumber(ARGV[2])
-local wlen = tonumber(ARGV[3])
-local keep = tonumber(ARGV[4])
-local retention = tonumber(ARGV[5])
-local nw = tonumber(ARGV[6])
+local base = tonumber(ARGV[1])
+local wlen = tonumber(ARGV[2])
+local keep = tonumber(ARGV[3])
+local retention = tonumber(ARGV[4])
+local nw = tonumber(ARGV[5])
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
 local skew = cw - keep < base or cw > base + nw - 1
@@ -109,7 +108,7 @@ local function claim(k, a)
     att = att + 1
   end
   redis.call('HSET', KEYS[k], 'tok', ARGV[a + 2], 'fen', string.format('%.0f', fence))
-  redis.call('PEXPIRE', KEYS[k], ttl)
+  redis.call('PEXPIRE', KEYS[k], ARGV[a + 3])
   local b = KEYS[k + 3 + cw - base]
   redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
   redis.call('PEXPIREAT', b, expat)
@@ -129,7 +128,7 @@ end
 
 local out = {}
 local per = 3 + nw
-for i = 0, (#ARGV - 6) / 3 - 1 do
-  out[i + 1] = claim(i * per + 1, 7 + i * 3)
+for i = 0, (#ARGV - 5) / 4 - 1 do
+  out[i + 1] = claim(i * per + 1, 6 + i * 4)
 end
 return out

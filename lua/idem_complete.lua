@@ -1,6 +1,11 @@
--- idem_complete.lua (fenced): record the outcome of an attempt and release its
--- lease in one step. The fence prelude has already checked that KEYS[1] is held
--- with token ARGV[1] and fence ARGV[2]; otherwise nothing here runs.
+-- idem_complete.lua: record the outcome of an attempt and end its lease in
+-- one step, for the lease holder only. It checks the lease itself, like the
+-- fence prelude (same KEYS[1], ARGV[1], ARGV[2]), and answers -1 like it when
+-- the caller does not hold the lease, with one exception: when the record
+-- already holds this fence's outcome in the requested state, an earlier send
+-- of this same call wrote it (and deleted the lease) and its answer was lost;
+-- the resend answers 1 and writes nothing. Fences are unique to one
+-- acquisition of a key, so nobody else can have written that record.
 -- Used for COMPLETED (a result) and for FAILED (a terminal error, cached like a
 -- result). Record value layout: see idem_claim.lua.
 --
@@ -10,7 +15,8 @@
 -- KEYS[3]   external result key (written when ARGV[10] is "1")
 -- KEYS[4]   record bucket of the claim's window (its PROCESSING record is removed)
 -- KEYS[5..] record buckets of consecutive windows, the first being ARGV[6]
--- ARGV[1]   owner token, ARGV[2] fence (prelude)
+-- ARGV[1]   owner token
+-- ARGV[2]   fence, as a decimal string
 -- ARGV[3]   record field (16 bytes)
 -- ARGV[4]   payload fingerprint (8 bytes)
 -- ARGV[5]   attempt number
@@ -22,7 +28,22 @@
 -- ARGV[11]  "1": delete the heartbeat details
 -- ARGV[12]  result (or terminal error text)
 -- ARGV[13]  "1": delete the lease key
--- Returns   1 written, -1 lease lost (prelude), -2 the windows passed do not cover Redis time
+-- Returns   1 written (or already written by this fence), -1 lease lost
+--           (nothing written), -2 the windows passed do not cover Redis time
+local owner = redis.call('HMGET', KEYS[1], 'tok', 'fen')
+if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
+  local fence, want = tonumber(ARGV[2]), tonumber(ARGV[9])
+  for k = 5, #KEYS do
+    local v = redis.call('HGET', KEYS[k], ARGV[3])
+    if v and #v >= 8 then
+      local st, f = struct.unpack('>BI7', v)
+      if st % 16 == want and f == fence then
+        return 1
+      end
+    end
+  end
+  return -1
+end
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)

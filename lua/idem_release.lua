@@ -1,20 +1,37 @@
--- idem_release.lua (fenced): end an attempt without an outcome, so that the key
--- can run again (retryable failure) or only after a hold (keep). The attempt
--- count is kept in the record; heartbeat details are kept for the next attempt.
--- The fence prelude has already checked KEYS[1] against ARGV[1] and ARGV[2].
+-- idem_release.lua: end an attempt without an outcome, so that the key can
+-- run again (retryable failure) or only after a hold (keep), for the lease
+-- holder only. The attempt count is kept in the record; heartbeat details are
+-- kept for the next attempt. It checks the lease itself, like the fence
+-- prelude (same KEYS[1], ARGV[1], ARGV[2]), and answers -1 like it when the
+-- caller does not hold the lease, unless the record is already this fence's
+-- RELEASED record: an earlier send of this same call wrote it (and deleted the
+-- lease) and its answer was lost; the resend answers 1 and writes nothing.
 -- Record value layout: see idem_claim.lua.
 --
 -- KEYS[1]   lease key (deleted when ARGV[7] is "1"; otherwise the caller
 --           releases it through its lease Manager)
 -- KEYS[2]   record bucket of the claim's window (holds the PROCESSING record)
--- ARGV[1]   owner token, ARGV[2] fence (prelude)
+-- ARGV[1]   owner token
+-- ARGV[2]   fence, as a decimal string
 -- ARGV[3]   record field (16 bytes)
 -- ARGV[4]   payload fingerprint (8 bytes)
 -- ARGV[5]   attempt number
 -- ARGV[6]   hold in milliseconds: 0 = the next claim may run at once; otherwise
 --           claims answer held until the hold has passed
 -- ARGV[7]   "1": delete the lease key
--- Returns   1 released, -1 lease lost (prelude)
+-- Returns   1 released (or already released by this fence), -1 lease lost
+--           (nothing written)
+local owner = redis.call('HMGET', KEYS[1], 'tok', 'fen')
+if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
+  local r = redis.call('HGET', KEYS[2], ARGV[3])
+  if r and #r >= 8 then
+    local st, f = struct.unpack('>BI7', r)
+    if st == 2 and f == tonumber(ARGV[2]) then
+      return 1
+    end
+  end
+  return -1
+end
 local v = struct.pack('>BI7c8I2', 2, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5]))
 local hold = tonumber(ARGV[6])
 if hold > 0 then

@@ -9,15 +9,18 @@ var (
 	// lease and writes the PROCESSING record (idem_claim.lua).
 	IdemClaim = Plain("idem_claim.lua")
 	// IdemComplete writes a COMPLETED or FAILED record and deletes the lease,
-	// for the lease holder only (idem_complete.lua).
-	IdemComplete = Fenced("idem_complete.lua")
+	// for the lease holder only (idem_complete.lua). It checks the lease
+	// itself (the prelude's check and status), so that a resend whose first
+	// answer was lost finds its own record and answers written.
+	IdemComplete = Plain("idem_complete.lua")
 	// IdemCompleteBatch is IdemComplete for many attempts in one call, each
 	// with its own fence check (idem_complete_batch.lua).
 	IdemCompleteBatch = Plain("idem_complete_batch.lua")
 	// IdemRelease ends an attempt without an outcome (retryable failure, or a
 	// hold), keeping the attempt count, for the lease holder only
-	// (idem_release.lua).
-	IdemRelease = Fenced("idem_release.lua")
+	// (idem_release.lua). Like IdemComplete it checks the lease itself and
+	// answers released to a resend of its own release.
+	IdemRelease = Plain("idem_release.lua")
 	// IdemDetails saves an attempt's heartbeat details, for the lease holder
 	// only (idem_details.lua).
 	IdemDetails = Fenced("idem_details.lua")

@@ -8,7 +8,11 @@
 // fence prelude (fence_prelude.lua) runs first and returns [StatusLost] unless
 // KEYS[1] is a lease key still held with token ARGV[1] and fence ARGV[2]. The
 // body of a fenced script therefore sees its own keys from KEYS[2] and its own
-// arguments from ARGV[3].
+// arguments from ARGV[3]. idem_complete.lua, idem_complete_batch.lua and
+// idem_release.lua are plain scripts that make the same check themselves, in
+// the same KEYS/ARGV layout and with the same status, so that a resend of
+// their own write (whose first answer was lost, after it deleted the lease)
+// can be recognised.
 package lua
 
 import (
