@@ -6,10 +6,10 @@ import (
 )
 
 var (
-	// ErrUnknownHandler: no compensation handler is registered under the name.
+	// ErrUnknownHandler means no compensation handler is registered under the name.
 	ErrUnknownHandler = errors.New("compensation: unknown handler")
 
-	// ErrDuplicateHandler: [Register] was called twice with one name.
+	// ErrDuplicateHandler means [Register] was called twice with one name.
 	ErrDuplicateHandler = errors.New("compensation: handler registered twice")
 
 	// ErrInvalid reports a bad argument: an empty or oversized name, arguments
@@ -20,7 +20,7 @@ var (
 	// journal no longer accepts steps: its compensation or commit has begun.
 	ErrNotOpen = errors.New("compensation: journal no longer open")
 
-	// ErrTooManySteps: the journal already holds the configured maximum.
+	// ErrTooManySteps means the journal already holds the configured maximum.
 	ErrTooManySteps = errors.New("compensation: too many steps in one journal")
 
 	// ErrLateEffect is returned by [Journal.Step] when the step's effect
@@ -30,19 +30,26 @@ var (
 	// [Journal.Compensate]). The error is a [*LateEffectError].
 	ErrLateEffect = errors.New("compensation: step completed after its compensation began")
 
-	// ErrDeadLettered: a step's compensation failed on every attempt; the
+	// ErrDeadLettered means a step's compensation failed on every attempt; the
 	// journal waits in the dead-letter list for [Runner.Retry]. The error is a
 	// [*DeadLetterError].
 	ErrDeadLettered = errors.New("compensation: dead-lettered")
 
-	// ErrBusy: another process holds the journal's compensation lease.
+	// ErrBusy means another process holds the journal's compensation lease.
 	ErrBusy = errors.New("compensation: journal being compensated elsewhere")
 
 	// ErrUnavailable wraps failures to reach Redis.
 	ErrUnavailable = errors.New("compensation: redis unavailable")
 
-	// ErrClosed: the Runner was shut down.
+	// ErrClosed means the Runner was shut down.
 	ErrClosed = errors.New("compensation: runner closed")
+
+	// ErrCommitUnknown is returned (possibly wrapped) by a [WithCommitted]
+	// function that cannot tell, now or later, whether a sealed journal's
+	// commit landed (the record that would tell may have expired). The sweep
+	// leaves the journal sealed, as it does without WithCommitted, and counts
+	// it in [SweepReport.Sealed] rather than as a failure.
+	ErrCommitUnknown = errors.New("compensation: commit outcome unknown")
 )
 
 // DeadLetterError is the detail of [ErrDeadLettered]: the journal and the

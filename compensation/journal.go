@@ -59,7 +59,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	}
 	enc, err := json.Marshal(args)
 	if err != nil {
-		return fmt.Errorf("%w: encode arguments of step %q: %v", ErrInvalid, name, err)
+		return fmt.Errorf("%w: encode arguments of step %q: %w", ErrInvalid, name, err)
 	}
 	if len(enc) > j.r.cfg.maxArgs {
 		return fmt.Errorf("%w: arguments of step %q are %d bytes, limit %d", ErrInvalid, name, len(enc), j.r.cfg.maxArgs)

@@ -88,8 +88,10 @@ func WithObserver(o Observer) Opt { return optFunc(func(c *cfg) { c.observer = o
 // WithCommitted lets the recovery sweep settle sealed journals whose owner
 // died between sealing and closing: f reports whether the job's commit for
 // ref landed (the idempotency record is completed with ref.Fence). Committed
-// journals are closed, others compensated. Default: none, and the sweep
-// leaves sealed journals to the next takeover of the key.
+// journals are closed, others compensated. An error leaves the journal sealed
+// for the next sweep; [ErrCommitUnknown] leaves it sealed without counting a
+// failure. Default: none, and the sweep leaves sealed journals to the next
+// takeover of the key.
 func WithCommitted(f func(ctx context.Context, ref Ref) (bool, error)) Opt {
 	return optFunc(func(c *cfg) { c.committed = f })
 }

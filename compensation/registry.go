@@ -45,7 +45,7 @@ func Register[T any](r *Registry, name string, fn func(ctx context.Context, args
 	r.handlers[name] = func(ctx context.Context, raw []byte) error {
 		var args T
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return fmt.Errorf("%w: decode arguments of %q: %v", ErrInvalid, name, err)
+			return fmt.Errorf("%w: decode arguments of %q: %w", ErrInvalid, name, err)
 		}
 		return fn(ctx, args)
 	}

@@ -479,7 +479,7 @@ func TestTakeoverSkipsCommittedJournals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(l1.Fence() < l2.Fence() && l2.Fence() < l3.Fence()) {
+	if l1.Fence() >= l2.Fence() || l2.Fence() >= l3.Fence() {
 		t.Fatalf("fences %d, %d, %d not increasing", l1.Fence(), l2.Fence(), l3.Fence())
 	}
 	if err := r.CompensatePrevious(ctx, "order-7", l3.Fence()); err != nil {

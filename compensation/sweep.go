@@ -20,7 +20,7 @@ type SweepReport struct {
 	Compensated  int // compensated (or finished compensating) by this pass
 	DeadLettered int // ended, or found, dead-lettered
 	Busy         int // another process was compensating them
-	Sealed       int // sealed by a dead owner, left to takeover (no WithCommitted)
+	Sealed       int // sealed by a dead owner, left to takeover (no WithCommitted, or ErrCommitUnknown)
 	Committed    int // sealed journals found committed and closed
 	Removed      int // finished or expired entries dropped from the index
 	Failed       int // errors (the next pass tries again)
@@ -125,6 +125,10 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 				continue
 			}
 			done, err := r.cfg.committed(ctx, row.ref)
+			if errors.Is(err, ErrCommitUnknown) {
+				rep.Sealed++
+				continue
+			}
 			if err != nil {
 				rep.Failed++
 				errs = append(errs, fmt.Errorf("compensation: sweep %s: commit check: %w", row.ref, err))
@@ -217,7 +221,8 @@ func (r *Runner) loop(ctx context.Context) {
 		}
 		r.log.Log(ctx, lvl, "compensation: sweep", slog.Int("scanned", rep.Scanned),
 			slog.Int("compensated", rep.Compensated), slog.Int("dead_lettered", rep.DeadLettered),
-			slog.Int("busy", rep.Busy), slog.Int("sealed", rep.Sealed), slog.Any("err", err))
+			slog.Int("busy", rep.Busy), slog.Int("sealed", rep.Sealed), slog.Int("committed", rep.Committed),
+			slog.Any("err", err))
 	}
 }
 
