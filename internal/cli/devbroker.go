@@ -6,26 +6,39 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/paystub"
 )
 
+// DefaultGroupMinSessionTimeout is the dev-broker's default smallest group
+// session timeout: kfake's and Apache Kafka's own default
+// (group.min.session.timeout.ms=6000).
+const DefaultGroupMinSessionTimeout = 6 * time.Second
+
 func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "dev-broker", "")
 	listen := f.String("listen", f.env("LEASEHOLD_DEV_BROKER", "127.0.0.1:9092"), "address to listen on (env LEASEHOLD_DEV_BROKER)")
 	topics := f.String("topics", leasehold.DefaultTopic+":6,"+leasehold.DefaultTopic+".dlq:1", "topics to create: name[:partitions],...")
+	minSession := f.Duration("group-min-session-timeout", DefaultGroupMinSessionTimeout,
+		"smallest session timeout a group member may ask for (group.min.session.timeout.ms); lower it to let members that die leave the group sooner")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if err := f.noArgs(); err != nil {
 		return err
 	}
+	if *minSession < time.Millisecond {
+		return usagef("group min session timeout %v: want at least 1ms", *minSession)
+	}
 	specs, err := parseTopics(*topics, 6)
 	if err != nil {
 		return err
 	}
-	c, err := startKfake(ctx, *listen, specs)
+	c, err := startKfake(ctx, *listen, specs, kfake.GroupMinSessionTimeout(*minSession))
 	if err != nil {
 		return err
 	}

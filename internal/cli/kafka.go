@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/leasehold/leasehold/internal/devkafka"
 )
 
 // topicSpec is a topic and its partition count.
@@ -38,8 +41,10 @@ func parseTopics(s string, def int32) ([]topicSpec, error) {
 }
 
 // startKfake starts an in-memory Kafka listening on addr ("host:port"; port
-// 0 picks a free one) with the given topics.
-func startKfake(ctx context.Context, addr string, topics []topicSpec) (*kfake.Cluster, error) {
+// 0 picks a free one) with the given topics and any extra kfake options,
+// with devkafka's reaper evicting group members that died mid-join (it logs
+// evictions to slog's default logger).
+func startKfake(ctx context.Context, addr string, topics []topicSpec, extra ...kfake.Opt) (*devkafka.Cluster, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("listen address %q: %v", addr, err)
@@ -67,7 +72,8 @@ func startKfake(ctx context.Context, addr string, topics []topicSpec) (*kfake.Cl
 	for _, t := range topics {
 		opts = append(opts, kfake.SeedTopics(t.partitions, t.name))
 	}
-	c, err := kfake.NewCluster(opts...)
+	opts = append(opts, extra...)
+	c, err := devkafka.NewCluster(slog.Default(), 0, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded kafka on %s: %w", addr, err)
 	}

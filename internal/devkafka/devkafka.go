@@ -1,0 +1,234 @@
+// Package devkafka runs kfake, franz-go's in-process Kafka, as leasehold's
+// development broker (`worker dev-broker`, the embedded Kafka of `worker
+// run` and `make run`), with one repair on top.
+//
+// kfake starts a classic group member's session timer when it delivers the
+// member's JoinGroup or SyncGroup answer. A member that dies while its
+// JoinGroup waits for a rebalance to finish never gets that answer, so its
+// timer never starts: the group completes the rebalance with the dead member
+// in it, the leader assigns it partitions, and nobody ever consumes them.
+// Apache Kafka starts every member's session timer when the join phase
+// completes, delivered or not, and so evicts such a member after its session
+// timeout. The [Reaper] does the same from outside: it watches every group
+// request, and when a group has been stable for longer than a member's
+// session timeout while that member sent nothing at all, it makes the member
+// leave (a LeaveGroup naming its member ID), which rebalances the group.
+//
+// Against a real broker none of this is used.
+package devkafka
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Cluster is a kfake cluster with its [Reaper].
+type Cluster struct {
+	*kfake.Cluster
+	reaper *Reaper
+}
+
+// NewCluster starts a kfake cluster with opts and a Reaper on it that
+// checks every interval (0: 250ms) and logs to log (nil: discard).
+func NewCluster(log *slog.Logger, interval time.Duration, opts ...kfake.Opt) (*Cluster, error) {
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, err
+	}
+	r, err := StartReaper(c, log, interval)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Cluster{Cluster: c, reaper: r}, nil
+}
+
+// Close stops the reaper, then the cluster.
+func (c *Cluster) Close() {
+	c.reaper.Stop()
+	c.Cluster.Close()
+}
+
+// Reaper evicts classic group members that stay silent for their session
+// timeout in a stable group (see the package doc).
+type Reaper struct {
+	log      *slog.Logger
+	cl       *kgo.Client
+	interval time.Duration
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu     sync.Mutex
+	seen   map[memberKey]member // guarded by mu
+	stable map[string]time.Time // group -> since when it is seen stable; loop only
+}
+
+type memberKey struct{ group, id string }
+
+type member struct {
+	last    time.Time
+	session time.Duration
+}
+
+// StartReaper starts a Reaper on c. Stop it before closing c.
+func StartReaper(c *kfake.Cluster, log *slog.Logger, interval time.Duration) (*Reaper, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Reaper{
+		log: log, cl: cl, interval: interval, cancel: cancel, done: make(chan struct{}),
+		seen: map[memberKey]member{}, stable: map[string]time.Time{},
+	}
+	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.LeaveGroup} {
+		c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			r.observe(req)
+			return nil, nil, false // observe only: kfake handles the request
+		})
+	}
+	go r.loop(ctx)
+	return r, nil
+}
+
+// Stop stops the reaper; it is idempotent.
+func (r *Reaper) Stop() {
+	r.cancel()
+	<-r.done
+}
+
+// observe records a sign of life of the member sending req.
+func (r *Reaper) observe(req kmsg.Request) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch q := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		if q.MemberID != "" {
+			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now, session: time.Duration(q.SessionTimeoutMillis) * time.Millisecond}
+		}
+	case *kmsg.SyncGroupRequest:
+		r.touch(memberKey{q.Group, q.MemberID}, now)
+	case *kmsg.HeartbeatRequest:
+		r.touch(memberKey{q.Group, q.MemberID}, now)
+	case *kmsg.OffsetCommitRequest:
+		r.touch(memberKey{q.Group, q.MemberID}, now)
+	case *kmsg.LeaveGroupRequest:
+		delete(r.seen, memberKey{q.Group, q.MemberID})
+		for _, m := range q.Members {
+			delete(r.seen, memberKey{q.Group, m.MemberID})
+		}
+	}
+}
+
+func (r *Reaper) touch(k memberKey, now time.Time) {
+	if m, ok := r.seen[k]; ok {
+		m.last = now
+		r.seen[k] = m
+	}
+}
+
+func (r *Reaper) loop(ctx context.Context) {
+	defer close(r.done)
+	defer r.cl.Close()
+	adm := kadm.NewClient(r.cl)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.sweep(ctx, adm)
+	}
+}
+
+// sweep evicts, in every group stable for longer than a member's session
+// timeout, each member not heard from for that long.
+func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
+	cctx, cancel := context.WithTimeout(ctx, r.interval*4)
+	defer cancel()
+	listed, err := adm.ListGroups(cctx)
+	if err != nil {
+		return
+	}
+	described, err := adm.DescribeGroups(cctx, listed.Groups()...)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, g := range described {
+		if g.State != "Stable" {
+			delete(r.stable, g.Group)
+			continue
+		}
+		since, ok := r.stable[g.Group]
+		if !ok {
+			r.stable[g.Group] = now
+			continue
+		}
+		var dead []string
+		r.mu.Lock()
+		for _, m := range g.Members {
+			s, ok := r.seen[memberKey{g.Group, m.MemberID}]
+			if ok && s.session > 0 && now.Sub(since) > s.session && now.Sub(s.last) > s.session {
+				dead = append(dead, m.MemberID)
+			}
+		}
+		r.mu.Unlock()
+		for _, id := range dead {
+			r.evict(cctx, g.Group, id)
+		}
+	}
+}
+
+// evict makes member id leave group on its behalf.
+func (r *Reaper) evict(ctx context.Context, group, id string) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = group
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID = id
+	reason := "leasehold devkafka: no request from the member for its session timeout"
+	m.Reason = &reason
+	req.Members = append(req.Members, m)
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err == nil {
+		err = firstLeaveErr(resp)
+	}
+	if err != nil {
+		r.log.Warn("evicting a silent group member failed", slog.String("group", group), slog.String("member", id), slog.Any("err", err))
+		return
+	}
+	r.mu.Lock()
+	delete(r.seen, memberKey{group, id})
+	r.mu.Unlock()
+	delete(r.stable, group) // the leave rebalances the group
+	r.log.Warn("evicted a group member silent for its session timeout", slog.String("group", group), slog.String("member", id))
+}
+
+func firstLeaveErr(resp *kmsg.LeaveGroupResponse) error {
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, m := range resp.Members {
+		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
