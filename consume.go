@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -161,7 +160,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 	}
 	reqs := make([]claimRequest, len(batch))
 	for i, d := range batch {
-		reqs[i] = claimRequest{Key: d.key, Type: d.typ, Payload: d.rec.Value}
+		reqs[i] = claimRequest{Key: d.key, Type: d.typ, Payload: d.rec.Value, TTL: w.handlers[d.typ].cfg.leaseTTL}
 	}
 	claimStart := time.Now()
 	claims, err := w.store.ClaimBatch(w.baseCtx, reqs)
@@ -337,7 +336,15 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		hctx, hcancel = context.WithTimeout(hctx, reg.cfg.timeout)
 		defer hcancel()
 	}
-	res, herr := callHandler(hctx, reg.handler, job)
+	var res []byte
+	var herr error
+	if job.Attempt > reg.cfg.maxAttempts {
+		// An earlier owner used the last attempt, dead-lettered the record
+		// and died before recording the failure: do not run it again.
+		herr = fmt.Errorf("%w: attempt %d of %d", ErrAttemptsExhausted, job.Attempt, reg.cfg.maxAttempts)
+	} else {
+		res, herr = callHandler(hctx, reg.handler, job)
+	}
 	if herr != nil {
 		hspan.End("error", herr)
 	} else {
@@ -408,25 +415,34 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	terminal := errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
 	exhausted := !terminal && job.Attempt >= reg.cfg.maxAttempts
 	if terminal || exhausted {
-		err := w.retryStore(jctx, func(ctx context.Context) error { return w.store.Fail(ctx, c, herr, true) })
-		if err != nil {
-			w.store.Abandon(c)
-			w.log.Warn("recording a terminal failure failed; the key will be claimed again",
-				slog.String("key", d.key), slog.Any("err", err))
-			w.traceEnd(d, "error", err)
-			if w.stopCtx.Err() == nil {
-				w.sched.park(d, time.Now().Add(backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)))
-			}
-			return
-		}
-		w.stats.failed.Add(1)
-		w.hooks.done(jctx, job, nil, herr)
-		reason := ReasonPermanent
+		reason, dlqErr := ReasonPermanent, herr
 		if exhausted {
 			reason = ReasonAttemptsExceeded
-			herr = fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, job.Attempt, herr)
+			dlqErr = fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, job.Attempt, herr)
 		}
-		w.deadLetter(d, reason, herr)
+		// The dead-letter copy is written first, the failure recorded
+		// after it: a crash between the two leaves a lease that expires and
+		// a record claimed again (whose copy exists: not written twice),
+		// never a recorded failure whose record never reached the
+		// dead-letter topic. The record runs past runJob, so the store
+		// write retries under the lease's context, not jctx.
+		dctx := context.WithoutCancel(jctx)
+		w.deadLetterThen(d, reason, dlqErr, func() bool {
+			err := w.retryStore(c.Context, func(ctx context.Context) error { return w.store.Fail(ctx, c, herr, true) })
+			if err != nil {
+				w.store.Abandon(c)
+				w.log.Warn("recording a terminal failure failed; the key will be claimed again",
+					slog.String("key", d.key), slog.Any("err", err))
+				w.traceEnd(d, "error", err)
+				if w.stopCtx.Err() == nil {
+					w.sched.park(d, time.Now().Add(backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)))
+				}
+				return false
+			}
+			w.stats.failed.Add(1)
+			w.hooks.done(dctx, job, nil, herr)
+			return true
+		})
 		return
 	}
 	if err := w.store.Fail(context.WithoutCancel(jctx), c, herr, false); err != nil {
@@ -500,76 +516,6 @@ func (w *Worker) finish(d *delivery) {
 	w.sched.finished(d)
 }
 
-// deadLetter writes d to the dead-letter topic, retrying until the broker
-// acknowledges (or the worker stops), then marks it done.
-func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
-	w.traceDeadLetter(d, reason, cause)
-	rec := deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause)
-	w.aux.Add(1)
-	go func() {
-		defer w.aux.Done()
-		marker := w.deadLetterMarker(d)
-		for attempt := 1; ; attempt++ {
-			if w.deadLettered(marker) {
-				// Written by an earlier delivery whose offset commit was
-				// lost (crash or rebalance): finish without a second copy,
-				// and without counting or reporting it again.
-				w.finish(d)
-				return
-			}
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 10*time.Second)
-			err := produceDeadLetter(pctx, w.cl, rec)
-			cancel()
-			if err == nil {
-				w.markDeadLettered(marker)
-				break
-			}
-			w.log.Warn("dead-letter produce failed", slog.String("topic", w.cfg.dlqTopic), slog.Any("err", err))
-			if !sleepCtx(w.stopCtx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
-				return // not finished: the record is consumed again by the next owner
-			}
-		}
-		w.stats.deadLettered.Add(1)
-		w.log.Warn("dead-lettered", slog.String("reason", reason), slog.String("topic", d.rec.Topic),
-			slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause))
-		w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)
-		w.finish(d)
-	}()
-}
-
-// Dead-letter markers make dead-lettering idempotent across redelivery: a
-// record's copy is produced, then a marker (key per dead-letter topic and
-// original topic/partition/offset, kept for the retention) is set; a
-// redelivered record whose marker exists is finished without a second copy.
-// Only a crash between the produce and the marker leaves a duplicate copy.
-// Without Redis (unreachable, or a test store) the copy is produced anyway:
-// at least once.
-func (w *Worker) deadLetterMarker(d *delivery) string {
-	return w.cfg.keyPrefix + "dlq:" + w.cfg.dlqTopic + ":" + d.rec.Topic + ":" +
-		strconv.FormatInt(int64(d.rec.Partition), 10) + ":" + strconv.FormatInt(d.rec.Offset, 10)
-}
-
-func (w *Worker) deadLettered(marker string) bool {
-	if w.rdb == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 2*time.Second)
-	defer cancel()
-	n, err := w.rdb.Exists(ctx, marker).Result()
-	return err == nil && n == 1
-}
-
-func (w *Worker) markDeadLettered(marker string) {
-	if w.rdb == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), 2*time.Second)
-	defer cancel()
-	if err := w.rdb.Set(ctx, marker, "1", w.cfg.retention).Err(); err != nil {
-		w.log.Warn("dead-letter marker not stored; a redelivery would dead-letter the record again", slog.Any("err", err))
-	}
-}
-
 // onRevoked runs in franz-go's group loop when partitions are revoked: the
 // partitions' trackers are removed first (no later mark can reach franz-go),
 // then what is marked is committed, blocking. Jobs of revoked partitions keep
@@ -584,6 +530,13 @@ func (w *Worker) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[stri
 	if err := cl.CommitMarkedOffsets(ctx); err != nil {
 		w.log.Warn("commit on revoke failed", slog.Any("err", err))
 	}
+	w.log.Info("partitions revoked", slog.Any("partitions", revoked))
+}
+
+// onAssigned logs newly assigned partitions; their trackers start with the
+// first record fetched.
+func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.log.Info("partitions assigned", slog.Any("partitions", assigned))
 }
 
 // onLost runs when partitions are lost (fenced out of the group): nothing is

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -73,4 +74,40 @@ func deadLetterRecord(topic string, r *kgo.Record, reason string, cause error) *
 // offset is marked done only after the broker acknowledged the copy.
 func produceDeadLetter(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	return cl.ProduceSync(ctx, rec).FirstErr()
+}
+
+// deadLetter writes d's copy to the dead-letter topic once (see
+// dlqmarker.go), retrying until the copy exists or the worker stops, then
+// marks d done. Only the worker whose produce was acknowledged counts,
+// logs and reports the dead letter; a copy found already written is not
+// reported again.
+func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
+	w.deadLetterThen(d, reason, cause, nil)
+}
+
+// deadLetterThen is deadLetter with then, if not nil, run once the copy
+// exists (written now, or found from an earlier delivery) and before the
+// record is finished; when then reports false the record is not finished
+// (then has arranged what happens to it).
+func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then func() bool) {
+	w.traceDeadLetter(d, reason, cause)
+	rec := deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause)
+	w.aux.Add(1)
+	go func() {
+		defer w.aux.Done()
+		produced, ok := w.writeDeadLetterOnce(traceContext(context.WithoutCancel(w.stopCtx), d), d.rec, rec)
+		if !ok {
+			return // not finished: the record is consumed again by the next owner
+		}
+		if then != nil && !then() {
+			return
+		}
+		if produced {
+			w.stats.deadLettered.Add(1)
+			w.log.Warn("dead-lettered", slog.String("reason", reason), slog.String("topic", d.rec.Topic),
+				slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause))
+			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)
+		}
+		w.finish(d)
+	}()
 }

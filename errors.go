@@ -30,6 +30,12 @@ var (
 	// already registered for the job type.
 	ErrDuplicateType = errors.New("leasehold: job type already registered")
 
+	// ErrInvalidLeaseTTL is returned by [Worker.Register] for a
+	// [WithJobLeaseTTL] that is negative, or not longer than the worker's
+	// renew interval plus the drift margin: renewals would come too late and
+	// the job's lease would run out while it runs.
+	ErrInvalidLeaseTTL = errors.New("leasehold: invalid lease TTL")
+
 	// ErrUnknownType is the dead-letter cause for a record whose job type has
 	// no registered handler.
 	ErrUnknownType = errors.New("leasehold: no handler for job type")

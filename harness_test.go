@@ -51,6 +51,19 @@ func (h *harness) opts(extra ...Opt) []Opt {
 	}, extra...)
 }
 
+// proxiedRedis returns a client of the shared Redis that goes through a
+// proxy the test can cut (a worker that stalls or loses Redis), with short
+// timeouts and no retries, closed at cleanup.
+func (h *harness) proxiedRedis(t *testing.T) (*testkit.Proxy, *redis.Client) {
+	t.Helper()
+	shared := h.rdb.(*redis.Client).Options()
+	proxy := testkit.StartProxy(t, shared.Addr)
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: shared.DB, MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return proxy, c
+}
+
 // start builds a worker over rdb, lets reg register handlers, starts it, and
 // shuts it down at cleanup (if the test did not).
 func (h *harness) start(t *testing.T, rdb redis.UniversalClient, reg func(*Worker), extra ...Opt) *Worker {

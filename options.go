@@ -119,7 +119,9 @@ func WithMiddleware(mw ...Middleware) Opt {
 func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(c.hooks, h) }) }
 
 // WithLeaseTTL sets the lease TTL: a crashed worker's jobs are taken over
-// after at most this long. Leases are renewed every TTL/3. Default 15s.
+// after at most this long. Leases are renewed every TTL/3 (the renew
+// interval, for every lease the worker holds, whatever its job type's
+// [WithJobLeaseTTL]). Default 15s.
 func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
 
 // WithRetention sets how long completed and failed records are kept to
@@ -127,7 +129,7 @@ func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leas
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
 
 // WithHeartbeatThrottle sets the minimum interval between stored heartbeat
-// details of one job. Default: the lease TTL / 3.
+// details of one job. Default: the worker's lease TTL / 3 ([WithLeaseTTL]).
 func WithHeartbeatThrottle(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.hbThrottle = d })
 }
@@ -137,7 +139,12 @@ func WithHeartbeatThrottle(d time.Duration) Opt {
 func WithMaxPayload(n int) Opt { return optFunc(func(c *config) { c.maxPayload = n }) }
 
 // WithHeldBackoff sets the backoff bounds for re-claiming a key another worker
-// holds. Default 100ms up to the lease TTL.
+// holds. A retry never waits much longer than the holder's lease has left
+// (as Redis reports it), so a key of a job type with a shorter lease TTL is
+// retried when that lease would run out. Default 100ms up to the worker's
+// lease TTL ([WithLeaseTTL]), also for job types with a longer
+// [WithJobLeaseTTL]: a held key is looked at again at least that often, to
+// see it completed soon after its holder finishes.
 func WithHeldBackoff(min, max time.Duration) Opt {
 	return optFunc(func(c *config) { c.heldMin, c.heldMax = min, max })
 }
@@ -181,7 +188,9 @@ func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
 // takeover compensates the journals of older fences before running the job
 // again, and a periodic sweep recovers journals whose compensating process
 // died. opts go to compensation.NewRunner (prefix and logger default to the
-// worker's). Default: off; Job.Step returns [ErrNoCompensation].
+// worker's; the sweep's compensation.WithCommitted defaults to a check of the
+// idempotency record, which settles journals sealed by owners that died
+// around their commit). Default: off; Job.Step returns [ErrNoCompensation].
 func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt {
 	return optFunc(func(c *config) { c.compReg, c.compOpts = reg, append(c.compOpts, opts...) })
 }
@@ -209,6 +218,7 @@ type jobConfig struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	timeout     time.Duration
+	leaseTTL    time.Duration
 	retryable   func(error) bool
 	middleware  []Middleware
 }
@@ -226,6 +236,19 @@ func WithBackoff(min, max time.Duration) JobOpt {
 // WithTimeout bounds one run of the handler; a run that times out counts as
 // a retryable failure. Default none.
 func WithTimeout(d time.Duration) JobOpt { return jobOptFunc(func(c *jobConfig) { c.timeout = d }) }
+
+// WithJobLeaseTTL sets the lease TTL of this job type's jobs: how long a
+// job's lease lives in Redis without a renewal, so how soon a job whose
+// worker crashed or stalled is taken over by another. A long job type may
+// want a longer TTL (a renewal that comes late costs it nothing), a short
+// one a shorter TTL (taken over sooner). The worker renews every lease each
+// renew interval (its own lease TTL / 3, see [WithLeaseTTL]), so d must be
+// longer than the renew interval plus the drift margin (d/100 + 2ms unless
+// set with lease.WithDrift); [Worker.Register] refuses a shorter d with
+// [ErrInvalidLeaseTTL]. Default: the worker's lease TTL ([WithLeaseTTL]).
+func WithJobLeaseTTL(d time.Duration) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.leaseTTL = d })
+}
 
 // WithRetryable sets the error policy: errors for which f returns false are
 // terminal. Errors wrapping [ErrPermanent] are always terminal. Default:

@@ -11,7 +11,8 @@ import (
 type claimRequest struct {
 	Key     string
 	Type    string
-	Payload []byte // fingerprinted by the store
+	Payload []byte        // fingerprinted by the store
+	TTL     time.Duration // the job type's lease TTL (WithJobLeaseTTL); zero: the worker's
 }
 
 // claim is the store's answer for one key. For OutcomeAcquired and

@@ -30,9 +30,7 @@ type redisStore struct {
 // and, with WithCompensation, the compensation runner. It returns the store
 // and its shutdown function (runner first, then the lease manager).
 func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*redisStore, func(context.Context) error, error) {
-	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
-	lopts = append(lopts, c.leaseOpts...)
-	m, err := lease.NewManager(rdb, lopts...)
+	m, err := lease.NewManager(rdb, c.leaseOptions()...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("leasehold: %w", err)
 	}
@@ -54,7 +52,10 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	if c.compReg == nil {
 		return rs, func(ctx context.Context) error { stopBatcher(); return m.Shutdown(ctx) }, nil
 	}
-	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger)}
+	// The sweep settles journals sealed by owners that died around their
+	// commit against the idempotency record (commitLanded).
+	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger),
+		compensation.WithCommitted(rs.commitLanded)}
 	if tr := c.tracer; tr != nil {
 		copts = append(copts, compensation.WithObserver(compensationSpans(tr)))
 	}
@@ -72,6 +73,13 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		stopBatcher()
 		return errors.Join(r.Shutdown(ctx), m.Shutdown(ctx))
 	}, nil
+}
+
+// leaseOptions are the options of the worker's lease manager: the worker's
+// TTL, prefix and logger, then WithLeaseOptions.
+func (c *config) leaseOptions() []lease.Opt {
+	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
+	return append(lopts, c.leaseOpts...)
 }
 
 // compensationSpans runs each compensation step under a `compensate <step>`
@@ -115,6 +123,8 @@ func mapStoreErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	case errors.Is(err, idempotency.ErrInvalidKey):
 		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+	case errors.Is(err, idempotency.ErrInvalidTTL):
+		return fmt.Errorf("%w: %w", ErrInvalidLeaseTTL, err)
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
@@ -137,7 +147,7 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 			out[i].Outcome, out[i].Err = OutcomeUndecodable, err
 			continue
 		}
-		ireqs = append(ireqs, idempotency.Request{Key: r.Key, Fingerprint: fp})
+		ireqs = append(ireqs, idempotency.Request{Key: r.Key, Fingerprint: fp, TTL: r.TTL})
 		idx = append(idx, i)
 	}
 	unavailable := 0
@@ -258,9 +268,9 @@ func (rs *redisStore) Abandon(c *claim) {
 	if !ok || ic.Lease == nil || ic.Lease.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rs.m.TTL())
+	ctx, cancel := context.WithTimeout(context.Background(), ic.Lease.TTL())
 	defer cancel()
-	_ = ic.Lease.Release(ctx) // best effort: otherwise it expires after the TTL
+	_ = ic.Lease.Release(ctx) // best effort: otherwise it expires after its TTL
 }
 
 func (rs *redisStore) Ping(ctx context.Context) error {

@@ -13,10 +13,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -150,7 +152,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 }
 
 // Register binds a handler to a job type. It must be called before
-// [Worker.Start]; registering a type twice returns [ErrDuplicateType].
+// [Worker.Start]; registering a type twice returns [ErrDuplicateType], and a
+// [WithJobLeaseTTL] the worker cannot renew in time returns
+// [ErrInvalidLeaseTTL].
 func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 	if err := ValidateType(jobType); err != nil {
 		return err
@@ -172,6 +176,11 @@ func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 	if jc.maxAttempts < 1 {
 		return fmt.Errorf("leasehold: max attempts %d < 1 for %q", jc.maxAttempts, jobType)
 	}
+	if jc.leaseTTL != 0 {
+		if err := w.checkLeaseTTL(jc.leaseTTL); err != nil {
+			return fmt.Errorf("%w %s for %q: %w", ErrInvalidLeaseTTL, jc.leaseTTL, jobType, err)
+		}
+	}
 	wrapped := Chain(jc.middleware...)(h)
 	wrapped = Chain(w.cfg.middleware...)(wrapped)
 
@@ -184,6 +193,18 @@ func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateType, jobType)
 	}
 	w.handlers[jobType] = &registration{typ: jobType, handler: wrapped, cfg: jc}
+	return nil
+}
+
+// checkLeaseTTL checks a job type's lease TTL against the renew interval and
+// drift of the lease manager Start will build (the same options).
+func (w *Worker) checkLeaseTTL(ttl time.Duration) error {
+	if ttl < 0 {
+		return errors.New("negative")
+	}
+	if err := lease.CheckTTL(ttl, w.cfg.leaseOptions()...); err != nil {
+		return fmt.Errorf("the worker renews its leases too seldom for it (%w)", err)
+	}
 	return nil
 }
 
@@ -241,7 +262,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
-	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, w.cfg.kafkaOpts...)
+	// franz-go logs its group lifecycle (joins, syncs, heartbeat errors)
+	// through the worker's logger unless the caller's options say otherwise.
+	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log))}, w.cfg.kafkaOpts...)
 	if w.cfg.tracer != nil {
 		kopts = append(kopts, w.cfg.tracer.KgoOpt())
 	}
@@ -253,6 +276,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(w.cfg.commitInterval),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(w.onAssigned),
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 	)

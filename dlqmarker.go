@@ -1,0 +1,426 @@
+package leasehold
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/lease"
+)
+
+// Dead-lettering writes one copy per original record, across redelivery,
+// rebalances and crashes. Per original record (dead-letter topic + original
+// topic/partition/offset) the worker keeps a marker in Redis, kept for the
+// retention, and serializes writers with a lease of the same name
+// ([deadLetterID]), taken from the worker's lease manager (renewed like a
+// job's lease, expiring after the lease TTL when its holder dies):
+//
+//  1. Take the lease. Another holder: wait and retry; the record is not
+//     finished meanwhile.
+//  2. Marker "done": a copy exists; finish without one.
+//  3. No marker: store it "pending" (SET NX) with the dead-letter topic's end
+//     offsets now, produce the copy, then set it "done".
+//  4. Marker "pending": an earlier attempt produced or not (the process died
+//     between the produce and "done", or a produce failed on the client but
+//     landed). Read the dead-letter topic, every partition, from the recorded
+//     offsets to its end now, for a record whose dlq-original-* headers name
+//     this record: found, set "done" and finish; not found, the earlier
+//     attempt never landed: produce, then "done".
+//
+// Any copy lies at or after the recorded offsets (they were listed before the
+// first produce), and an acknowledged copy lies below the end offsets (the
+// high watermark) listed after it, so the scan finds every copy that a
+// finished produce wrote.
+//
+// Two workers with the same record (a rebalance, or a redelivery after a
+// crash): only the lease holder reads the marker and produces; the other
+// waits without finishing the record, so its offset is not committed before
+// a copy exists, then finds "done". A dead holder's lease expires after the
+// lease TTL, by which time a produce request it had in flight has landed or
+// failed, so the next holder's scan sees it. What remains: a holder whose
+// lease is lost while its produce request is in flight (Redis unreachable
+// past the lease's local deadline, Kafka reachable) can be overtaken by a
+// second holder that scans before the first copy lands, and writes another.
+//
+// Redis unreachable: fail closed, like claims. Nothing is produced and the
+// record is not finished; the worker retries with backoff (WithRedisProbe)
+// until Redis answers, or until it stops, and the partition's next owner then
+// handles the record. A marker or lease lost with Redis data (a restart
+// without persistence) can only cost a second copy, never a lost one.
+//
+// Markers written before the pending phase existed hold "1": they read as
+// "done".
+const (
+	dlqMarkerDone    = "1"
+	dlqMarkerPending = "pending:"
+
+	dlqRedisTimeout   = 2 * time.Second
+	dlqListTimeout    = 5 * time.Second
+	dlqProduceTimeout = 10 * time.Second
+	dlqScanTimeout    = 10 * time.Second
+
+	// defaultBroker is the worker's seed broker unless WithKafka sets one.
+	defaultBroker = "127.0.0.1:9092"
+)
+
+// dlqMarkerState is what a dead-letter marker says.
+type dlqMarkerState uint8
+
+const (
+	dlqAbsent  dlqMarkerState = iota // no attempt recorded (or expired)
+	dlqPending                       // an attempt began; its copy may exist
+	dlqDone                          // the copy exists
+)
+
+// deadLetterID names the dead-letter copy of r in topic: the marker key's
+// suffix and the lock's lease name.
+func deadLetterID(topic string, r *kgo.Record) string {
+	return "dlq:" + topic + ":" + r.Topic + ":" +
+		strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+}
+
+// deadLetterMarkerKey is the Redis key of r's dead-letter marker.
+func deadLetterMarkerKey(prefix, topic string, r *kgo.Record) string {
+	return prefix + deadLetterID(topic, r)
+}
+
+// readDeadLetterMarker returns the marker's state and, when pending, the
+// offsets recorded with it (nil if unreadable: scan from the log start).
+func readDeadLetterMarker(ctx context.Context, rdb redis.UniversalClient, key string) (dlqMarkerState, map[int32]int64, error) {
+	v, err := rdb.Get(ctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return dlqAbsent, nil, nil
+	case err != nil:
+		return dlqAbsent, nil, err
+	}
+	rest, pending := strings.CutPrefix(v, dlqMarkerPending)
+	if !pending {
+		return dlqDone, nil, nil
+	}
+	return dlqPending, parseDLQOffsets(rest), nil
+}
+
+// setDeadLetterPending stores the pending marker with the dead-letter topic's
+// offsets from, unless a marker exists; it reports whether it stored it.
+func setDeadLetterPending(ctx context.Context, rdb redis.UniversalClient, key string, from map[int32]int64, ttl time.Duration) (bool, error) {
+	return rdb.SetNX(ctx, key, dlqMarkerPending+formatDLQOffsets(from), ttl).Result()
+}
+
+// setDeadLetterDone records that the copy exists.
+func setDeadLetterDone(ctx context.Context, rdb redis.UniversalClient, key string, ttl time.Duration) error {
+	return rdb.Set(ctx, key, dlqMarkerDone, ttl).Err()
+}
+
+// formatDLQOffsets encodes offsets as "partition=offset" pairs joined by
+// commas, in partition order.
+func formatDLQOffsets(offs map[int32]int64) string {
+	var b strings.Builder
+	for i, p := range slices.Sorted(maps.Keys(offs)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(int64(p), 10))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(offs[p], 10))
+	}
+	return b.String()
+}
+
+// parseDLQOffsets decodes formatDLQOffsets; it returns nil for a malformed
+// value, which makes the scan start at the log start: slower, still right.
+func parseDLQOffsets(s string) map[int32]int64 {
+	out := make(map[int32]int64)
+	if s == "" {
+		return out
+	}
+	for pair := range strings.SplitSeq(s, ",") {
+		ps, os, ok := strings.Cut(pair, "=")
+		p, perr := strconv.ParseInt(ps, 10, 32)
+		o, oerr := strconv.ParseInt(os, 10, 64)
+		if !ok || perr != nil || oerr != nil {
+			return nil
+		}
+		out[int32(p)] = o //nolint:gosec // ParseInt with bitSize 32 keeps p in range
+	}
+	return out
+}
+
+// listDLQOffsets lists topic's end offsets (the next offset to be written),
+// or its log start offsets, by partition. A topic that does not exist yet
+// lists no partition: nothing was written to it.
+func listDLQOffsets(ctx context.Context, cl *kgo.Client, topic string, end bool) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl) // not closed: that would close cl
+	list := adm.ListStartOffsets
+	if end {
+		list = adm.ListEndOffsets
+	}
+	listed, err := list(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: list offsets of %s: %w", topic, err)
+	}
+	out := make(map[int32]int64)
+	listed.Each(func(o kadm.ListedOffset) {
+		switch {
+		case o.Err == nil:
+			out[o.Partition] = o.Offset
+		case o.Partition == -1 && errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+		default:
+			err = cmp.Or(err, fmt.Errorf("leasehold: list offsets of %s[%d]: %w", topic, o.Partition, o.Err))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// isDeadLetterCopy reports whether r, read from a dead-letter topic, is the
+// copy of orig.
+func isDeadLetterCopy(r, orig *kgo.Record) bool {
+	return string(headerValue(r.Headers, HeaderDLQTopic)) == orig.Topic &&
+		string(headerValue(r.Headers, HeaderDLQPartition)) == strconv.FormatInt(int64(orig.Partition), 10) &&
+		string(headerValue(r.Headers, HeaderDLQOffset)) == strconv.FormatInt(orig.Offset, 10)
+}
+
+// findDeadLetterCopy reads topic with a client of its own (connOpts plus
+// direct partition consuming), every partition from the offsets in from (from
+// the log start for a partition from lacks) up to the end offsets listed now
+// through adm, and reports whether a copy of orig is there. It returns an
+// error, and no answer, if ctx ends before every partition was read to its
+// end.
+func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string, from map[int32]int64, orig *kgo.Record) (bool, error) {
+	start, err := listDLQOffsets(ctx, adm, topic, false)
+	if err != nil {
+		return false, err
+	}
+	end, err := listDLQOffsets(ctx, adm, topic, true)
+	if err != nil {
+		return false, err
+	}
+	parts := make(map[int32]kgo.Offset)
+	for p, e := range end {
+		if s := max(from[p], start[p]); s < e {
+			parts[p] = kgo.NewOffset().At(s)
+		}
+	}
+	if len(parts) == 0 {
+		return false, nil
+	}
+	opts := append(slices.Clip(connOpts),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		// Control records (transaction markers) occupy offsets too: keep
+		// them so that a partition whose last offsets are markers is seen
+		// to reach its end.
+		kgo.KeepControlRecords(),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return false, fmt.Errorf("leasehold: dead-letter scan client: %w", err)
+	}
+	defer cl.Close()
+	var lastErr error
+	for len(parts) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last fetch error: %w)", err, lastErr)
+			}
+			return false, fmt.Errorf("leasehold: dead-letter scan of %s: %d partitions not read to the end: %w",
+				topic, len(parts), err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { lastErr = err })
+		found := false
+		fs.EachRecord(func(r *kgo.Record) {
+			e, ok := end[r.Partition]
+			if !ok || r.Offset >= e {
+				return
+			}
+			if r.Offset == e-1 {
+				delete(parts, r.Partition)
+			}
+			if !r.Attrs.IsControl() && isDeadLetterCopy(r, orig) {
+				found = true
+			}
+		})
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// writeDeadLetterOnce makes sure rec, the dead-letter copy of orig, exists
+// once in the dead-letter topic (see the comment at the top of this file).
+// produced tells whether this call wrote it; ok is false if the worker
+// stopped first. base carries the trace (the lock's spans join it); it is
+// not cancelled when the worker stops, so a produce under way completes.
+func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record) (produced, ok bool) {
+	id := deadLetterID(w.cfg.dlqTopic, orig)
+	marker := w.cfg.keyPrefix + id
+	leases := w.store.(*redisStore).m // the worker's only store
+	var l *lease.Lease
+	defer func() {
+		if l != nil {
+			w.releaseDeadLetterLock(l)
+		}
+	}()
+	held, failed := 0, 0
+	for {
+		if l != nil && l.Err() != nil {
+			l = nil // lost: take it again before touching the marker
+		}
+		var delay time.Duration
+		if l == nil {
+			if st, _, err := w.readMarker(base, marker); err == nil && st == dlqDone {
+				return false, true // no lock needed to see that the copy exists
+			}
+			var err error
+			l, err = leases.Acquire(base, id)
+			var he *lease.HeldError
+			switch {
+			case errors.As(err, &he):
+				held++
+				delay = backoff(held, w.cfg.heldMin, w.cfg.heldMax)
+				if he.Remaining > 0 && he.Remaining < delay {
+					delay = max(he.Remaining, w.cfg.heldMin)
+				}
+				w.log.Debug("dead-letter lock held by another worker", slog.String("id", id), slog.Duration("retry_in", delay))
+			case err != nil:
+				failed++
+				delay = backoff(failed, w.cfg.probeMin, w.cfg.probeMax)
+				w.log.Warn("dead-letter lock not taken", slog.String("id", id), slog.Any("err", err))
+			}
+		}
+		if l != nil {
+			produced, err := w.deadLetterLocked(l, marker, orig, rec)
+			if err == nil {
+				return produced, true
+			}
+			failed++
+			delay = backoff(failed, w.cfg.probeMin, w.cfg.probeMax)
+			w.log.Warn("dead-letter attempt failed", slog.String("id", id), slog.Any("err", err))
+		}
+		if !sleepCtx(w.stopCtx, delay) {
+			return false, false
+		}
+	}
+}
+
+// deadLetterLocked runs one attempt under the lock l: it reads the marker,
+// scans or records "pending", and produces. A nil error with produced false
+// means the copy already existed.
+func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.Record) (produced bool, err error) {
+	ctx := l.Context() // cancelled if the lock is lost: an unsent copy is then not sent
+	st, from, err := w.readMarker(ctx, marker)
+	if err != nil {
+		return false, err
+	}
+	switch st {
+	case dlqDone:
+		return false, nil
+	case dlqPending:
+		found, err := w.findDeadLetterCopy(ctx, from, orig)
+		if err != nil {
+			return false, err
+		}
+		if found {
+			w.markDeadLetterDone(marker)
+			return false, nil
+		}
+		// The earlier attempt never landed: write the copy now.
+	case dlqAbsent:
+		lctx, cancel := context.WithTimeout(ctx, dlqListTimeout)
+		from, err = listDLQOffsets(lctx, w.cl, w.cfg.dlqTopic, true)
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, dlqRedisTimeout)
+		set, err := setDeadLetterPending(rctx, w.rdb, marker, from, w.cfg.retention)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("leasehold: dead-letter marker: %w", err)
+		}
+		if !set {
+			// Written by a worker whose lock was lost meanwhile: read it again.
+			return false, fmt.Errorf("leasehold: dead-letter marker %s appeared while locked", marker)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, dlqProduceTimeout)
+	err = produceDeadLetter(pctx, w.cl, rec)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("leasehold: dead-letter produce to %s: %w", w.cfg.dlqTopic, err)
+	}
+	w.markDeadLetterDone(marker)
+	return true, nil
+}
+
+func (w *Worker) readMarker(ctx context.Context, marker string) (dlqMarkerState, map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, dlqRedisTimeout)
+	defer cancel()
+	st, from, err := readDeadLetterMarker(ctx, w.rdb, marker)
+	if err != nil {
+		return st, nil, fmt.Errorf("leasehold: dead-letter marker: %w", err)
+	}
+	return st, from, nil
+}
+
+// markDeadLetterDone sets the marker to "done" once a copy exists. It is
+// set even if the lock was lost meanwhile: the copy exists either way. A
+// failure leaves "pending": a redelivery then finds the copy by scanning.
+func (w *Worker) markDeadLetterDone(marker string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), dlqRedisTimeout)
+	defer cancel()
+	if err := setDeadLetterDone(ctx, w.rdb, marker, w.cfg.retention); err != nil {
+		w.log.Warn("dead-letter marker not set to done; a redelivery scans the dead-letter topic for the copy",
+			slog.String("marker", marker), slog.Any("err", err))
+	}
+}
+
+// findDeadLetterCopy scans the dead-letter topic for orig's copy, within
+// dlqScanTimeout, and stops early when the worker stops (the scan writes
+// nothing; the record is then left to the next owner).
+func (w *Worker) findDeadLetterCopy(ctx context.Context, from map[int32]int64, orig *kgo.Record) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dlqScanTimeout)
+	defer cancel()
+	defer context.AfterFunc(w.stopCtx, cancel)()
+	// The worker's connection options (seed brokers, TLS, SASL) without its
+	// group options, which direct partition consuming refuses.
+	conn := append([]kgo.Opt{kgo.SeedBrokers(defaultBroker)}, w.cfg.kafkaOpts...)
+	return findDeadLetterCopy(ctx, w.cl, conn, w.cfg.dlqTopic, from, orig)
+}
+
+// releaseDeadLetterLock gives the lock back, retrying while Redis cannot be
+// reached (the lease is then still held and renewed, and another worker
+// would wait for it) until it is released, lost at its local deadline, or
+// the worker stops (Shutdown releases what the lease manager holds).
+func (w *Worker) releaseDeadLetterLock(l *lease.Lease) {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.stopCtx), dlqRedisTimeout)
+		err := l.Release(ctx)
+		cancel()
+		if err == nil || l.Err() != nil {
+			return
+		}
+		w.log.Warn("dead-letter lock not released", slog.String("lease", l.Name()), slog.Any("err", err))
+		if !sleepCtx(w.stopCtx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
+			return
+		}
+	}
+}
