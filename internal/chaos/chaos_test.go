@@ -33,9 +33,12 @@ func TestChaosShortRun(t *testing.T) {
 		Duplicates:  0.2,
 		Rate:        40,
 		Concurrency: 8,
-		Drain:       90 * time.Second,
-		Worker:      bin,
-		Dir:         filepath.Join(dir, "run"),
+		// One job in ten stalls between its charge and its fenced write,
+		// so that a pause may catch one and its write be refused.
+		SlowFraction: 0.1,
+		Drain:        90 * time.Second,
+		Worker:       bin,
+		Dir:          filepath.Join(dir, "run"),
 	}
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/demo"
 )
 
 // Config holds the settings of a chaos run. [Config.Flags] binds them to
@@ -38,6 +40,30 @@ type Config struct {
 	Rate int
 	// Concurrency is each worker's handler concurrency (CHAOS_CONCURRENCY, 16).
 	Concurrency int
+	// SlowFraction is the fraction of jobs, drawn from the seed, whose
+	// transfer holds for Hold between its charge and its fenced write
+	// (demo.transfer's hold_ms), so that pauses land in that window and the
+	// paused worker's write, attempted after a newer owner's, is refused by
+	// the fence guard (CHAOS_SLOW_FRACTION, 0.05; 0 turns holds off).
+	SlowFraction float64
+	// Hold is the hold of the slow jobs (their first attempt only). A pause
+	// that lands in it makes a zombie: the job is taken over and written
+	// under a newer fence before the pause ends, and the zombie's write
+	// after it is refused (CHAOS_HOLD, default LeaseTTL; at most 60s).
+	Hold time.Duration
+	// SessionTimeout is the workers' Kafka group session timeout: how long a
+	// SIGKILLed or paused worker keeps its partitions. The dev-broker's
+	// group.min.session.timeout.ms is lowered to it (CHAOS_SESSION_TIMEOUT,
+	// 1.5s).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is the workers' Kafka group heartbeat interval: how
+	// soon the survivors learn of a rebalance (CHAOS_HEARTBEAT_INTERVAL,
+	// 300ms; less than SessionTimeout).
+	HeartbeatInterval time.Duration
+	// FetchMaxWait is the workers' Kafka fetch max wait: a partition handed
+	// over in a rebalance is fetched once the fetch in flight returns, up
+	// to this long on a quiet topic (CHAOS_FETCH_MAX_WAIT, 250ms).
+	FetchMaxWait time.Duration
 	// Drain bounds the wait for the jobs to finish after the fault phase
 	// (CHAOS_DRAIN, 3m).
 	Drain time.Duration
@@ -72,6 +98,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Duplicates, "duplicates", c.envFloat("CHAOS_DUPLICATES", 0.2), "fraction of extra duplicate and re-sent records (env CHAOS_DUPLICATES)")
 	fs.IntVar(&c.Rate, "rate", c.envInt("CHAOS_RATE", 200), "distinct jobs enqueued per second (env CHAOS_RATE)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.envInt("CHAOS_CONCURRENCY", 16), "handler concurrency per worker (env CHAOS_CONCURRENCY)")
+	fs.Float64Var(&c.SlowFraction, "slow-fraction", c.envFloat("CHAOS_SLOW_FRACTION", 0.05), "fraction of jobs that hold between charge and fenced write (env CHAOS_SLOW_FRACTION)")
+	fs.DurationVar(&c.Hold, "hold", c.envDur("CHAOS_HOLD", 0), "hold of the slow jobs; 0 means the lease TTL (env CHAOS_HOLD)")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", c.envDur("CHAOS_SESSION_TIMEOUT", 1500*time.Millisecond), "workers' Kafka group session timeout (env CHAOS_SESSION_TIMEOUT)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.envDur("CHAOS_HEARTBEAT_INTERVAL", 300*time.Millisecond), "workers' Kafka group heartbeat interval (env CHAOS_HEARTBEAT_INTERVAL)")
+	fs.DurationVar(&c.FetchMaxWait, "fetch-max-wait", c.envDur("CHAOS_FETCH_MAX_WAIT", 250*time.Millisecond), "workers' Kafka fetch max wait (env CHAOS_FETCH_MAX_WAIT)")
 	fs.DurationVar(&c.Drain, "drain", c.envDur("CHAOS_DRAIN", 3*time.Minute), "longest wait for the jobs to finish after the faults (env CHAOS_DRAIN)")
 	fs.StringVar(&c.Worker, "worker", os.Getenv("CHAOS_WORKER_BIN"), "worker binary; empty builds ./cmd/worker (env CHAOS_WORKER_BIN)")
 	fs.StringVar(&c.RedisServer, "redis-server", cmp.Or(os.Getenv("CHAOS_REDIS_SERVER"), "redis-server"), "redis-server binary (env CHAOS_REDIS_SERVER)")
@@ -95,6 +126,10 @@ func (c *Config) Finish() error {
 	c.Pause = cmp.Or(c.Pause, 2*c.LeaseTTL+time.Second)
 	c.Rate = cmp.Or(c.Rate, 200)
 	c.Concurrency = cmp.Or(c.Concurrency, 16)
+	c.Hold = cmp.Or(c.Hold, c.LeaseTTL)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, 1500*time.Millisecond)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 300*time.Millisecond)
+	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 250*time.Millisecond)
 	c.Drain = cmp.Or(c.Drain, 3*time.Minute)
 	c.RedisServer = cmp.Or(c.RedisServer, "redis-server")
 	c.PostgresURL = cmp.Or(c.PostgresURL, DefaultPostgresURL)
@@ -115,6 +150,17 @@ func (c *Config) Finish() error {
 		return fmt.Errorf("%w: rate %d: want at least 1", ErrConfig, c.Rate)
 	case c.Concurrency < 1 || c.Concurrency > 10000:
 		return fmt.Errorf("%w: concurrency %d: want 1 to 10000", ErrConfig, c.Concurrency)
+	case c.SlowFraction < 0 || c.SlowFraction > 1:
+		return fmt.Errorf("%w: slow fraction %v: want 0 to 1", ErrConfig, c.SlowFraction)
+	case c.Hold < time.Millisecond || c.Hold > demo.MaxHoldMS*time.Millisecond:
+		return fmt.Errorf("%w: hold %s: want 1ms to %s", ErrConfig, c.Hold, demo.MaxHoldMS*time.Millisecond)
+	case c.SessionTimeout < 100*time.Millisecond || c.SessionTimeout > 5*time.Minute:
+		return fmt.Errorf("%w: session timeout %s: want 100ms to 5m", ErrConfig, c.SessionTimeout)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout:
+		return fmt.Errorf("%w: heartbeat interval %s: want more than 0 and less than the session timeout %s",
+			ErrConfig, c.HeartbeatInterval, c.SessionTimeout)
+	case c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > time.Minute:
+		return fmt.Errorf("%w: fetch max wait %s: want 1ms to 1m", ErrConfig, c.FetchMaxWait)
 	}
 	return nil
 }

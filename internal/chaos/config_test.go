@@ -31,6 +31,28 @@ func TestConfigFromEnvAndFlags(t *testing.T) {
 	if h := c.Horizon(); h != 12*time.Second {
 		t.Fatalf("horizon %s, want max(1000 jobs / 200 per s, 4 kill intervals, 2 pauses) = 12s", h)
 	}
+	if c.SlowFraction != 0.05 || c.Hold != time.Second || c.SessionTimeout != 1500*time.Millisecond ||
+		c.HeartbeatInterval != 300*time.Millisecond || c.FetchMaxWait != 250*time.Millisecond {
+		t.Fatalf("defaults: slow %v, hold %s (want the lease TTL), session %s, heartbeat %s, fetch wait %s",
+			c.SlowFraction, c.Hold, c.SessionTimeout, c.HeartbeatInterval, c.FetchMaxWait)
+	}
+}
+
+func TestConfigHoldAndGroupFromEnv(t *testing.T) {
+	t.Setenv("CHAOS_SLOW_FRACTION", "0.5")
+	t.Setenv("CHAOS_HOLD", "700ms")
+	t.Setenv("CHAOS_SESSION_TIMEOUT", "2s")
+	t.Setenv("CHAOS_HEARTBEAT_INTERVAL", "500ms")
+	t.Setenv("CHAOS_FETCH_MAX_WAIT", "100ms")
+	var c Config
+	c.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if c.SlowFraction != 0.5 || c.Hold != 700*time.Millisecond || c.SessionTimeout != 2*time.Second ||
+		c.HeartbeatInterval != 500*time.Millisecond || c.FetchMaxWait != 100*time.Millisecond {
+		t.Fatalf("config = %+v", c)
+	}
 }
 
 func TestConfigRejects(t *testing.T) {
@@ -41,9 +63,17 @@ func TestConfigRejects(t *testing.T) {
 		t.Fatalf("CHAOS_JOBS=many: %v, want ErrConfig", err)
 	}
 	for name, c := range map[string]Config{
-		"pause not longer than TTL": {LeaseTTL: 2 * time.Second, Pause: 2 * time.Second},
-		"one worker":                {Workers: 1},
-		"duplicates above 1":        {Duplicates: 1.5},
+		"pause not longer than TTL":   {LeaseTTL: 2 * time.Second, Pause: 2 * time.Second},
+		"one worker":                  {Workers: 1},
+		"duplicates above 1":          {Duplicates: 1.5},
+		"negative slow fraction":      {SlowFraction: -0.1},
+		"slow fraction above 1":       {SlowFraction: 2},
+		"negative hold":               {Hold: -time.Second},
+		"hold above a minute":         {Hold: 61 * time.Second},
+		"session timeout too short":   {SessionTimeout: 50 * time.Millisecond},
+		"heartbeat not below session": {SessionTimeout: time.Second, HeartbeatInterval: time.Second},
+		"negative heartbeat":          {HeartbeatInterval: -time.Second},
+		"negative fetch wait":         {FetchMaxWait: -time.Millisecond},
 	} {
 		if err := c.Finish(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)

@@ -188,7 +188,10 @@ func (r *run) prepare(ctx context.Context) error {
 	r.brokerAdr = "127.0.0.1:" + strconv.Itoa(bport)
 	r.broker = &Proc{Name: "dev-broker", Path: r.workerBin, LogPath: filepath.Join(r.dir, "dev-broker.log"),
 		Args: []string{"dev-broker", "--listen", r.brokerAdr,
-			"--topics", leasehold.DefaultTopic + ":6," + leasehold.DefaultTopic + ".dlq:1"}}
+			"--topics", leasehold.DefaultTopic + ":6," + leasehold.DefaultTopic + ".dlq:1",
+			// kfake, like Kafka, refuses session timeouts under 6s by
+			// default; the workers ask for a shorter one.
+			"--group-min-session-timeout", c.SessionTimeout.String()}}
 	sport, err := FreePort(ctx)
 	if err != nil {
 		return err
@@ -267,10 +270,19 @@ func (r *run) addWorker() (*Proc, error) {
 			"--concurrency", strconv.Itoa(r.cfg.Concurrency),
 			"--shutdown-timeout", "5s",
 			// A SIGKILLed member's partitions move after the session
-			// timeout (kfake's minimum is 6s); the default 45s would
-			// stall the run after every kill.
-			"--session-timeout", "6s",
+			// timeout, and the survivors learn of the rebalance on their
+			// next heartbeat: both bound the takeover latency (the
+			// defaults, 45s and 3s, would stall the run after every kill).
+			"--session-timeout", r.cfg.SessionTimeout.String(),
+			"--heartbeat-interval", r.cfg.HeartbeatInterval.String(),
+			// A partition handed over is fetched once the fetch in
+			// flight returns: up to the fetch max wait on a quiet topic.
+			"--fetch-max-wait", r.cfg.FetchMaxWait.String(),
 			"--rebalance-timeout", "10s",
+			// A journal whose compensation failed while Redis was down
+			// is left to the recovery sweep (every 30s by default); the
+			// drain settles within a few lease TTLs, so sweep as often.
+			"--sweep-interval", r.cfg.LeaseTTL.String(),
 			"--pg", r.pgURL,
 			"--payment-stub", r.stubURL,
 		},
@@ -450,7 +462,8 @@ func makeJobs(seed uint64, n int) []Job {
 // enqueue produces every job once, paced at the configured rate, plus
 // Duplicates*n extra records: half repeat a recent key (a producer retry),
 // half re-send a key from the first tenth of the run (an old record
-// redelivered after its job finished).
+// redelivered after its job finished). A seeded SlowFraction of the jobs
+// carry a hold of Hold between their charge and their fenced write.
 func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAdr), kgo.DefaultProduceTopic(leasehold.DefaultTopic),
 		kgo.RecordRetries(100), kgo.ProduceRequestTimeout(10*time.Second))
@@ -458,24 +471,34 @@ func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 		return err
 	}
 	defer cl.Close()
+	// The holds come from their own stream, so that the duplicate draws
+	// below are those of a run without holds. A re-sent record carries its
+	// job's hold: the payload, and so its fingerprint, is the job's.
+	slow := mrand.New(mrand.NewPCG(r.cfg.Seed, 3))
+	holds := make([]time.Duration, len(jobs))
+	for i := range holds {
+		if slow.Float64() < r.cfg.SlowFraction {
+			holds[i] = r.cfg.Hold
+		}
+	}
 	rng := mrand.New(mrand.NewPCG(r.cfg.Seed, 2))
 	const batch = 50
 	for i := 0; i < len(jobs); i += batch {
 		var nj []leasehold.NewJob
-		for _, j := range jobs[i:min(i+batch, len(jobs))] {
-			nj = append(nj, transferJob(j))
+		for k := i; k < min(i+batch, len(jobs)); k++ {
+			nj = append(nj, transferJob(jobs[k], holds[k]))
 		}
 		for range len(nj) {
 			if rng.Float64() >= r.cfg.Duplicates {
 				continue
 			}
-			var d Job
+			var d int
 			if rng.IntN(2) == 0 || i < 10 {
-				d = jobs[max(0, i-rng.IntN(min(i+1, 200)))]
+				d = max(0, i-rng.IntN(min(i+1, 200)))
 			} else {
-				d = jobs[rng.IntN(max(1, len(jobs)/10))]
+				d = rng.IntN(max(1, len(jobs)/10))
 			}
-			nj = append(nj, transferJob(d))
+			nj = append(nj, transferJob(jobs[d], holds[d]))
 		}
 		if _, err := leasehold.EnqueueBatch(ctx, cl, nj); err != nil {
 			return fmt.Errorf("chaos: enqueue: %w", err)
@@ -490,8 +513,11 @@ func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 	return nil
 }
 
-func transferJob(j Job) leasehold.NewJob {
-	p, _ := json.Marshal(demo.TransferArgs{From: FromAccount(j.Key), To: ToAccount(j.Key), Amount: j.Amount})
+// transferJob is the record of job j, holding for hold (0: none) between
+// its charge and its fenced write.
+func transferJob(j Job, hold time.Duration) leasehold.NewJob {
+	p, _ := json.Marshal(demo.TransferArgs{From: FromAccount(j.Key), To: ToAccount(j.Key), Amount: j.Amount,
+		HoldMS: hold.Milliseconds()})
 	return leasehold.NewJob{Type: demo.TransferType, Key: j.Key, Payload: p, Topic: leasehold.DefaultTopic}
 }
 
@@ -524,6 +550,7 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
 		}
 		if time.Now().After(deadline) {
 			r.log.Warn("drain timeout", slog.Int("transfers", done), slog.Int("jobs", len(jobs)))
+			r.logStuck(ctx, r.unfinished(ctx, jobs))
 			return last, nil
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
@@ -531,6 +558,26 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
 			return last, context.Cause(ctx)
 		}
 	}
+}
+
+// unfinished returns the keys of jobs without a transfer row.
+func (r *run) unfinished(ctx context.Context, jobs []Job) map[string]bool {
+	left := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		left[j.Key] = true
+	}
+	rows, err := r.db.Query(ctx, `SELECT key FROM demo_transfers`)
+	if err != nil {
+		return left
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if rows.Scan(&k) == nil {
+			delete(left, k)
+		}
+	}
+	return left
 }
 
 // teardown stops every process and drops the schema (unless kept).

@@ -141,6 +141,23 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
 	wantFailure(t, run(ctx, t, nil, "demo", "--jobs", "0"), 2, "jobs 0")
 	wantFailure(t, run(ctx, t, nil, "run", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
+	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "-1s"), 2, "heartbeat interval -1s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "0s"), 2, "heartbeat interval 0s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "2s", "--heartbeat-interval", "2s"), 2,
+		"heartbeat interval 2s: want less than the session timeout 2s")
+	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_HEARTBEAT_INTERVAL": "often"}, "run"), 2,
+		`LEASEHOLD_HEARTBEAT_INTERVAL="often": not a duration`)
+	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "often"), 2, `invalid value "often" for flag -heartbeat-interval`)
+	wantFailure(t, run(ctx, t, nil, "run", "--fetch-max-wait", "-1ms"), 2, "fetch max wait -1ms: want at least 1ms")
+	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_FETCH_MAX_WAIT": "1"}, "run"), 2,
+		`LEASEHOLD_FETCH_MAX_WAIT="1": not a duration`)
+	wantFailure(t, run(ctx, t, nil, "run", "--sweep-interval", "-30s"), 2, "sweep interval -30s: want at least 100ms")
+	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "-6s"), 2, "session timeout -6s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--rebalance-timeout", "0s"), 2, "rebalance timeout 0s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "dev-broker", "--group-min-session-timeout", "-1s"), 2,
+		"group min session timeout -1s: want at least 1ms")
+	wantFailure(t, run(ctx, t, nil, "dev-broker", "--group-min-session-timeout", "soon"), 2,
+		`invalid value "soon" for flag -group-min-session-timeout`)
 }
 
 func TestParseRedisURL(t *testing.T) {
@@ -199,7 +216,8 @@ func TestDevBrokerAndEnqueue(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"dev-broker", "--listen", "127.0.0.1:0", "--topics", "cli.jobs:3"},
+		done <- Main(ctx, []string{"dev-broker", "--listen", "127.0.0.1:0", "--topics", "cli.jobs:3",
+			"--group-min-session-timeout", "500ms"},
 			&Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 	}()
 	addr := waitLine(t, &out, regexp.MustCompile(`dev-broker listening on (\S+)`))
@@ -212,14 +230,24 @@ func TestDevBrokerAndEnqueue(t *testing.T) {
 	if !strings.Contains(r.stderr, "60/60") {
 		t.Errorf("no progress on stderr: %q", r.stderr)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("cli.jobs"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	// A group member with a 1s session timeout, below kfake's default
+	// minimum of 6s: admitted because of --group-min-session-timeout.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("cli.jobs"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumerGroup("cli.group"), kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := map[string]int{}
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-	for n := 0; n < 60 && pctx.Err() == nil; {
-		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+	var fetchErr error
+	for n := 0; n < 60 && pctx.Err() == nil && fetchErr == nil; {
+		fs := cl.PollFetches(pctx)
+		fs.EachError(func(topic string, p int32, err error) {
+			if pctx.Err() == nil && fetchErr == nil {
+				fetchErr = fmt.Errorf("fetch %s/%d: %w", topic, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
 			n++
 			for _, h := range r.Headers {
 				if h.Key == leasehold.HeaderKey {
@@ -233,6 +261,9 @@ func TestDevBrokerAndEnqueue(t *testing.T) {
 	}
 	pcancel()
 	cl.Close()
+	if fetchErr != nil {
+		t.Errorf("group consumer with a 1s session timeout: %v", fetchErr)
+	}
 	if len(keys) != 50 {
 		t.Errorf("%d distinct keys, want 50", len(keys))
 	}
@@ -279,7 +310,8 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"run", "--brokers", strings.Join(k.Brokers(), ","), "--topics", topic,
-			"--group", "g-" + topic, "--prefix", prefix, "--http", "127.0.0.1:0", "--lease-ttl", "2s"},
+			"--group", "g-" + topic, "--prefix", prefix, "--http", "127.0.0.1:0", "--lease-ttl", "2s",
+			"--heartbeat-interval", "500ms", "--fetch-max-wait", "250ms"},
 			&Env{Stdout: &out, Stderr: &errb, Getenv: func(n string) string { return map[string]string{"REDIS_URL": url}[n] }})
 	}()
 	addr := waitLine(t, &errb, regexp.MustCompile(`http listening" addr=(\S+)`))

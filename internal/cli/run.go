@@ -17,12 +17,25 @@ import (
 	"github.com/leasehold/leasehold/tracing"
 )
 
+// DefaultHeartbeatInterval is `worker run`'s default Kafka group heartbeat
+// interval: franz-go's own default (heartbeat.interval.ms=3000).
+const DefaultHeartbeatInterval = 3 * time.Second
+
+// DefaultFetchMaxWait is `worker run`'s default longest wait of a Kafka
+// fetch for new records: franz-go's own default (fetch.max.wait.ms=5000).
+const DefaultFetchMaxWait = 5 * time.Second
+
+// DefaultSweepInterval is `worker run`'s default interval of the
+// compensation recovery sweep: package compensation's own default.
+const DefaultSweepInterval = 30 * time.Second
+
 // runConfig is what `worker run` reads from flags and environment.
 type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
 	concurrency                                             int
 	leaseTTL, retention, shutdown                           time.Duration
-	sessionTimeout, rebalanceTimeout                        time.Duration
+	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
+	fetchMaxWait, sweepInterval                             time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
 	pgURL, payURL                                           string
@@ -47,6 +60,9 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.StringVar(&c.payURL, "payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", ""), "payment stub base URL for demo.transfer, e.g. http://127.0.0.1:8099 (env LEASEHOLD_PAYSTUB_URL)")
 	f.DurationVar(&c.sessionTimeout, "session-timeout", f.envDur("LEASEHOLD_SESSION_TIMEOUT", 45*time.Second), "Kafka group session timeout: how long a dead member keeps its partitions (env LEASEHOLD_SESSION_TIMEOUT)")
 	f.DurationVar(&c.rebalanceTimeout, "rebalance-timeout", f.envDur("LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second), "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin (env LEASEHOLD_REBALANCE_TIMEOUT)")
+	f.DurationVar(&c.heartbeatInterval, "heartbeat-interval", f.envDur("LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval), "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout (env LEASEHOLD_HEARTBEAT_INTERVAL)")
+	f.DurationVar(&c.fetchMaxWait, "fetch-max-wait", f.envDur("LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait), "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it (env LEASEHOLD_FETCH_MAX_WAIT)")
+	f.DurationVar(&c.sweepInterval, "sweep-interval", f.envDur("LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval), "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down (env LEASEHOLD_SWEEP_INTERVAL)")
 	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
 	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
 	if err := f.parse(args); err != nil {
@@ -70,6 +86,18 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return usagef("lease TTL %v is too short (minimum 100ms)", c.leaseTTL)
 	case c.retention < time.Second:
 		return usagef("retention %v is too short (minimum 1s)", c.retention)
+	case c.sessionTimeout <= 0:
+		return usagef("session timeout %v: want more than 0", c.sessionTimeout)
+	case c.rebalanceTimeout <= 0:
+		return usagef("rebalance timeout %v: want more than 0", c.rebalanceTimeout)
+	case c.heartbeatInterval <= 0:
+		return usagef("heartbeat interval %v: want more than 0", c.heartbeatInterval)
+	case c.heartbeatInterval >= c.sessionTimeout:
+		return usagef("heartbeat interval %v: want less than the session timeout %v", c.heartbeatInterval, c.sessionTimeout)
+	case c.fetchMaxWait < time.Millisecond:
+		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
+	case c.sweepInterval < 100*time.Millisecond:
+		return usagef("sweep interval %v: want at least 100ms", c.sweepInterval)
 	}
 	topics := splitList(c.topics)
 	if len(topics) == 0 {
@@ -131,7 +159,9 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
 		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),
-		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout), kgo.RebalanceTimeout(c.rebalanceTimeout)),
+		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
+			kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
+			kgo.FetchMaxWait(c.fetchMaxWait)),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
 		leasehold.WithDeadLetterTopic(dlq),
@@ -142,7 +172,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
 	}
-	opts = append(opts, leasehold.WithCompensation(reg))
+	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval)))
 	w, err := leasehold.New(rdb, opts...)
 	if err != nil {
 		return err
@@ -151,7 +181,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return err
 	}
 	if tr != nil {
-		if err := tr.register(w); err != nil {
+		if err := tr.register(w, log); err != nil {
 			return err
 		}
 		log.Info("demo.transfer enabled", slog.String("payment_stub", c.payURL))

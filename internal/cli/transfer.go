@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/internal/paystub"
 )
@@ -66,15 +68,29 @@ func (t *transferSetup) close() {
 	}
 }
 
-// register adds demo.transfer to w.
-func (t *transferSetup) register(w *leasehold.Worker) error {
+// register adds demo.transfer to w. Only a job's first attempt holds (see
+// demo.TransferArgs.HoldMS). A write the fence guard refuses is
+// logged here, with the guard's error: when the job's lease was lost first,
+// the worker reports the loss, not the handler's error, and the refusal
+// would otherwise leave no trace (its transaction rolls back).
+func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
 	tr := &demo.Transferer{DB: t.pool, Pay: t.pay} //nolint:misspell // the type is named so in package demo
 	return w.Register(demo.TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
 		a, err := demo.ParseTransfer(job.Payload)
 		if err != nil {
 			return nil, leasehold.Permanent(err)
 		}
+		if job.Attempt > 1 {
+			// The hold stands for a stall of the process running the
+			// first attempt; the worker that takes the job over is not
+			// stalled, and writes before the stalled one wakes up.
+			a.HoldMS = 0
+		}
 		if err := tr.Run(ctx, job, job.Key, a); err != nil {
+			if errors.Is(err, fence.ErrStaleFence) {
+				log.Warn("fenced write refused: a newer owner wrote first", slog.String("key", job.Key),
+					slog.Uint64("fence", job.Fence()), slog.Any("err", err))
+			}
 			return nil, err
 		}
 		return []byte(`{"charged":"` + demo.ChargeID(job.Key, job.Fence()) + `"}`), nil

@@ -16,7 +16,8 @@ import (
 // FuzzParseTransfer feeds arbitrary demo.transfer payloads (a Kafka record
 // value) to ParseTransfer: it never panics, refuses with ErrInvalidTransfer,
 // accepts only distinct accounts of 1..MaxAccountLen bytes of UTF-8 without
-// control or format characters and an amount in 1..MaxAmount, and an
+// control or format characters, an amount in 1..MaxAmount and a hold in
+// 0..MaxHoldMS, and an
 // accepted payload re-encodes to one that parses to the same transfer.
 func FuzzParseTransfer(f *testing.F) {
 	for _, s := range []string{
@@ -26,6 +27,8 @@ func FuzzParseTransfer(f *testing.F) {
 		`{"from":"a\u0000","to":"b","amount":1,"extra":true}`, `{"from":"a\u001b[31m","to":"b","amount":1}`,
 		`{"from":"a\u200e","to":"b","amount":1}`, `{"from":"a","to":"b","amount":1000000000001}`,
 		`{"from":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","to":"b","amount":1}`,
+		`{"from":"a","to":"b","amount":1,"hold_ms":2000}`, `{"from":"a","to":"b","amount":1,"hold_ms":-1}`,
+		`{"from":"a","to":"b","amount":1,"hold_ms":60001}`, `{"from":"a","to":"b","amount":1,"hold_ms":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -37,7 +40,7 @@ func FuzzParseTransfer(f *testing.F) {
 			}
 			return
 		}
-		if a.From == a.To || a.Amount <= 0 || a.Amount > demo.MaxAmount ||
+		if a.From == a.To || a.Amount <= 0 || a.Amount > demo.MaxAmount || a.HoldMS < 0 || a.HoldMS > demo.MaxHoldMS ||
 			demo.ValidateAccount(a.From) != nil || demo.ValidateAccount(a.To) != nil {
 			t.Fatalf("ParseTransfer(%q) accepted %+v", payload, a)
 		}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -50,7 +51,25 @@ type TransferArgs struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	Amount int64  `json:"amount"`
+	// HoldMS, when above 0, stalls the transfer for that many milliseconds
+	// between its charge and its fenced write (0..[MaxHoldMS]); the Run
+	// method documents how. Omitted from the payload when 0. `worker run`
+	// holds a job's first attempt only: the stall is the first owner's.
+	HoldMS int64 `json:"hold_ms,omitempty"`
 }
+
+// MaxHoldMS is the longest hold a transfer accepts, in milliseconds (one
+// minute): long enough to outlast any lease TTL a demo or chaos run uses,
+// short enough that a held job cannot hold a worker's shutdown for long.
+const MaxHoldMS = 60_000
+
+// ChargeTimeout bounds the provider call of the charge step, which is not
+// abandoned when the job's context is cancelled (see the Run method).
+const ChargeTimeout = 10 * time.Second
+
+// HeldWriteTimeout bounds the fenced write of a held transfer, which runs
+// detached from the job's cancellation (see the Run method).
+const HeldWriteTimeout = 10 * time.Second
 
 // MaxAccountLen is the longest account name a transfer accepts, in bytes.
 const MaxAccountLen = 64
@@ -64,8 +83,8 @@ const MaxAmount = 1_000_000_000_000
 var ErrInvalidTransfer = errors.New("demo: invalid transfer payload")
 
 // ParseTransfer decodes and checks a demo.transfer payload (valid UTF-8
-// JSON): two distinct
-// account names (see [ValidateAccount]) and an amount in 1..[MaxAmount].
+// JSON): two distinct account names (see [ValidateAccount]), an amount in
+// 1..[MaxAmount] and a hold_ms in 0..[MaxHoldMS].
 // Its errors match [ErrInvalidTransfer]; callers treat them as permanent.
 func ParseTransfer(payload []byte) (TransferArgs, error) {
 	var a TransferArgs
@@ -86,6 +105,9 @@ func ParseTransfer(payload []byte) (TransferArgs, error) {
 	}
 	if a.Amount <= 0 || a.Amount > MaxAmount {
 		return a, fmt.Errorf("%w: amount %d outside 1..%d", ErrInvalidTransfer, a.Amount, int64(MaxAmount))
+	}
+	if a.HoldMS < 0 || a.HoldMS > MaxHoldMS {
+		return a, fmt.Errorf("%w: hold_ms %d outside 0..%d", ErrInvalidTransfer, a.HoldMS, MaxHoldMS)
 	}
 	return a, nil
 }
@@ -175,19 +197,48 @@ func OpenAccount(ctx context.Context, db DB, id string, balance int64) error {
 // Run performs the transfer with idempotency key key as job:
 //
 //  1. step "charge": the provider charges a.From a.Amount under
-//     [ChargeID](key, fence); compensation: [RefundHandler].
+//     [ChargeID](key, fence); compensation: [RefundHandler]. The call is
+//     not abandoned when ctx is cancelled once it started (bounded by
+//     [ChargeTimeout]), so that its outcome is always known to the journal.
 //  2. in one PostgreSQL transaction: [fence.Apply] on [Resource](key), then
 //     the transfer row (once per key) and the two balance updates.
 //
 // A zombie reaching step 2 after a newer owner wrote gets an error wrapping
 // fence.ErrStaleFence and writes nothing; its caller compensates the charge.
+//
+// With a.HoldMS > 0 the transfer stalls between the two steps, the way a
+// process does that is stopped by a long GC pause, a frozen VM or SIGSTOP:
+// it does not know that its lease may expire meanwhile. So the hold is a
+// plain time.Sleep that ignores ctx's cancellation (the worker cancels ctx
+// when it finds the lease lost), and the write after it runs detached from
+// that cancellation, bounded by [HeldWriteTimeout]. A held transfer whose
+// lease was taken over therefore really attempts its write with the old
+// fence, and the fence guard is what refuses it. Without a hold the write
+// runs under ctx, as a well-behaved handler's should.
 func (t *Transferer) Run(ctx context.Context, job Job, key string, a TransferArgs) error {
 	f := job.Fence()
 	charge := ChargeID(key, f)
 	if err := job.Step(ctx, "charge", func(ctx context.Context) error {
-		return t.Pay.Charge(ctx, charge, a.From, a.Amount)
+		if err := ctx.Err(); err != nil {
+			return err // the lease is already lost: do not start the charge
+		}
+		// A charge, once sent, is seen through to its answer even if ctx
+		// is cancelled meanwhile. An abandoned call may still be applied
+		// by the provider after the step was compensated as in doubt (a
+		// new owner took over and refunded a charge that did not exist
+		// yet); only an answered call lets Step record it, find it late
+		// (compensation.ErrLateEffect) and have it refunded again.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ChargeTimeout)
+		defer cancel()
+		return t.Pay.Charge(cctx, charge, a.From, a.Amount)
 	}, RefundHandler, RefundArgs{ChargeID: charge}); err != nil {
 		return fmt.Errorf("demo: transfer %s: charge: %w", key, err)
+	}
+	if a.HoldMS > 0 {
+		time.Sleep(time.Duration(min(a.HoldMS, MaxHoldMS)) * time.Millisecond)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), HeldWriteTimeout)
+		defer cancel()
 	}
 	if err := t.write(ctx, key, f, a); err != nil {
 		return fmt.Errorf("demo: transfer %s: %w", key, err)
@@ -205,7 +256,7 @@ func (t *Transferer) write(ctx context.Context, key string, f uint64, a Transfer
 		return err
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO demo_transfers (key, fence, from_id, to_id, amount)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING`, key, int64(f), a.From, a.To, a.Amount)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING`, key, int64(f), a.From, a.To, a.Amount) //nolint:gosec // fence.Apply refused a fence beyond int64
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,15 @@ package demo_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
@@ -30,6 +33,33 @@ type process struct {
 	m  *lease.Manager
 	r  *compensation.Runner
 	tr *demo.Transferer
+}
+
+// cutRedis returns a client of shared's server through a proxy the test can
+// cut (the zombie's Redis), with short timeouts, closed at cleanup.
+func cutRedis(t *testing.T, shared *redis.Client) (*testkit.Proxy, *redis.Client) {
+	t.Helper()
+	proxy := testkit.StartProxy(t, shared.Options().Addr)
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: shared.Options().DB,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return proxy, c
+}
+
+// accountsDB returns a fresh PostgreSQL schema with the demo tables and the
+// given accounts opened with their balances.
+func accountsDB(t *testing.T, balances map[string]int64) *pgxpool.Pool {
+	t.Helper()
+	db := testkit.Postgres(t)
+	if err := demo.Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	for id, bal := range balances {
+		if err := demo.OpenAccount(t.Context(), db, id, bal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
 }
 
 func newProcess(t *testing.T, c redis.UniversalClient, prefix string, tr *demo.Transferer, pay *paystub.Client) *process {
@@ -81,20 +111,9 @@ func (p *pausing) Step(ctx context.Context, name string, do func(context.Context
 func TestZombieTransfer(t *testing.T) {
 	ctx := t.Context()
 	shared, prefix := testkit.SharedRedis(t)
-	proxy := testkit.StartProxy(t, shared.Options().Addr)
-	zc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DB: shared.Options().DB,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = zc.Close() })
+	proxy, zc := cutRedis(t, shared)
 
-	db := testkit.Postgres(t)
-	if err := demo.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	for id, bal := range map[string]int64{"alice": 1000, "bob": 0} {
-		if err := demo.OpenAccount(ctx, db, id, bal); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := accountsDB(t, map[string]int64{"alice": 1000, "bob": 0})
 	stub := paystub.New()
 	hs := httptest.NewServer(stub)
 	t.Cleanup(hs.Close)
@@ -199,6 +218,217 @@ func TestZombieTransfer(t *testing.T) {
 	}
 }
 
+// TestZombieChargeAnsweredLate: the zombie's charge request is on its way
+// when the zombie is cut off from Redis; a new owner takes over and
+// compensates the zombie's in-doubt charge step (nothing to refund yet) and
+// then the zombie's context is cancelled (lease lost) before the provider
+// applies the charge. The zombie still waits for the provider's answer, so
+// the journal learns of the late charge (compensation.ErrLateEffect) and the
+// zombie's compensation refunds it: one charge stands, as if the zombie had
+// never run.
+func TestZombieChargeAnsweredLate(t *testing.T) {
+	ctx := t.Context()
+	shared, prefix := testkit.SharedRedis(t)
+	proxy, zc := cutRedis(t, shared)
+	db := accountsDB(t, map[string]int64{"alice": 1000, "bob": 0})
+	// The provider holds the first charge request (the zombie's) until
+	// released, then applies it whether or not the caller still waits.
+	stub := paystub.New()
+	arrived, release, applied := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held := false
+		if r.URL.Path == "/charges" {
+			first.Do(func() { held = true })
+		}
+		if !held {
+			stub.ServeHTTP(w, r)
+			return
+		}
+		close(arrived)
+		<-release
+		stub.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		close(applied)
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	pay := paystub.NewClient(hs.URL, hs.Client())
+	tr := &demo.Transferer{DB: db, Pay: pay}
+	zombie := newProcess(t, zc, prefix, tr, pay)
+	owner := newProcess(t, shared, prefix, tr, pay)
+
+	const key = "transfer-late"
+	args := demo.TransferArgs{From: "alice", To: "bob", Amount: 100}
+	zl, err := zombie.m.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zj := zombie.r.Journal(zl)
+	zctx, loseLease := context.WithCancel(ctx)
+	defer loseLease()
+	zerr := make(chan error, 1)
+	go func() { zerr <- zombie.tr.Run(zctx, zj, key, args) }()
+	<-arrived // the charge's intent is journaled and its request sent
+
+	proxy.Block()
+	var nl *lease.Lease
+	deadline := time.Now().Add(5 * ttl)
+	for {
+		nl, err = owner.m.Acquire(ctx, key)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
+			t.Fatalf("new owner: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The takeover compensates the zombie's step while it is in doubt: the
+	// provider has no such charge yet.
+	if err := owner.r.CompensatePrevious(ctx, key, nl.Fence()); err != nil {
+		t.Fatal(err)
+	}
+	nj := owner.r.Journal(nl)
+	if err := owner.tr.Run(ctx, nj, key, args); err != nil {
+		t.Fatal(err)
+	}
+	if err := nj.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nj.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The zombie's worker notices the lost lease and cancels the job; then
+	// the provider applies the charge it was holding.
+	loseLease()
+	proxy.Unblock()
+	close(release)
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held charge was never applied")
+	}
+	err = <-zerr
+	if !errors.Is(err, compensation.ErrLateEffect) {
+		t.Fatalf("zombie transfer: %v, want compensation.ErrLateEffect (the charge landed after its compensation)", err)
+	}
+	// What the worker does after a lost lease: compensate the attempt.
+	if err := zj.Compensate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	led := stub.Ledger()
+	zch, ok := led.Charge(demo.ChargeID(key, zl.Fence()))
+	if !ok || !zch.Refunded {
+		t.Errorf("zombie's late charge %+v (found %v): want it refunded", zch, ok)
+	}
+	if nch, _ := led.Charge(demo.ChargeID(key, nl.Fence())); nch.Refunded || nch.Amount != args.Amount {
+		t.Errorf("new owner's charge %+v: want it to stand", nch)
+	}
+	var alice int64
+	if err := db.QueryRow(ctx, `SELECT balance FROM demo_accounts WHERE id = 'alice'`).Scan(&alice); err != nil || alice != 900 {
+		t.Errorf("alice's balance %d (%v), want 900: moved once", alice, err)
+	}
+}
+
+// losingJob runs its steps directly and, like a worker that finds its lease
+// lost, cancels the job's context right after the charge step.
+type losingJob struct {
+	fence   uint64
+	lose    context.CancelCauseFunc
+	charged chan struct{}
+}
+
+func (j *losingJob) Fence() uint64 { return j.fence }
+
+func (j *losingJob) Step(ctx context.Context, _ string, do func(context.Context) error, _ string, _ any) error {
+	err := do(ctx)
+	j.lose(errors.New("lease lost"))
+	close(j.charged)
+	return err
+}
+
+// TestHeldTransferIgnoresCancellation: a held transfer stalls for hold_ms
+// between its charge and its write, ignoring the cancellation of its
+// context (the lease lost meanwhile), and then really attempts its fenced
+// write: refused when a newer owner wrote first, applied when none did. A
+// transfer without a hold does not write once its context is cancelled.
+func TestHeldTransferIgnoresCancellation(t *testing.T) {
+	ctx := t.Context()
+	db := accountsDB(t, map[string]int64{"a1": 1000, "b1": 1000, "a2": 1000, "b2": 1000, "a3": 1000, "b3": 1000})
+	stub := paystub.New()
+	hs := httptest.NewServer(stub)
+	t.Cleanup(hs.Close)
+	tr := &demo.Transferer{DB: db, Pay: paystub.NewClient(hs.URL, hs.Client())}
+	balance := func(id string) int64 {
+		t.Helper()
+		var b int64
+		if err := db.QueryRow(ctx, `SELECT balance FROM demo_accounts WHERE id = $1`, id).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// zombie starts the transfer under fence 1 with a context that is
+	// cancelled after the charge; it returns once the charge is done.
+	zombie := func(key string, a demo.TransferArgs) (<-chan error, time.Time) {
+		jctx, lose := context.WithCancelCause(ctx)
+		t.Cleanup(func() { lose(nil) })
+		j := &losingJob{fence: 1, lose: lose, charged: make(chan struct{})}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- tr.Run(jctx, j, key, a) }()
+		<-j.charged
+		return done, start
+	}
+
+	// A newer owner writes during the zombie's hold: the zombie's write,
+	// attempted after the hold, is refused by the fence guard.
+	const hold = 700 * time.Millisecond
+	a1 := demo.TransferArgs{From: "a1", To: "b1", Amount: 10, HoldMS: hold.Milliseconds()}
+	done, start := zombie("held-stale", a1)
+	owner := &losingJob{fence: 2, lose: func(error) {}, charged: make(chan struct{})}
+	if err := tr.Run(ctx, owner, "held-stale", demo.TransferArgs{From: "a1", To: "b1", Amount: 10}); err != nil {
+		t.Fatalf("new owner: %v", err)
+	}
+	err := <-done
+	if took := time.Since(start); took < hold {
+		t.Errorf("held transfer returned after %s, before its %s hold", took, hold)
+	}
+	var stale *fence.StaleError
+	if !errors.As(err, &stale) || stale.Fence != 1 || stale.Current != 2 {
+		t.Fatalf("held zombie: %v, want the fence guard's refusal of fence 1 (newest 2)", err)
+	}
+	if b := balance("a1"); b != 990 {
+		t.Errorf("a1 balance %d, want 990 (moved once, by the new owner)", b)
+	}
+
+	// No newer owner: the held write lands although its context was
+	// cancelled during the hold.
+	done, _ = zombie("held-alone", demo.TransferArgs{From: "a2", To: "b2", Amount: 20, HoldMS: 50})
+	if err := <-done; err != nil {
+		t.Fatalf("held transfer with a cancelled context: %v, want its write applied", err)
+	}
+	if b := balance("b2"); b != 1020 {
+		t.Errorf("b2 balance %d, want 1020", b)
+	}
+
+	// Without a hold, a cancelled context stops the write.
+	done, _ = zombie("not-held", demo.TransferArgs{From: "a3", To: "b3", Amount: 30})
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("transfer with a cancelled context: %v, want context.Canceled", err)
+	}
+	if b := balance("a3"); b != 1000 {
+		t.Errorf("a3 balance %d, want 1000 (nothing written)", b)
+	}
+}
+
 func TestParseTransfer(t *testing.T) {
 	if _, err := demo.ParseTransfer([]byte(`{"from":"a","to":"b","amount":5}`)); err != nil {
 		t.Fatal(err)
@@ -206,6 +436,21 @@ func TestParseTransfer(t *testing.T) {
 	if _, err := demo.ParseTransfer([]byte(`{"from":"` + strings.Repeat("é", demo.MaxAccountLen/2) + `","to":"b c","amount":` +
 		strconv.Itoa(demo.MaxAmount) + `}`)); err != nil {
 		t.Errorf("longest account name and largest amount refused: %v", err)
+	}
+	for hold, want := range map[string]int64{``: 0, `,"hold_ms":0`: 0, `,"hold_ms":1`: 1, `,"hold_ms":60000`: demo.MaxHoldMS} {
+		a, err := demo.ParseTransfer([]byte(`{"from":"a","to":"b","amount":5` + hold + `}`))
+		if err != nil || a.HoldMS != want {
+			t.Errorf("hold %q: %+v, %v; want hold_ms %d", hold, a, err, want)
+		}
+	}
+	for _, bad := range []string{`-1`, `60001`, `1.5`, `"10"`, `9223372036854775808`} {
+		_, err := demo.ParseTransfer([]byte(`{"from":"a","to":"b","amount":5,"hold_ms":` + bad + `}`))
+		if !errors.Is(err, demo.ErrInvalidTransfer) {
+			t.Errorf("hold_ms %s: err %v, want ErrInvalidTransfer", bad, err)
+		}
+		if bad == `60001` && (err == nil || !strings.Contains(err.Error(), "hold_ms 60001 outside 0..60000")) {
+			t.Errorf("hold_ms 60001: error %v does not name the field and its bound", err)
+		}
 	}
 	long := strings.Repeat("a", demo.MaxAccountLen+1)
 	for _, bad := range []string{`{}`, `{"from":"a","to":"a","amount":5}`, `{"from":"a","to":"b","amount":0}`, `x`,
@@ -225,15 +470,7 @@ func TestParseTransfer(t *testing.T) {
 func TestRefundRetriedAndDeadLettered(t *testing.T) {
 	ctx := t.Context()
 	shared, prefix := testkit.SharedRedis(t)
-	db := testkit.Postgres(t)
-	if err := demo.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	for id, bal := range map[string]int64{"alice": 1000, "bob": 0} {
-		if err := demo.OpenAccount(ctx, db, id, bal); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := accountsDB(t, map[string]int64{"alice": 1000, "bob": 0})
 	stub := paystub.New()
 	hs := httptest.NewServer(stub)
 	t.Cleanup(hs.Close)

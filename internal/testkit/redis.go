@@ -152,7 +152,7 @@ func (s *RedisServer) start() error {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("redis-server on %s did not answer: %v: %s", s.Addr(), err, s.logTail())
+			return fmt.Errorf("redis-server on %s did not answer: %w: %s", s.Addr(), err, s.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
