@@ -24,16 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,6 +35,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/benchkit"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lease/redlock"
@@ -74,19 +69,20 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 		return fmt.Errorf("start cluster: %w", err)
 	}
 	defer func() { _ = cl.Close() }()
-	single, err := startRedis(filepath.Join(dir, "single"))
+	single, err := benchkit.StartRedis(filepath.Join(dir, "single"))
 	if err != nil {
 		return err
 	}
-	defer single.stop()
+	defer single.Stop()
 
 	opts := cl.Options()
 	opts.PoolSize = 64
 	cc := redis.NewClusterClient(opts)
 	defer func() { _ = cc.Close() }()
-	sc := redis.NewClient(&redis.Options{Addr: single.addr, PoolSize: 64})
+	sc := redis.NewClient(&redis.Options{Addr: single.Addr(), PoolSize: 64})
 	defer func() { _ = sc.Close() }()
 
+	fig := benchkit.NewFigures(os.Stdout)
 	var lost atomic.Int64
 	// Throughput: single first, then Cluster, each on its own servers.
 	for _, t := range []struct {
@@ -97,7 +93,7 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 		if err != nil {
 			return fmt.Errorf("%s throughput: %w", t.name, err)
 		}
-		fmt.Printf("%s_msgs_per_s=%.0f msgs/s\n", t.name, rate)
+		fig.Float(t.name+"_msgs_per_s", rate, 0, "msgs/s")
 	}
 
 	for _, t := range []struct {
@@ -110,18 +106,18 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 		if err != nil {
 			return fmt.Errorf("%s renew: %w", t.name, err)
 		}
-		fmt.Printf("renew_10k_%s_ms=%.1f ms\n", t.name, float64(d)/float64(time.Millisecond))
+		fig.Millis("renew_10k_"+t.name+"_ms", d)
 	}
 
 	// Redlock over three independent masters.
 	var masters []redis.UniversalClient
 	for i := range 3 {
-		s, err := startRedis(filepath.Join(dir, "redlock"+strconv.Itoa(i)))
+		s, err := benchkit.StartRedis(filepath.Join(dir, "redlock"+strconv.Itoa(i)))
 		if err != nil {
 			return err
 		}
-		defer s.stop()
-		c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 64})
+		defer s.Stop()
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 64})
 		defer func() { _ = c.Close() }()
 		masters = append(masters, c)
 	}
@@ -141,15 +137,15 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 	if err != nil {
 		return fmt.Errorf("redlock renew: %w", err)
 	}
-	fmt.Printf("renew_10k_redlock_ms=%.1f ms\n", float64(d)/float64(time.Millisecond))
-	fmt.Printf("leases_lost_during_bench=%d leases\n", lost.Load())
-	return nil
+	fig.Millis("renew_10k_redlock_ms", d)
+	fig.Int("leases_lost_during_bench", lost.Load(), "leases")
+	return fig.Err()
 }
 
 // throughput claims and completes msgs fresh keys through an idempotency
 // Store on c, in poll batches of batch, conc batches in flight.
 func throughput(ctx context.Context, c redis.UniversalClient, msgs, batch, conc int) (float64, error) {
-	prefix := "bench:idem:" + uuid.NewString()[:8] + ":"
+	prefix := benchkit.KeyPrefix("bench:idem:")
 	m, err := lease.NewManager(c, lease.WithPrefix(prefix), lease.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return 0, err
@@ -182,44 +178,11 @@ func throughput(ctx context.Context, c redis.UniversalClient, msgs, batch, conc 
 		work <- r
 	}
 	close(work)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
 	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for reqs := range work {
-				if err := claimComplete(ctx, s, reqs); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(msgs) / time.Since(start).Seconds(), firstErr
-}
-
-func claimComplete(ctx context.Context, s *idempotency.Store, reqs []idempotency.Request) error {
-	claims := s.ClaimBatch(ctx, reqs)
-	comps := make([]idempotency.Completion, 0, len(claims))
-	for _, c := range claims {
-		if c.Outcome != idempotency.Acquired {
-			return fmt.Errorf("claim %s: %v: %w", c.Key, c.Outcome, c.Err)
-		}
-		comps = append(comps, idempotency.Completion{Claim: c})
-	}
-	for _, err := range s.CompleteBatch(ctx, comps) {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	err = benchkit.Each(work, conc, func(reqs []idempotency.Request) error {
+		return benchkit.ClaimComplete(ctx, s, reqs)
+	})
+	return float64(msgs) / time.Since(start).Seconds(), err
 }
 
 // renewRound holds n leases on a Manager made by mk and returns the median
@@ -227,7 +190,7 @@ func claimComplete(ctx context.Context, s *idempotency.Store, reqs []idempotency
 // spans). Leases lost meanwhile are counted in lost.
 func renewRound(ctx context.Context, n int, ttl time.Duration, rounds int, lost *atomic.Int64,
 	mk func(...lease.Opt) (*lease.Manager, error)) (time.Duration, error) {
-	rt := &roundTimer{n: n}
+	rt := benchkit.NewRoundTimer(n)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
 	defer func() { _ = tp.Shutdown(ctx) }()
 	m, err := mk(lease.WithTTL(ttl), lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)))
@@ -239,152 +202,35 @@ func renewRound(ctx context.Context, n int, ttl time.Duration, rounds int, lost 
 	}
 	defer func() { _ = m.Shutdown(ctx) }()
 	run := uuid.NewString()[:8]
-	sem := make(chan struct{}, 32)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			// Setting up, a loaded machine may time a master out: retry.
-			var l *lease.Lease
-			var err error
-			for try := 0; try < 5; try++ {
-				if l, err = m.Acquire(ctx, run+"-"+strconv.Itoa(i)); !errors.Is(err, lease.ErrUnavailable) {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+	if err := benchkit.Parallel(n, 32, func(i int) error {
+		// Setting up, a loaded machine may time a master out: retry.
+		var l *lease.Lease
+		var err error
+		for try := 0; try < 5; try++ {
+			if l, err = m.Acquire(ctx, run+"-"+strconv.Itoa(i)); !errors.Is(err, lease.ErrUnavailable) {
+				break
 			}
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				return
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			return err
+		}
+		l.OnLost(func(err error) {
+			if lost.Add(1) == 1 {
+				fmt.Fprintln(os.Stderr, "first lease lost:", err)
 			}
-			l.OnLost(func(err error) {
-				if lost.Add(1) == 1 {
-					fmt.Fprintln(os.Stderr, "first lease lost:", err)
-				}
-			})
 		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, fmt.Errorf("acquire: %w", firstErr)
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("acquire: %w", err)
 	}
 	deadline := time.Now().Add(time.Duration(rounds+3) * m.RenewInterval() * 2)
-	for rt.count() < rounds {
+	for rt.Rounds() < rounds {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("only %d full renew rounds of %d leases (held %d, lost %d, rounds seen %v)",
-				rt.count(), n, len(m.Held()), lost.Load(), rt.seen())
+				rt.Rounds(), n, len(m.Held()), lost.Load(), rt.Counts())
 		}
 		time.Sleep(m.RenewInterval() / 4)
 	}
-	ds := rt.durations()[:rounds]
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
-}
-
-// roundTimer records the duration of the renewer's rounds (its lease.renew
-// spans) that covered all n leases.
-type roundTimer struct {
-	n   int
-	mu  sync.Mutex
-	ds  []time.Duration
-	all []int
-}
-
-func (r *roundTimer) seen() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.all)
-}
-
-func (r *roundTimer) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (r *roundTimer) Shutdown(context.Context) error                  { return nil }
-func (r *roundTimer) ForceFlush(context.Context) error                { return nil }
-func (r *roundTimer) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.Name() != "lease.renew" {
-		return
-	}
-	for _, a := range s.Attributes() {
-		if a.Key == "lease.count" {
-			r.mu.Lock()
-			r.all = append(r.all, int(a.Value.AsInt64()))
-			r.mu.Unlock()
-		}
-		if a.Key == "lease.count" && int(a.Value.AsInt64()) == r.n {
-			r.mu.Lock()
-			r.ds = append(r.ds, s.EndTime().Sub(s.StartTime()))
-			r.mu.Unlock()
-		}
-	}
-}
-
-func (r *roundTimer) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.ds)
-}
-
-func (r *roundTimer) durations() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.ds)
-}
-
-type server struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startRedis starts a private redis-server in dir on a free port, with no
-// persistence and noeviction.
-func startRedis(dir string) (*server, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
-	}
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	//nolint:gosec,noctx // a private server in our temp dir, living until stop
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
-		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer func() { _ = c.Close() }()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		// The server answering must be ours: another process may have taken
-		// the port between the free-port check and our server's bind.
-		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
-			if !strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
-				s.stop()
-				return nil, fmt.Errorf("port %d answered by another redis-server", port)
-			}
-			return s, nil
-		} else if time.Now().After(deadline) {
-			s.stop()
-			return nil, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	return benchkit.Median(rt.Durations()[:rounds]), nil
 }

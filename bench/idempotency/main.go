@@ -17,26 +17,22 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/benchkit"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -53,20 +49,20 @@ func main() {
 	ctx := context.Background()
 	a := *addr
 	if a == "" {
-		srv, err := startRedis()
+		srv, err := benchkit.StartRedis("")
 		if err != nil {
 			log.Fatalf("start redis-server: %v", err)
 		}
-		defer srv.stop()
-		a = srv.addr
+		defer srv.Stop()
+		a = srv.Addr()
 	}
 	c := redis.NewClient(&redis.Options{Addr: a, PoolSize: 4 * (*conc + 2)})
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
 		log.Fatalf("redis at %s: %v", a, err)
 	}
-	prefix := "bench:" + strings.ToLower(rand.Text()[:10]) + ":"
-	defer func() { _ = deletePrefix(context.Background(), c, prefix) }()
+	prefix := benchkit.KeyPrefix("bench:")
+	defer func() { _ = testkit.DeletePrefix(context.Background(), c, prefix) }()
 
 	m, err := lease.NewManager(c, lease.WithPrefix(prefix))
 	if err != nil {
@@ -107,30 +103,34 @@ func main() {
 	if err != nil {
 		log.Fatalf("leasehold: %v", err)
 	}
-	fmt.Printf("seed_ref_msgs_per_s=%.0f msgs/s\n", seedRate)
-	fmt.Printf("leasehold_msgs_per_s=%.0f msgs/s\n", lhRate)
-	fmt.Printf("speedup_vs_seed=%.1f x\n", lhRate/seedRate)
+	fig := benchkit.NewFigures(os.Stdout)
+	fig.Float("seed_ref_msgs_per_s", seedRate, 0, "msgs/s")
+	fig.Float("leasehold_msgs_per_s", lhRate, 0, "msgs/s")
+	fig.Float("speedup_vs_seed", lhRate/seedRate, 1, "x")
 	perMsg := (cpuAfter - cpuBefore) * 1e6 / float64(*msgs)
-	fmt.Printf("leasehold_redis_cpu_us_per_msg=%.1f us\n", perMsg)
-	fmt.Printf("leasehold_redis_cpu_bound_msgs_per_s=%.0f msgs/s\n", 1e6/perMsg)
+	fig.Float("leasehold_redis_cpu_us_per_msg", perMsg, 1, "us")
+	fig.Float("leasehold_redis_cpu_bound_msgs_per_s", 1e6/perMsg, 0, "msgs/s")
 	if *records > 0 {
-		if err := deletePrefix(ctx, c, prefix); err != nil {
+		if err := testkit.DeletePrefix(ctx, c, prefix); err != nil {
 			log.Fatal(err)
 		}
 		lhBytes, err := leaseholdMemory(ctx, c, s, *records, *batch)
 		if err != nil {
 			log.Fatalf("leasehold memory: %v", err)
 		}
-		if err := deletePrefix(ctx, c, prefix); err != nil {
+		if err := testkit.DeletePrefix(ctx, c, prefix); err != nil {
 			log.Fatal(err)
 		}
 		seedBytes, err := seedMemory(ctx, c, *records)
 		if err != nil {
 			log.Fatalf("seed memory: %v", err)
 		}
-		fmt.Printf("bytes_per_record=%.1f bytes\n", lhBytes)
-		fmt.Printf("seed_ref_bytes_per_record=%.1f bytes\n", seedBytes)
-		fmt.Printf("records=%d records\n", *records)
+		fig.Float("bytes_per_record", lhBytes, 1, "bytes")
+		fig.Float("seed_ref_bytes_per_record", seedBytes, 1, "bytes")
+		fig.Int("records", int64(*records), "records")
+	}
+	if err := fig.Err(); err != nil {
+		log.Fatal(err)
 	}
 }
 
@@ -181,56 +181,11 @@ func leaseholdThroughput(ctx context.Context, s *idempotency.Store, n, batch, co
 	}()
 	// Pre-generate the first batches so that key generation stays out of the
 	// measured time as much as a producer would.
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
 	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for reqs := range batches {
-				if err := claimComplete(ctx, s, reqs); err != nil {
-					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), firstErr
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-func claimComplete(ctx context.Context, s *idempotency.Store, reqs []idempotency.Request) error {
-	for i := range reqs {
-		f, err := s.Fingerprint([]byte(reqs[i].Key))
-		if err != nil {
-			return err
-		}
-		reqs[i].Fingerprint = f
-	}
-	claims := s.ClaimBatch(ctx, reqs)
-	comps := make([]idempotency.Completion, 0, len(claims))
-	for _, c := range claims {
-		if c.Outcome != idempotency.Acquired {
-			return fmt.Errorf("claim %s: %v %v", c.Key, c.Outcome, c.Err)
-		}
-		comps = append(comps, idempotency.Completion{Claim: c})
-	}
-	for _, err := range s.CompleteBatch(ctx, comps) {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	err := benchkit.Each(batches, conc, func(reqs []idempotency.Request) error {
+		return benchkit.ClaimComplete(ctx, s, reqs)
+	})
+	return float64(n) / time.Since(start).Seconds(), err
 }
 
 // leaseholdMemory completes n records through the Store and returns the
@@ -245,7 +200,7 @@ func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store,
 		for j := i; j < min(i+batch, n); j++ {
 			reqs = append(reqs, idempotency.Request{Key: uuid.NewString()})
 		}
-		if err := claimComplete(ctx, s, reqs); err != nil {
+		if err := benchkit.ClaimComplete(ctx, s, reqs); err != nil {
 			return 0, err
 		}
 	}
@@ -328,68 +283,4 @@ func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {
 		}
 	}
 	return 0, errors.New("no used_memory in INFO memory")
-}
-
-func deletePrefix(ctx context.Context, c *redis.Client, prefix string) error {
-	var cursor uint64
-	for {
-		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 5000).Result()
-		if err != nil {
-			return err
-		}
-		if len(keys) > 0 {
-			if err := c.Unlink(ctx, keys...).Err(); err != nil {
-				return err
-			}
-		}
-		if cursor = next; cursor == 0 {
-			return nil
-		}
-	}
-}
-
-type server struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-}
-
-// startRedis starts a private redis-server on a free port with no
-// persistence and noeviction.
-func startRedis() (*server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	dir, err := os.MkdirTemp("", "lh-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
-		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := c.Ping(context.Background()).Err(); err == nil {
-			return s, nil
-		} else if time.Now().After(deadline) {
-			s.stop()
-			return nil, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	_ = os.RemoveAll(s.dir)
 }

@@ -12,12 +12,10 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
 	"flag"
 	"fmt"
 	"log"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/benchkit"
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 func main() {
@@ -55,8 +55,12 @@ func run(n int, partitions int32, concurrency int) error {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
-	prefix := "bench:" + strings.ToLower(crand.Text()[:8]) + ":"
-	defer cleanup(ctx, rdb, prefix)
+	prefix := benchkit.KeyPrefix("bench:")
+	defer func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_ = testkit.DeletePrefix(ctx, rdb, prefix)
+	}()
 
 	const topic = "bench.jobs"
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic, topic+".dlq"))
@@ -90,10 +94,11 @@ func run(n int, partitions int32, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("worker_msgs_per_s=%.0f msg/s\n", workerRate)
-	fmt.Printf("raw_msgs_per_s=%.0f msg/s\n", rawRate)
-	fmt.Printf("worker_vs_raw_ratio=%.3f\n", workerRate/rawRate)
-	return nil
+	fig := benchkit.NewFigures(os.Stdout)
+	fig.Float("worker_msgs_per_s", workerRate, 0, "msg/s")
+	fig.Float("raw_msgs_per_s", rawRate, 0, "msg/s")
+	fig.Float("worker_vs_raw_ratio", workerRate/rawRate, 3, "")
+	return fig.Err()
 }
 
 // benchWorker runs one worker over the topic until every record completed
@@ -159,13 +164,4 @@ func benchRaw(ctx context.Context, brokers []string, topic string, n int) (float
 		return 0, err
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
-}
-
-func cleanup(ctx context.Context, rdb *redis.Client, prefix string) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		_ = rdb.Unlink(ctx, it.Val()).Err()
-	}
 }
