@@ -361,6 +361,9 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		if err == nil {
 			cctx, cspan := w.traceCommit(jctx, d)
 			err = w.retryStore(cctx, func(ctx context.Context) error { return w.store.Complete(ctx, c, res) })
+			if err != nil && errors.Is(err, ErrLeaseLost) && w.commitLanded(jctx, d.key, c) {
+				err = nil
+			}
 			if err != nil {
 				cspan.End("rejected", err)
 			} else {
@@ -473,6 +476,35 @@ func (w *Worker) compensate(jctx context.Context, job *Job) {
 		return
 	}
 	w.hooks.compensated(jctx, job, nil)
+}
+
+// commitLanded settles a commit that ended in a lease loss. The loss may
+// have been seen after the commit landed: the complete script deletes the
+// lease key in the step that writes the record, so when its answer is lost
+// (a cut connection, a Redis restart after the write), the next renewal finds
+// the key gone, or the local deadline passes, and the lease is reported lost.
+// The record tells: COMPLETED under the job's fence means the commit landed
+// and the job succeeded. Redis is asked for up to one lease TTL; when it does
+// not answer, the loss stands. Either way nothing is undone twice: the saga
+// journal was sealed before the commit, and the compensation of a sealed
+// journal waits for the sweep, which settles it against the record.
+func (w *Worker) commitLanded(jctx context.Context, key string, c *claim) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(jctx), c.Lease.TTL())
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		landed, err := w.store.Committed(ctx, c)
+		switch {
+		case err == nil:
+			if landed {
+				w.log.Info("commit landed though its answer was lost", slog.String("key", key), slog.Uint64("fence", c.Fence))
+			}
+			return landed
+		case !errors.Is(err, ErrUnavailable) || !sleepCtx(ctx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)):
+			w.log.Warn("could not learn whether a commit landed", slog.String("key", key),
+				slog.Uint64("fence", c.Fence), slog.Any("err", err))
+			return false
+		}
+	}
 }
 
 // asLeaseLost makes lease-level loss errors match ErrLeaseLost.

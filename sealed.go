@@ -39,12 +39,9 @@ func (rs *redisStore) commitLanded(ctx context.Context, ref compensation.Ref) (b
 	if !ok || rs.s.LeaseName(k) != ref.Name {
 		return false, fmt.Errorf("%w: %s names no job lease", compensation.ErrCommitUnknown, ref)
 	}
-	info, err := rs.s.Lookup(ctx, k)
-	if err != nil {
-		return false, err
-	}
-	if info.State == idempotency.Completed && info.Fence == ref.Fence {
-		return true, nil
+	landed, state, err := rs.completedWith(ctx, k, ref.Fence)
+	if err != nil || landed {
+		return landed, err
 	}
 	now, err := rs.rdb.Time(ctx).Result()
 	if err != nil {
@@ -55,5 +52,22 @@ func (rs *redisStore) commitLanded(ctx context.Context, ref compensation.Ref) (b
 		return false, nil
 	}
 	return false, fmt.Errorf("%w: %s was claimed %s ago, its record (%s) may have expired (retention %s)",
-		compensation.ErrCommitUnknown, ref, age.Round(time.Second), info.State, rs.s.Retention())
+		compensation.ErrCommitUnknown, ref, age.Round(time.Second), state, rs.s.Retention())
+}
+
+// Committed reports whether c's commit landed (see commitLanded for why the
+// record proves it either way while it is retained).
+func (rs *redisStore) Committed(ctx context.Context, c *claim) (bool, error) {
+	landed, _, err := rs.completedWith(ctx, c.ref.(*idempotency.Claim).Key, c.Fence)
+	return landed, err
+}
+
+// completedWith reads key k's record: landed is true when it is COMPLETED
+// under fence; state is the record's state either way.
+func (rs *redisStore) completedWith(ctx context.Context, k string, fence uint64) (landed bool, state idempotency.State, err error) {
+	info, err := rs.s.Lookup(ctx, k)
+	if err != nil {
+		return false, 0, mapStoreErr(err)
+	}
+	return info.State == idempotency.Completed && info.Fence == fence, info.State, nil
 }

@@ -49,6 +49,9 @@ type store interface {
 	Fail(ctx context.Context, c *claim, cause error, terminal bool) error
 	// Heartbeat stores progress details under the lease, fenced.
 	Heartbeat(ctx context.Context, c *claim, details []byte) error
+	// Committed reports whether c's commit landed: the key's record is
+	// COMPLETED under c's fence. It settles a commit whose answer was lost.
+	Committed(ctx context.Context, c *claim) (bool, error)
 	// Abandon stops tracking a claim whose lease the worker gives up without
 	// recording anything (the lease expires and the next claim takes over).
 	Abandon(c *claim)
