@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +33,14 @@ type Observer struct {
 	keys      map[string]*leaseSeen
 	kills     []*killMark
 	takeovers int
-	latencies []time.Duration
+	measured  []Takeover
+}
+
+// Takeover is one measured takeover of a killed worker's lease.
+type Takeover struct {
+	Key      string
+	KilledAt time.Time     // local time of the kill
+	Latency  time.Duration // from the kill to the sighting of the new owner
 }
 
 type leaseSeen struct {
@@ -164,7 +173,7 @@ func (o *Observer) observe(key, tok string, pttl time.Duration, at, now time.Tim
 		}
 		switch {
 		case tok != old:
-			o.latencies = append(o.latencies, now.Sub(m.at))
+			o.measured = append(o.measured, Takeover{Key: key, KilledAt: m.at, Latency: now.Sub(m.at)})
 			delete(m.pending, key)
 		case renewed:
 			// A live worker renewed it: not the dead worker's lease.
@@ -226,5 +235,19 @@ func (o *Observer) Takeovers() int {
 func (o *Observer) Latencies() []time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]time.Duration(nil), o.latencies...)
+	out := make([]time.Duration, len(o.measured))
+	for i, m := range o.measured {
+		out[i] = m.Latency
+	}
+	return out
+}
+
+// Slowest returns the n slowest takeovers measured so far, slowest first:
+// the keys and kill times to look up in the workers' logs.
+func (o *Observer) Slowest(n int) []Takeover {
+	o.mu.Lock()
+	out := slices.Clone(o.measured)
+	o.mu.Unlock()
+	slices.SortFunc(out, func(a, b Takeover) int { return cmp.Compare(b.Latency, a.Latency) })
+	return out[:min(n, len(out))]
 }

@@ -81,6 +81,13 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	if lat[0] < ttl || lat[0] > tookOver+50*time.Millisecond {
 		t.Fatalf("latency %s, want between the TTL %s and the takeover time %s", lat[0], ttl, tookOver)
 	}
+	s := o.Slowest(5)
+	if len(s) != 1 || s[0].Key != "lh:lease:{dead}" || s[0].Latency != lat[0] {
+		t.Fatalf("slowest = %+v, want the dead lease's takeover", s)
+	}
+	if d := killed.Sub(s[0].KilledAt); d < 0 || d > 50*time.Millisecond {
+		t.Fatalf("takeover's kill time %s, want the kill (marked just before %s)", s[0].KilledAt, killed)
+	}
 }
 
 func TestObserverRunStopsWithContext(t *testing.T) {

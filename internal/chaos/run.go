@@ -130,6 +130,10 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	f.Seed = c.Seed
 	f.Takeovers = r.obs.Takeovers()
 	f.TakeoverLatencies = r.obs.Latencies()
+	for _, t := range r.obs.Slowest(5) {
+		r.log.Info("slow takeover", slog.String("key", t.Key), slog.Time("killed_at", t.KilledAt),
+			slog.Duration("latency", t.Latency))
+	}
 	r.mu.Lock()
 	f.RedisOutage = r.outage
 	var logs []string
