@@ -22,18 +22,32 @@ import (
 //     from the kill to each takeover of a lease that was live at the kill
 //     and never renewed after it (so it belonged to the dead worker).
 //
+// A SIGSTOPped worker's leases also stop being renewed ([Observer.MarkPause]
+// tells the Observer of pauses). The Observer sees keys, not owners, so it
+// keeps them apart by renewal time: while a pause lasts, a kill does not
+// count the leases left unrenewed for longer than a renew interval (the
+// paused worker's), and a kill within a renew interval of a pause, before or
+// after it, is not measured at all (both workers' leases were last renewed
+// before either fault, so nothing tells them apart; [Observer.Unmeasured]
+// counts those kills).
+//
 // It reads only the lease hash fields `tok` and the key's PTTL, per the
 // lease key layout `<prefix>lease:...`.
 type Observer struct {
 	client  redis.UniversalClient
 	pattern string
 	every   time.Duration
+	renew   time.Duration // the workers' renew interval, plus the polling slack
 
-	mu        sync.Mutex
-	keys      map[string]*leaseSeen
-	kills     []*killMark
-	takeovers int
-	measured  []Takeover
+	mu          sync.Mutex
+	keys        map[string]*leaseSeen
+	lastPoll    time.Time // Redis server time of the last snapshot
+	kills       []*killMark
+	lastPause   time.Time // local time the last pause began
+	pausedUntil time.Time // local time the last pause ends
+	takeovers   int
+	measured    []Takeover
+	unmeasured  int
 }
 
 // Takeover is one measured takeover of a killed worker's lease.
@@ -44,9 +58,10 @@ type Takeover struct {
 }
 
 type leaseSeen struct {
-	tok    string
-	pttl   time.Duration
-	seenAt time.Time // Redis server time of the sighting
+	tok       string
+	pttl      time.Duration
+	seenAt    time.Time // Redis server time of the sighting
+	renewedAt time.Time // Redis server time of the first sighting of this PTTL run: the last renewal, give or take a poll
 }
 
 type killMark struct {
@@ -56,12 +71,16 @@ type killMark struct {
 }
 
 // NewObserver returns an Observer of the keys matching prefix+"lease:*",
-// polling every interval (default 25ms).
-func NewObserver(client redis.UniversalClient, prefix string, every time.Duration) *Observer {
+// polling every interval (default 25ms), for workers that renew their leases
+// every renew.
+func NewObserver(client redis.UniversalClient, prefix string, every, renew time.Duration) *Observer {
 	if every <= 0 {
 		every = 25 * time.Millisecond
 	}
-	return &Observer{client: client, pattern: prefix + "lease:*", every: every, keys: map[string]*leaseSeen{}}
+	// A renewal is seen up to a poll late, and a renew round of many leases
+	// takes a few milliseconds more.
+	renew += 2*every + 20*time.Millisecond
+	return &Observer{client: client, pattern: prefix + "lease:*", every: every, renew: renew, keys: map[string]*leaseSeen{}}
 }
 
 // Run polls until ctx ends. Polls that fail (Redis down) are skipped.
@@ -79,19 +98,47 @@ func (o *Observer) Run(ctx context.Context) {
 }
 
 // MarkKill records that a worker was killed now; the leases that are live
-// now and are never renewed again are attributed to it. The mark is dropped
-// after watch (the longest a takeover may take to count).
+// now and are never renewed again are attributed to it, except around a
+// pause (see [Observer]). The mark is dropped after watch (the longest a
+// takeover may take to count).
 func (o *Observer) MarkKill(watch time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := time.Now()
+	if now.Sub(o.lastPause) < o.renew {
+		o.unmeasured++
+		return
+	}
+	paused := now.Before(o.pausedUntil)
 	m := &killMark{at: now, until: now.Add(watch), pending: map[string]string{}}
 	for k, s := range o.keys {
-		if s.tok != "" {
-			m.pending[k] = s.tok
+		if s.tok == "" || paused && o.lastPoll.Sub(s.renewedAt) > o.renew {
+			continue
 		}
+		m.pending[k] = s.tok
 	}
 	o.kills = append(o.kills, m)
+}
+
+// MarkPause records that a worker was stopped now for d. Kills less than a
+// renew interval ago are no longer measured (see [Observer]).
+func (o *Observer) MarkPause(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	o.lastPause = now
+	if end := now.Add(d); end.After(o.pausedUntil) {
+		o.pausedUntil = end
+	}
+	live := o.kills[:0]
+	for _, m := range o.kills {
+		if now.Sub(m.at) < o.renew {
+			o.unmeasured++
+			continue
+		}
+		live = append(live, m)
+	}
+	o.kills = live
 }
 
 // Poll takes one snapshot of the lease keys and updates the figures.
@@ -145,6 +192,7 @@ func (o *Observer) Poll(ctx context.Context) error {
 		}
 		o.observe(k, tok, pttl, at, now)
 	}
+	o.lastPoll = at
 	o.forgetReleased(present, at)
 	o.expireKillMarks(now)
 	return nil
@@ -155,7 +203,7 @@ func (o *Observer) Poll(ctx context.Context) error {
 func (o *Observer) observe(key, tok string, pttl time.Duration, at, now time.Time) {
 	prev, ok := o.keys[key]
 	if !ok {
-		o.keys[key] = &leaseSeen{tok: tok, pttl: pttl, seenAt: at}
+		o.keys[key] = &leaseSeen{tok: tok, pttl: pttl, seenAt: at, renewedAt: at}
 		return
 	}
 	// A renewal resets the PTTL to the full TTL: the remaining time grows
@@ -179,6 +227,9 @@ func (o *Observer) observe(key, tok string, pttl time.Duration, at, now time.Tim
 			// A live worker renewed it: not the dead worker's lease.
 			delete(m.pending, key)
 		}
+	}
+	if renewed || tok != prev.tok {
+		prev.renewedAt = at
 	}
 	prev.tok, prev.pttl, prev.seenAt = tok, pttl, at
 }
@@ -240,6 +291,14 @@ func (o *Observer) Latencies() []time.Duration {
 		out[i] = m.Latency
 	}
 	return out
+}
+
+// Unmeasured returns the number of kills not measured because they came
+// within a renew interval of a pause.
+func (o *Observer) Unmeasured() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.unmeasured
 }
 
 // Slowest returns the n slowest takeovers measured so far, slowest first:

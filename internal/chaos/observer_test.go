@@ -36,7 +36,7 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	put("lh:lease:{released}", "A2")
 	put("other:key", "ignored")
 
-	o := NewObserver(c, "lh:", 10*time.Millisecond)
+	o := NewObserver(c, "lh:", 10*time.Millisecond, 200*time.Millisecond)
 	if err := o.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestObserverRunStopsWithContext(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	o := NewObserver(c, "lh:", 5*time.Millisecond)
+	o := NewObserver(c, "lh:", 5*time.Millisecond, 200*time.Millisecond)
 	go func() { o.Run(ctx); close(done) }()
 	time.Sleep(30 * time.Millisecond)
 	cancel()
@@ -106,4 +106,110 @@ func TestObserverRunStopsWithContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
+}
+
+// TestObserverPauseAttribution: a worker paused well before a kill keeps its
+// leases out of the kill's takeovers (they were not renewed for longer than
+// a renew interval when the kill came); a kill right before a pause is not
+// measured, since nothing tells the two workers' leases apart.
+func TestObserverPauseAttribution(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer func() { _ = c.Close() }()
+
+	const ttl, renew = 900 * time.Millisecond, 200 * time.Millisecond
+	put := func(key, tok string) {
+		t.Helper()
+		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, "tok", tok, "fen", "1")
+			p.PExpire(ctx, key, ttl)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// poll takes a snapshot every 10ms for d, and renews the given keys
+	// (their workers are alive) every half renew interval.
+	poll := func(o *Observer, d time.Duration, live ...string) {
+		t.Helper()
+		var renewed time.Time
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			if time.Since(renewed) >= renew/2 {
+				for _, k := range live {
+					if err := c.PExpire(ctx, k, ttl).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				renewed = time.Now()
+			}
+			if err := o.Poll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	takeOver := func(o *Observer, keys ...string) {
+		t.Helper()
+		waitGone := time.Now().Add(3 * ttl)
+		for _, k := range keys {
+			for {
+				n, err := c.Exists(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(waitGone) {
+					t.Fatalf("%s never expired", k)
+				}
+				poll(o, 20*time.Millisecond)
+			}
+			put(k, "new-"+k)
+		}
+		poll(o, 30*time.Millisecond)
+	}
+
+	t.Run("pause well before the kill", func(t *testing.T) {
+		put("lh:lease:{paused}", "P1")
+		put("lh:lease:{dead}", "D1")
+		o := NewObserver(c, "lh:", 10*time.Millisecond, renew)
+		poll(o, 100*time.Millisecond, "lh:lease:{paused}", "lh:lease:{dead}")
+		o.MarkPause(10 * time.Second)
+		poll(o, 2*renew, "lh:lease:{dead}") // the paused worker renews nothing
+		o.MarkKill(10 * time.Second)
+		takeOver(o, "lh:lease:{paused}", "lh:lease:{dead}")
+		if got := o.Takeovers(); got != 2 {
+			t.Fatalf("takeovers = %d, want 2", got)
+		}
+		if s := o.Slowest(5); len(s) != 1 || s[0].Key != "lh:lease:{dead}" {
+			t.Fatalf("measured takeovers %+v, want only the killed worker's lease", s)
+		}
+		if n := o.Unmeasured(); n != 0 {
+			t.Fatalf("unmeasured kills = %d, want 0", n)
+		}
+	})
+
+	t.Run("pause right after the kill", func(t *testing.T) {
+		put("lh:lease:{paused2}", "P1")
+		put("lh:lease:{dead2}", "D1")
+		o := NewObserver(c, "lh:", 10*time.Millisecond, renew)
+		poll(o, 100*time.Millisecond, "lh:lease:{paused2}", "lh:lease:{dead2}")
+		o.MarkKill(10 * time.Second)
+		poll(o, renew/4)
+		o.MarkPause(10 * time.Second)
+		takeOver(o, "lh:lease:{paused2}", "lh:lease:{dead2}")
+		if got := o.Takeovers(); got != 2 {
+			t.Fatalf("takeovers = %d, want 2", got)
+		}
+		if lat := o.Latencies(); len(lat) != 0 {
+			t.Fatalf("latencies = %v, want none (the kill is not measured)", lat)
+		}
+		if n := o.Unmeasured(); n != 1 {
+			t.Fatalf("unmeasured kills = %d, want 1", n)
+		}
+	})
 }

@@ -94,7 +94,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer func() { _ = rdb.Close() }()
-	r.obs = NewObserver(rdb, "lh:", 25*time.Millisecond)
+	r.obs = NewObserver(rdb, "lh:", 25*time.Millisecond, r.cfg.LeaseTTL/3) // the workers' default renew interval
 	octx, stopObs := context.WithCancel(ctx)
 	obsDone := make(chan struct{})
 	go func() { r.obs.Run(octx); close(obsDone) }()
@@ -130,6 +130,8 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	f.Seed = c.Seed
 	f.Takeovers = r.obs.Takeovers()
 	f.TakeoverLatencies = r.obs.Latencies()
+	r.log.Info("takeover latency", slog.Int("takeovers_measured", len(f.TakeoverLatencies)),
+		slog.Int("kills_not_measured", r.obs.Unmeasured()), slog.String("why", "within a renew interval of a pause"))
 	for _, t := range r.obs.Slowest(5) {
 		r.log.Info("slow takeover", slog.String("key", t.Key), slog.Time("killed_at", t.KilledAt),
 			slog.Duration("latency", t.Latency))
@@ -384,6 +386,7 @@ func (r *run) apply(ctx context.Context, e Event) {
 			r.idle(w)
 			return
 		}
+		r.obs.MarkPause(e.For)
 		log.Info("paused", slog.String("worker", w.Name))
 		r.faults.Go(func() {
 			defer r.idle(w)
