@@ -409,7 +409,10 @@ func TestCompleteAfterLocalLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-lost:
+	case err := <-lost:
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("OnLost cause = %v, want lease.ErrLost", err)
+		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("renewer did not notice the lost lease")
 	}

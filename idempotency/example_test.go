@@ -18,7 +18,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	prefix := fmt.Sprintf("example:%d:", time.Now().UnixNano())
 	defer func() {
 		keys, _ := rdb.Keys(ctx, prefix+"*").Result()
@@ -34,7 +34,7 @@ func Example() {
 	if err := m.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	store, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix))
 	if err != nil {
 		log.Fatal(err)

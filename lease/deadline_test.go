@@ -124,7 +124,7 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 				return out
 			})
 			l := acquire(t, m, "job-"+tc.name)
-			defer l.Release(context.Background())
+			defer func() { _ = l.Release(context.Background()) }()
 			// A renewal only ever moves the deadline forward: take one sent
 			// an interval after the acquisition, so that even the shorter
 			// validity lands past the acquisition's deadline.

@@ -17,7 +17,7 @@ import (
 func ExampleManager() {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 
 	m, err := lease.NewManager(client, lease.WithPrefix("example:"), lease.WithTTL(3*time.Second))
 	if err != nil {
@@ -26,7 +26,7 @@ func ExampleManager() {
 	if err := m.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 
 	l, err := m.Acquire(ctx, "report-2026-11")
 	var held *lease.HeldError
@@ -37,7 +37,7 @@ func ExampleManager() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	defer l.Release(ctx)
+	defer func() { _ = l.Release(ctx) }()
 
 	// The work runs under l.Context(): cancelled with lease.ErrLost (or a
 	// cause that matches it) if the lease is lost.

@@ -17,7 +17,7 @@ import (
 
 func TestKey(t *testing.T) {
 	c := redis.NewClient(&redis.Options{})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m, err := lease.NewManager(c, lease.WithPrefix("p:"))
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
+	defer func() { _ = mp.Shutdown(context.Background()) }()
 	const interval = 100 * time.Millisecond
 	m, c, _ := setup(t, lease.WithTTL(time.Second), lease.WithRenewInterval(interval), lease.WithMeterProvider(mp))
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestSpans(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	m, _, _ := setup(t, lease.WithTTL(time.Second), lease.WithTracerProvider(tp))
 
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "job")

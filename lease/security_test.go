@@ -64,7 +64,7 @@ func TestSecurityRequirePass(t *testing.T) {
 		opt := srv.Options()
 		opt.Password = pw
 		c := redis.NewClient(opt)
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		m, err := secManager(t, c)
 		if err == nil {
 			t.Fatalf("%s: Start succeeded against a server that requires a password", name)

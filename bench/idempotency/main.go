@@ -57,7 +57,7 @@ func main() {
 		a = srv.Addr()
 	}
 	c := redis.NewClient(&redis.Options{Addr: a, PoolSize: 4 * (*conc + 2)})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.Ping(ctx).Err(); err != nil {
 		log.Fatalf("redis at %s: %v", a, err)
 	}
@@ -222,7 +222,7 @@ func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 	}
 	defer func() {
 		for i := 0; i < len(keys); i += 1000 {
-			_ = c.Unlink(context.Background(), keys[i:min(i+1000, len(keys))]...).Err()
+			_ = c.Unlink(context.WithoutCancel(ctx), keys[i:min(i+1000, len(keys))]...).Err()
 		}
 	}()
 	const chunk = 1000

@@ -68,7 +68,7 @@ func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
 func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	if err := client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", addr, err)
 	}
@@ -84,7 +84,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	// leasehold: n leases, one Manager, default renew interval (TTL/3).
 	rt := benchkit.NewRoundTimer(n)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
-	defer tp.Shutdown(ctx)
+	defer func() { _ = tp.Shutdown(ctx) }()
 	m, err := lease.NewManager(client, lease.WithPrefix(prefix+"lh:"), lease.WithTTL(ttl),
 		lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithRenewBatch(renewBatch), lease.WithRenewParallelism(renewParallel))
@@ -94,7 +94,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	leases := make([]*lease.Lease, n)
 	var lost atomic.Int64
 	var stolen sync.Map // *lease.Lease -> struct{}

@@ -108,7 +108,7 @@ func deadJoiner(t *testing.T, c *kfake.Cluster) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 1
 	meta.Topics = []string{topic}
