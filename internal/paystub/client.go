@@ -47,7 +47,7 @@ func (c *Client) Ledger(ctx context.Context) (Ledger, error) {
 	if err != nil {
 		return l, fmt.Errorf("paystub: ledger: %w (%w)", err, ErrUnavailable)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return l, &StatusError{Op: "ledger", Status: resp.StatusCode}
 	}
@@ -71,7 +71,7 @@ func (c *Client) post(ctx context.Context, op, path string, body any) error {
 	if err != nil {
 		return fmt.Errorf("paystub: %s: %w (%w)", op, err, ErrUnavailable)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
 	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
 		return nil

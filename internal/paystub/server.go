@@ -192,7 +192,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // Run serves a new stub provider on addr (host:port) until ctx is done, then
 // shuts the server down gracefully.
 func Run(ctx context.Context, addr string, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ var (
 func JaegerBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("JAEGER_BIN"); p != "" {
-		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 { //nolint:gosec // JAEGER_BIN names the binary to run on purpose
 			t.Fatalf("testkit: JAEGER_BIN=%s is not an executable file (build it with `make jaeger`): %v", p, err)
 		}
 		return p

@@ -38,7 +38,7 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatalf("testkit: PostgreSQL at %s unreachable (set PG_URL): %v", redactURL(url), err)
 	}
-	defer admin.Close(ctx)
+	defer func() { _ = admin.Close(ctx) }()
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatalf("testkit: create schema: %v", err)
 	}
@@ -62,7 +62,7 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 			t.Errorf("testkit: drop schema %s: %v", schema, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			t.Errorf("testkit: drop schema %s: %v", schema, err)
 		}

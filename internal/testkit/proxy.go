@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -26,7 +27,8 @@ type Proxy struct {
 // closed at cleanup.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("testkit: proxy listen: %v", err)
 	}
@@ -106,7 +108,8 @@ func (p *Proxy) accept() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			out, err := net.Dial("tcp", p.target)
+			var d net.Dialer
+			out, err := d.DialContext(context.Background(), "tcp", p.target)
 			if err != nil {
 				p.untrack(in)
 				return

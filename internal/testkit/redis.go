@@ -120,7 +120,7 @@ func (s *RedisServer) start() error {
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
-	cmd := exec.Command("redis-server", filepath.Join(s.dir, "redis.conf"))
+	cmd := exec.Command("redis-server", filepath.Join(s.dir, "redis.conf")) //nolint:gosec // the config StartRedis wrote in t.TempDir()
 	// If the test binary dies without its cleanups, the kernel kills the
 	// server rather than leaving it bound to its port.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -249,11 +249,12 @@ func (s *RedisServer) Restart(keepData bool) {
 
 // freePort returns a port of 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
