@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/lua"
 )
 
 // Dead-lettering writes one copy per original record, across redelivery,
@@ -30,29 +31,32 @@ import (
 //  1. Take the lease. Another holder: wait and retry; the record is not
 //     finished meanwhile.
 //  2. Marker "done": a copy exists; finish without one.
-//  3. No marker: store it "pending" (SET NX) with the dead-letter topic's end
-//     offsets now, produce the copy, then set it "done".
-//  4. Marker "pending": an earlier attempt produced or not (the process died
-//     between the produce and "done", or a produce failed on the client but
-//     landed). Read the dead-letter topic, every partition, from the recorded
-//     offsets to its end now, for a record whose dlq-original-* headers name
-//     this record: found, set "done" and finish; not found, the earlier
-//     attempt never landed: produce, then "done".
+//  3. Marker "pending": an earlier attempt may have produced (the process
+//     died between the produce and "done", a produce failed on the client
+//     but landed, or the holder lost the lease with its produce in flight).
+//     Wait until that attempt's produce window has closed, then read the
+//     dead-letter topic, every partition, from the recorded offsets to its
+//     end now, for a record whose dlq-original-* headers name this record:
+//     found, set "done" and finish; not found, the earlier attempt never
+//     landed: go on as in 4.
+//  4. Open a produce window (lua/dlq_stamp.lua, fenced by the lease: the
+//     marker becomes "pending" with the window's end in Redis time and, the
+//     first time, the dead-letter topic's end offsets listed before it),
+//     produce the copy with a deadline inside the window, then set "done".
 //
 // Any copy lies at or after the recorded offsets (they were listed before the
-// first produce), and an acknowledged copy lies below the end offsets (the
-// high watermark) listed after it, so the scan finds every copy that a
-// finished produce wrote.
+// first produce), and a copy whose produce began inside its window has landed
+// or failed when the window has closed (the window is the produce's client
+// deadline, plus [dlqWindowMargin] for the broker), so the scan finds every
+// copy an earlier holder wrote. A holder that lost the lease cannot open a
+// window (the script is fenced) and so produces nothing more. What remains is
+// the assumption every lease makes: that a produce request is not delayed in
+// the network or the broker past the margin.
 //
 // Two workers with the same record (a rebalance, or a redelivery after a
 // crash): only the lease holder reads the marker and produces; the other
 // waits without finishing the record, so its offset is not committed before
-// a copy exists, then finds "done". A dead holder's lease expires after the
-// lease TTL, by which time a produce request it had in flight has landed or
-// failed, so the next holder's scan sees it. What remains: a holder whose
-// lease is lost while its produce request is in flight (Redis unreachable
-// past the lease's local deadline, Kafka reachable) can be overtaken by a
-// second holder that scans before the first copy lands, and writes another.
+// a copy exists, then finds "done".
 //
 // Redis unreachable: fail closed, like claims. Nothing is produced and the
 // record is not finished; the worker retries with backoff (WithRedisProbe)
@@ -60,16 +64,20 @@ import (
 // handles the record. A marker or lease lost with Redis data (a restart
 // without persistence) can only cost a second copy, never a lost one.
 //
-// Markers written before the pending phase existed hold "1": they read as
-// "done".
+// Markers written before the produce window existed hold "pending:<offsets>"
+// (no window: the scan starts at once) or "1" (done).
 const (
 	dlqMarkerDone    = "1"
 	dlqMarkerPending = "pending:"
 
 	dlqRedisTimeout   = 2 * time.Second
 	dlqListTimeout    = 5 * time.Second
-	dlqProduceTimeout = 10 * time.Second
+	dlqProduceTimeout = 10 * time.Second // a copy's produce deadline: its produce window
 	dlqScanTimeout    = 10 * time.Second
+	// dlqWindowMargin is how long after a produce window's end a later
+	// holder still waits before it scans: the broker's time to answer a
+	// request the client sent just before its deadline.
+	dlqWindowMargin = time.Second
 
 	// defaultBroker is the worker's seed broker unless WithKafka sets one.
 	defaultBroker = "127.0.0.1:9092"
@@ -85,10 +93,12 @@ const (
 )
 
 // deadLetterID names the dead-letter copy of r in topic: the marker key's
-// suffix and the lock's lease name.
+// suffix and the lock's lease name. The hash tag keeps the marker and the
+// lock's lease key in one Cluster slot, for the fenced stamp script (Kafka
+// topic names have no braces).
 func deadLetterID(topic string, r *kgo.Record) string {
-	return "dlq:" + topic + ":" + r.Topic + ":" +
-		strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+	return "dlq:{" + topic + ":" + r.Topic + ":" +
+		strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10) + "}"
 }
 
 // deadLetterMarkerKey is the Redis key of r's dead-letter marker.
@@ -97,26 +107,65 @@ func deadLetterMarkerKey(prefix, topic string, r *kgo.Record) string {
 }
 
 // readDeadLetterMarker returns the marker's state and, when pending, the
-// offsets recorded with it (nil if unreadable: scan from the log start).
-func readDeadLetterMarker(ctx context.Context, rdb redis.UniversalClient, key string) (dlqMarkerState, map[int32]int64, error) {
-	v, err := rdb.Get(ctx, key).Result()
+// offsets recorded with it (nil if unreadable: scan from the log start) and
+// how long its produce window stays open (zero when closed or absent), by
+// the Redis clock (TIME in the same round trip).
+func readDeadLetterMarker(ctx context.Context, rdb redis.UniversalClient, key string) (dlqMarkerState, map[int32]int64, time.Duration, error) {
+	var get *redis.StringCmd
+	var now *redis.TimeCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return dlqAbsent, nil, 0, err
+	}
+	v, err := get.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return dlqAbsent, nil, nil
+		return dlqAbsent, nil, 0, nil
 	case err != nil:
-		return dlqAbsent, nil, err
+		return dlqAbsent, nil, 0, err
 	}
 	rest, pending := strings.CutPrefix(v, dlqMarkerPending)
 	if !pending {
-		return dlqDone, nil, nil
+		return dlqDone, nil, 0, nil
 	}
-	return dlqPending, parseDLQOffsets(rest), nil
+	var open time.Duration
+	if closes, offs, ok := strings.Cut(rest, ";"); ok {
+		rest = offs
+		ms, perr := strconv.ParseInt(closes, 10, 64)
+		t, terr := now.Result()
+		if perr != nil || terr != nil {
+			// A damaged window, or no clock: wait a whole window.
+			open = dlqProduceTimeout
+		} else {
+			open = max(time.UnixMilli(ms).Sub(t), 0)
+		}
+	}
+	return dlqPending, parseDLQOffsets(rest), open, nil
 }
 
-// setDeadLetterPending stores the pending marker with the dead-letter topic's
-// offsets from, unless a marker exists; it reports whether it stored it.
-func setDeadLetterPending(ctx context.Context, rdb redis.UniversalClient, key string, from map[int32]int64, ttl time.Duration) (bool, error) {
-	return rdb.SetNX(ctx, key, dlqMarkerPending+formatDLQOffsets(from), ttl).Result()
+// stampDeadLetter opens a produce window of length window on the marker,
+// fenced by the lock l of manager m (lua/dlq_stamp.lua), recording from as
+// the offsets the scan starts at unless an earlier attempt recorded its own.
+// done reports that the marker already says the copy exists. A lost lock is
+// an error wrapping lease.ErrLost.
+func stampDeadLetter(ctx context.Context, m *lease.Manager, l *lease.Lease, marker string, from map[int32]int64, window, retention time.Duration) (done bool, err error) {
+	res, err := m.Fenced(ctx, l, lua.DLQStamp, []string{marker}, formatDLQOffsets(from),
+		window.Milliseconds(), retention.Milliseconds())
+	if err != nil {
+		return false, fmt.Errorf("leasehold: dead-letter marker: %w", err)
+	}
+	switch code, _ := res.(int64); code {
+	case lua.DLQStamped:
+		return false, nil
+	case lua.DLQDone:
+		return true, nil
+	default:
+		return false, fmt.Errorf("leasehold: dead-letter marker: stamp status %v", res)
+	}
 }
 
 // setDeadLetterDone records that the copy exists.
@@ -286,7 +335,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 		}
 		var delay time.Duration
 		if l == nil {
-			if st, _, err := w.readMarker(base, marker); err == nil && st == dlqDone {
+			if st, _, _, err := w.readMarker(base, marker); err == nil && st == dlqDone {
 				return false, true // no lock needed to see that the copy exists
 			}
 			var err error
@@ -322,11 +371,12 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 }
 
 // deadLetterLocked runs one attempt under the lock l: it reads the marker,
-// scans or records "pending", and produces. A nil error with produced false
-// means the copy already existed.
+// waits out an earlier attempt's produce window and scans, or lists the
+// offsets a scan would start at, then opens its own window and produces. A
+// nil error with produced false means the copy already existed.
 func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.Record) (produced bool, err error) {
 	ctx := l.Context() // cancelled if the lock is lost: an unsent copy is then not sent
-	st, from, err := w.readMarker(ctx, marker)
+	st, from, open, err := w.readMarker(ctx, marker)
 	if err != nil {
 		return false, err
 	}
@@ -334,6 +384,13 @@ func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.
 	case dlqDone:
 		return false, nil
 	case dlqPending:
+		if open > 0 {
+			w.log.Info("dead-letter marker pending: waiting for the earlier attempt's produce window to close",
+				slog.String("marker", marker), slog.Duration("wait", open+dlqWindowMargin))
+			if !sleepCtx(ctx, open+dlqWindowMargin) {
+				return false, fmt.Errorf("leasehold: dead-letter: waiting for a produce window: %w", context.Cause(ctx))
+			}
+		}
 		found, err := w.findDeadLetterCopy(ctx, from, orig)
 		if err != nil {
 			return false, err
@@ -350,35 +407,35 @@ func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.
 		if err != nil {
 			return false, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, dlqRedisTimeout)
-		set, err := setDeadLetterPending(rctx, w.rdb, marker, from, w.cfg.retention)
-		cancel()
-		if err != nil {
-			return false, fmt.Errorf("leasehold: dead-letter marker: %w", err)
-		}
-		if !set {
-			// Written by a worker whose lock was lost meanwhile: read it again.
-			return false, fmt.Errorf("leasehold: dead-letter marker %s appeared while locked", marker)
-		}
 	}
+	// The produce's deadline is taken before the window opens, so it falls
+	// inside the window however long the stamp's answer takes.
 	pctx, cancel := context.WithTimeout(ctx, dlqProduceTimeout)
-	err = produceDeadLetter(pctx, w.cl, rec)
-	cancel()
-	if err != nil {
+	defer cancel()
+	rctx, rcancel := context.WithTimeout(ctx, dlqRedisTimeout)
+	done, err := stampDeadLetter(rctx, w.store.(*redisStore).m, l, marker, from, dlqProduceTimeout, w.cfg.retention)
+	rcancel()
+	switch {
+	case err != nil:
+		return false, err
+	case done:
+		return false, nil
+	}
+	if err := produceDeadLetter(pctx, w.cl, rec); err != nil {
 		return false, fmt.Errorf("leasehold: dead-letter produce to %s: %w", w.cfg.dlqTopic, err)
 	}
 	w.markDeadLetterDone(marker)
 	return true, nil
 }
 
-func (w *Worker) readMarker(ctx context.Context, marker string) (dlqMarkerState, map[int32]int64, error) {
+func (w *Worker) readMarker(ctx context.Context, marker string) (dlqMarkerState, map[int32]int64, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, dlqRedisTimeout)
 	defer cancel()
-	st, from, err := readDeadLetterMarker(ctx, w.rdb, marker)
+	st, from, open, err := readDeadLetterMarker(ctx, w.rdb, marker)
 	if err != nil {
-		return st, nil, fmt.Errorf("leasehold: dead-letter marker: %w", err)
+		return st, nil, 0, fmt.Errorf("leasehold: dead-letter marker: %w", err)
 	}
-	return st, from, nil
+	return st, from, open, nil
 }
 
 // markDeadLetterDone sets the marker to "done" once a copy exists. It is

@@ -28,6 +28,7 @@ type dlqCase struct {
 	orig   *kgo.Record
 	cl     *kgo.Client // manual partitioner: records go to rec.Partition
 	adm    *kadm.Client
+	m      *lease.Manager // the other worker's, for its lock (see lock)
 	marker string
 	decoys int
 }
@@ -74,20 +75,46 @@ func (c *dlqCase) produceDecoys(t *testing.T) {
 }
 
 // crashedAttempt does what a worker does before it dies in the middle of
-// dead-lettering: it records the pending marker and, with produce, writes
-// the copy (to partition 2) without setting the marker to done.
+// dead-lettering: under the record's lock it opens the marker's produce
+// window (the marker is then pending) and, with produce, writes the copy (to
+// partition 2) without setting the marker to done. The lock is then let go
+// and the window is closed (length zero), as they are once a dead worker's
+// lease has expired.
 func (c *dlqCase) crashedAttempt(t *testing.T, produce bool) {
 	t.Helper()
-	ctx := t.Context()
-	from, err := listDLQOffsets(ctx, c.cl, c.h.dlq, true)
-	must(t, err)
-	set, err := setDeadLetterPending(ctx, c.h.rdb, c.marker, from, time.Hour)
-	must(t, err)
-	if !set {
-		t.Fatal("pending marker already set")
-	}
+	l := c.lock(t)
+	c.stamp(t, l, 0)
 	if produce {
 		c.produceCopy(t)
+	}
+	must(t, l.Release(t.Context()))
+}
+
+// lock takes the record's dead-letter lock, as another worker would.
+func (c *dlqCase) lock(t *testing.T) *lease.Lease {
+	t.Helper()
+	if c.m == nil {
+		m, err := lease.NewManager(c.h.rdb, lease.WithPrefix(c.h.prefix), lease.WithTTL(2*time.Second))
+		must(t, err)
+		must(t, m.Start(t.Context()))
+		t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+		c.m = m
+	}
+	l, err := c.m.Acquire(t.Context(), deadLetterID(c.h.dlq, c.orig))
+	must(t, err)
+	return l
+}
+
+// stamp opens a produce window of length window on the marker under the
+// lock l, as a worker does right before it produces the copy.
+func (c *dlqCase) stamp(t *testing.T, l *lease.Lease, window time.Duration) {
+	t.Helper()
+	from, err := listDLQOffsets(t.Context(), c.cl, c.h.dlq, true)
+	must(t, err)
+	done, err := stampDeadLetter(t.Context(), c.m, l, c.marker, from, window, time.Hour)
+	must(t, err)
+	if done {
+		t.Fatal("marker already done")
 	}
 }
 
@@ -117,7 +144,7 @@ func (c *dlqCase) read(t *testing.T) (copies, others int) {
 
 func (c *dlqCase) markerState(t *testing.T) dlqMarkerState {
 	t.Helper()
-	st, _, err := readDeadLetterMarker(t.Context(), c.h.rdb, c.marker)
+	st, _, _, err := readDeadLetterMarker(t.Context(), c.h.rdb, c.marker)
 	must(t, err)
 	return st
 }
@@ -242,12 +269,7 @@ func TestDeadLetterOnceAcrossCrash(t *testing.T) {
 func TestDeadLetterWaitsForLockHolder(t *testing.T) {
 	c := setupDLQCase(t)
 	ctx := t.Context()
-	m, err := lease.NewManager(c.h.rdb, lease.WithPrefix(c.h.prefix), lease.WithTTL(2*time.Second))
-	must(t, err)
-	must(t, m.Start(ctx))
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	l, err := m.Acquire(ctx, deadLetterID(c.h.dlq, c.orig))
-	must(t, err)
+	l := c.lock(t)
 
 	logs := &logSink{}
 	w := c.start(t, c.h.rdb, WithLogger(slog.New(logs)))
@@ -256,7 +278,7 @@ func TestDeadLetterWaitsForLockHolder(t *testing.T) {
 	})
 	c.notFinished(t, time.Second, "lock held, no marker")
 
-	c.crashedAttempt(t, false) // the holder records its pending marker
+	c.stamp(t, l, 0) // the holder opens its produce window: the marker is pending
 	c.notFinished(t, time.Second, "lock held, marker pending")
 
 	c.produceCopy(t)
@@ -276,6 +298,38 @@ func TestDeadLetterWaitsForLockHolder(t *testing.T) {
 	}
 	if got := w.Stats().DeadLettered; got != 0 {
 		t.Errorf("worker counted %d dead letters, want 0 (the holder wrote the copy)", got)
+	}
+}
+
+// TestDeadLetterWaitsOutProduceWindow: a holder opens its produce window and
+// loses the lock with its copy still in flight; the copy lands inside the
+// window, after the next holder has taken the lock and read the pending
+// marker. The next holder waits for the window to close before it looks for
+// the copy, finds it, and writes none.
+func TestDeadLetterWaitsOutProduceWindow(t *testing.T) {
+	c := setupDLQCase(t)
+	const window = 5 * time.Second
+	l := c.lock(t)
+	c.stamp(t, l, window)
+	opened := time.Now()
+	must(t, l.Release(t.Context())) // the lock is gone; the holder's produce is not
+
+	logs := &logSink{}
+	w := c.start(t, c.h.rdb, WithLogger(slog.New(logs)))
+	waitFor(t, 20*time.Second, "the worker to wait for the open window", func() bool {
+		return logs.has("dead-letter marker pending: waiting for the earlier attempt's produce window to close")
+	})
+	time.Sleep(time.Until(opened.Add(window / 2)))
+	c.produceCopy(t) // the in-flight copy lands, inside its window
+	c.waitFinished(t)
+	if copies, _ := c.read(t); copies != 1 {
+		t.Errorf("dead-letter topic holds %d copies, want 1", copies)
+	}
+	if st := c.markerState(t); st != dlqDone {
+		t.Errorf("marker state %d, want done (%d)", st, dlqDone)
+	}
+	if got := w.Stats().DeadLettered; got != 0 {
+		t.Errorf("worker counted %d dead letters, want 0 (the earlier holder wrote the copy)", got)
 	}
 }
 

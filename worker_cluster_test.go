@@ -80,6 +80,10 @@ func TestWorkerOnCluster(t *testing.T) {
 	for range dups {
 		recs = append(recs, jobRecord(t, NewJob{Type: "test.saga", Key: key(rng.IntN(jobs - 1))}))
 	}
+	// A record without an idempotency key is dead-lettered: its marker and
+	// its dead-letter lock share a slot (the fenced stamp script needs both).
+	recs = append(recs, &kgo.Record{Value: []byte("no key header"),
+		Headers: []kgo.RecordHeader{{Key: HeaderType, Value: []byte("test.saga")}}})
 	h.produce(t, recs)
 
 	var j *Job
@@ -126,6 +130,16 @@ func TestWorkerOnCluster(t *testing.T) {
 		replayed += s.Replayed
 		takeovers += s.Claimed[OutcomeTakeover]
 		leasesLost += s.LeasesLost
+	}
+	var reasons []string
+	for _, r := range h.kafka.ReadAll(t, h.dlq) {
+		reasons = append(reasons, string(headerValue(r.Headers, HeaderDLQReason)))
+	}
+	if len(reasons) != 1 || reasons[0] != ReasonMissingKey {
+		t.Errorf("dead-letter topic reasons %v, want exactly [%s]", reasons, ReasonMissingKey)
+	}
+	if dl := w1.Stats().DeadLettered + w2.Stats().DeadLettered; dl != 1 {
+		t.Errorf("dead-lettered %d, want 1", dl)
 	}
 	if replayed < dups {
 		t.Errorf("replayed %d duplicates, want at least %d", replayed, dups)
