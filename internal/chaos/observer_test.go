@@ -8,19 +8,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestObserverTakeoverAfterKill plays the leases of two workers by hand:
-// worker A's lease is renewed, worker B's is not (B was killed), a third
-// lease is released early and claimed again. Only B's lease taken over by a
-// new owner counts as a takeover with a latency.
-func TestObserverTakeoverAfterKill(t *testing.T) {
-	t.Parallel()
+// leaseStore starts a redis-server for an observer test and returns a client
+// of it and put, which writes a lease key (tok, fence 1) with a TTL, as the
+// lease scripts lay it out.
+func leaseStore(t *testing.T, ttl time.Duration) (*redis.Client, func(key, tok string)) {
+	t.Helper()
+	ctx := t.Context()
 	r := startRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer func() { _ = c.Close() }()
-
-	const ttl = 600 * time.Millisecond
+	t.Cleanup(func() { _ = c.Close() })
 	put := func(key, tok string) {
 		t.Helper()
 		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -31,6 +27,19 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return c, put
+}
+
+// TestObserverTakeoverAfterKill plays the leases of two workers by hand:
+// worker A's lease is renewed, worker B's is not (B was killed), a third
+// lease is released early and claimed again. Only B's lease taken over by a
+// new owner counts as a takeover with a latency.
+func TestObserverTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 600 * time.Millisecond
+	c, put := leaseStore(t, ttl)
 	put("lh:lease:{live}", "A1")
 	put("lh:lease:{dead}", "B1")
 	put("lh:lease:{released}", "A2")
@@ -114,23 +123,10 @@ func TestObserverRunStopsWithContext(t *testing.T) {
 // measured, since nothing tells the two workers' leases apart.
 func TestObserverPauseAttribution(t *testing.T) {
 	t.Parallel()
-	r := startRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer func() { _ = c.Close() }()
-
 	const ttl, renew = 900 * time.Millisecond, 200 * time.Millisecond
-	put := func(key, tok string) {
-		t.Helper()
-		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, key, "tok", tok, "fen", "1")
-			p.PExpire(ctx, key, ttl)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, put := leaseStore(t, ttl)
 	// poll takes a snapshot every 10ms for d, and renews the given keys
 	// (their workers are alive) every half renew interval.
 	poll := func(o *Observer, d time.Duration, live ...string) {
