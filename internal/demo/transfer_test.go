@@ -89,6 +89,23 @@ func newProcess(t *testing.T, c redis.UniversalClient, prefix string, tr *demo.T
 	return &process{m: m, r: r, tr: tr}
 }
 
+// takeOver acquires key's lease as soon as its holder's has expired, within
+// limit, as a new owner does after a takeover.
+func (p *process) takeOver(t *testing.T, key string, limit time.Duration) *lease.Lease {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		l, err := p.m.Acquire(t.Context(), key)
+		if err == nil {
+			return l
+		}
+		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
+			t.Fatalf("new owner: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // pausing is the zombie's job: it stops after its charge step, as a process
 // paused by a GC, a stopped VM or a partition would, until resumed.
 type pausing struct {
@@ -136,18 +153,7 @@ func TestZombieTransfer(t *testing.T) {
 	// Partition the zombie from Redis: its renewals fail, the lease expires
 	// in Redis, and the new owner takes the key over.
 	proxy.Block()
-	var nl *lease.Lease
-	deadline := time.Now().Add(5 * ttl)
-	for {
-		nl, err = owner.m.Acquire(ctx, key)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("new owner: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	nl := owner.takeOver(t, key, 5*ttl)
 	if nl.Fence() <= zl.Fence() {
 		t.Fatalf("new fence %d not above the zombie's %d", nl.Fence(), zl.Fence())
 	}
@@ -277,18 +283,7 @@ func TestZombieChargeAnsweredLate(t *testing.T) {
 	<-arrived // the charge's intent is journaled and its request sent
 
 	proxy.Block()
-	var nl *lease.Lease
-	deadline := time.Now().Add(5 * ttl)
-	for {
-		nl, err = owner.m.Acquire(ctx, key)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lease.ErrHeld) || time.Now().After(deadline) {
-			t.Fatalf("new owner: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	nl := owner.takeOver(t, key, 5*ttl)
 	// The takeover compensates the zombie's step while it is in doubt: the
 	// provider has no such charge yet.
 	if err := owner.r.CompensatePrevious(ctx, key, nl.Fence()); err != nil {
