@@ -73,7 +73,7 @@ func Apply(ctx context.Context, tx pgx.Tx, resource string, fence uint64) error 
 	if err := tx.QueryRow(ctx, `SELECT fence FROM `+Table+` WHERE resource = $1`, resource).Scan(&current); err != nil {
 		return fmt.Errorf("fence: apply %q: read newest fence: %w (%w)", resource, err, ErrStaleFence)
 	}
-	return &StaleError{Resource: resource, Fence: fence, Current: uint64(current)}
+	return &StaleError{Resource: resource, Fence: fence, Current: uint64(current)} //nolint:gosec // the column is CHECK (fence > 0)
 }
 
 // Querier is what [Current] needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx all
@@ -115,5 +115,5 @@ func Current(ctx context.Context, q Querier, resource string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("fence: current %q: %w", resource, err)
 	}
-	return uint64(f), nil
+	return uint64(f), nil //nolint:gosec // the column is CHECK (fence > 0)
 }

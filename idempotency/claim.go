@@ -340,6 +340,9 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		att, _ := res[2].(int64)
 		prev, _ := res[3].(int64)
 		win, _ := res[5].(int64)
+		if fence < 0 || prev < 0 {
+			return bad("negative fence")
+		}
 		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
 		if d, ok := res[4].(string); ok {
 			c.Details, c.details = []byte(d), true

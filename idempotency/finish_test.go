@@ -383,7 +383,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 			stolen := e.m.Key(ls[0].Name())
 			h.set(func() {
 				// Taken by another owner just before the script runs.
-				if err := e.c.HSet(ctx, stolen, "tok", "thief").Err(); err != nil {
+				if err := e.c.HSet(t.Context(), stolen, "tok", "thief").Err(); err != nil {
 					t.Error(err)
 				}
 			}, func(err error) error {
@@ -508,7 +508,7 @@ func TestFinishResentAfterLostAnswer(t *testing.T) {
 				if err := l.Err(); err != nil {
 					t.Fatalf("lease %d ended after a lost answer: %v", i, err)
 				}
-				if n, _ := e.c.Exists(ctx, keys[i]).Result(); n != 0 {
+				if n, _ := e.c.Exists(t.Context(), keys[i]).Result(); n != 0 {
 					t.Fatalf("lease key %d still there: the first send did not run", i)
 				}
 			}

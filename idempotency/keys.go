@@ -25,7 +25,7 @@ func hashKey(k string) keyHash { return sha256.Sum256([]byte(k)) }
 
 func (h *keyHash) field() string { return string(h[:16]) }
 
-func (h *keyHash) shard(n int) int { return int(binary.BigEndian.Uint32(h[16:20]) % uint32(n)) }
+func (h *keyHash) shard(n int) int { return int(binary.BigEndian.Uint32(h[16:20]) % uint32(n)) } //nolint:gosec // New checks shards is 1 to 2^24
 
 // Tag returns the Cluster hash tag shared by every Redis key of idempotency
 // key k, braces included (for example "{i:4821}"). Other packages put their

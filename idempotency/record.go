@@ -89,14 +89,15 @@ func encodeRecord(r Record, external bool) []byte {
 	binary.BigEndian.PutUint16(b[16:18], uint16(min(max(r.Attempt, 0), 65535)))
 	switch r.State {
 	case Completed, Failed:
-		b = binary.BigEndian.AppendUint32(b, uint32(r.At.Unix()))
+		b = binary.BigEndian.AppendUint32(b, uint32(r.At.Unix())) //nolint:gosec // a completion time: positive, below 2^32 until 2106
 		if !external {
 			b = append(b, r.Result...)
 		}
 	case Released:
 		if !r.HoldUntil.IsZero() {
-			ms := uint64(r.HoldUntil.UnixMilli())
-			b = append(b, byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms))
+			var ms [8]byte
+			binary.BigEndian.PutUint64(ms[:], uint64(r.HoldUntil.UnixMilli()))
+			b = append(b, ms[2:]...)
 		}
 	}
 	return b
@@ -134,7 +135,7 @@ func decodeRecord(b []byte, ext []byte, hasExt bool) (Record, error) {
 		case len(b) == holdLen:
 			t := b[headerLen:]
 			ms := uint64(t[0])<<40 | uint64(t[1])<<32 | uint64(t[2])<<24 | uint64(t[3])<<16 | uint64(t[4])<<8 | uint64(t[5])
-			r.HoldUntil = time.UnixMilli(int64(ms))
+			r.HoldUntil = time.UnixMilli(int64(ms)) //nolint:gosec // ms has 48 bits
 		case len(b) != headerLen:
 			return Record{}, fmt.Errorf("%w: released record of %d bytes", ErrCorrupt, len(b))
 		}
