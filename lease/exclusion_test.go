@@ -54,7 +54,7 @@ func TestMutualExclusion(t *testing.T) {
 				defer wg.Done()
 				for ctx.Err() == nil {
 					n := rand.IntN(names)
-					l, err := m.Acquire(context.Background(), "x"+strconv.Itoa(n))
+					l, err := m.Acquire(context.WithoutCancel(ctx), "x"+strconv.Itoa(n))
 					if errors.Is(err, lease.ErrHeld) {
 						held.Add(1)
 						continue
@@ -73,7 +73,7 @@ func TestMutualExclusion(t *testing.T) {
 					lastFen[n] = l.Fence()
 					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
 					inside[n].Add(-1)
-					if err := l.Release(context.Background()); err != nil {
+					if err := l.Release(context.WithoutCancel(ctx)); err != nil {
 						fail("release: " + err.Error())
 						return
 					}

@@ -115,7 +115,7 @@ func (l *Lease) OnLost(f func(err error)) {
 func (l *Lease) Release(ctx context.Context) (err error) {
 	m := l.m
 	ctx, span := m.tracer.Start(ctx, "lease.release", trace.WithAttributes(
-		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence))))
+		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence)))) //nolint:gosec // a fence is a microsecond timestamp or one above the last: far below 2^63
 	defer func() { endSpan(span, err) }()
 	l.mu.Lock()
 	switch l.state {

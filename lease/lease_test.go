@@ -239,9 +239,9 @@ func TestFenced(t *testing.T) {
 
 func TestShutdown(t *testing.T) {
 	c, prefix := testkit.SharedRedis(t)
-	ctx := context.Background()
 	for _, leave := range []bool{false, true} {
 		t.Run("leave="+strconv.FormatBool(leave), func(t *testing.T) {
+			ctx := context.Background()
 			m := start(t, c, lease.WithPrefix(prefix), lease.WithTTL(3*time.Second), lease.WithLeaveOnShutdown(leave))
 			var ls []*lease.Lease
 			for i := range 3 {

@@ -357,7 +357,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error
 		g.SentAt = sent
 	}
 	g.TTL = cmp.Or(g.TTL, m.cfg.ttl)
-	span.SetAttributes(attribute.Int64("lease.fence", int64(g.Fence)))
+	span.SetAttributes(attribute.Int64("lease.fence", int64(g.Fence))) //nolint:gosec // a fence is a microsecond timestamp or one above the last: far below 2^63
 	l, err := m.track(parent, g)
 	if err != nil {
 		// Closed meanwhile, or the acquisition took longer than the TTL:
@@ -445,7 +445,7 @@ func (m *Manager) Held() []*Lease {
 // On a lease that has already ended, Fenced sends nothing and returns its Err.
 func (m *Manager) Fenced(ctx context.Context, l *Lease, s *redis.Script, keys []string, args ...any) (_ any, err error) {
 	ctx, span := m.tracer.Start(ctx, "lease.fenced", trace.WithAttributes(
-		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence))))
+		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence)))) //nolint:gosec // a fence is a microsecond timestamp or one above the last: far below 2^63
 	defer func() { endSpan(span, err) }()
 	if l.m != m {
 		return nil, fmt.Errorf("%w: lease belongs to another manager", ErrInvalid)
@@ -499,6 +499,8 @@ type abandonedLease struct {
 
 // lose ends l with cause, a loss: Done closes, Context is cancelled and OnLost
 // callbacks run. It reports whether l was held.
+//
+//nolint:contextcheck // a loss is counted for the whole Manager, under no caller's context
 func (m *Manager) lose(l *Lease, cause error) bool {
 	cbs, ok := l.finish(cause, true)
 	if !ok {
@@ -528,6 +530,7 @@ func (m *Manager) lose(l *Lease, cause error) bool {
 	return true
 }
 
+//nolint:contextcheck // the held gauge counts the whole Manager: a lease ending is no caller's request
 func (m *Manager) untrack(l *Lease) {
 	m.mu.Lock()
 	_, ok := m.held[l]

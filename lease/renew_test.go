@@ -165,7 +165,7 @@ func TestGivenUpLeaseReleased(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	l := acquire(t, m, "job")
 	fb.on.Store(true)
 	waitDone(t, l, 2*ttl)
@@ -244,7 +244,7 @@ func TestLostAcquireAnswerReleased(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer m.Shutdown(ctx)
+	defer func() { _ = m.Shutdown(ctx) }()
 	if _, err := m.Acquire(ctx, "job"); !errors.Is(err, lease.ErrUnavailable) {
 		t.Fatalf("Acquire = %v", err)
 	}

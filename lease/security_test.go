@@ -77,7 +77,7 @@ func TestSecurityRequirePass(t *testing.T) {
 	opt := srv.Options()
 	opt.Password = password
 	c := redis.NewClient(opt)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m, err := secManager(t, c)
 	if err != nil {
 		t.Fatalf("Start with the password: %v", err)
@@ -180,7 +180,7 @@ func TestSecurityTLS(t *testing.T) {
 	defer cancel()
 
 	c := redis.NewClient(x.ClientOptions())
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m, err := secManager(t, c)
 	if err != nil {
 		t.Fatalf("Start over TLS: %v", err)

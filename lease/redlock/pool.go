@@ -169,7 +169,7 @@ func (b *pipeBatcher) eval(ctx context.Context, s *rsredis.Script, keys []string
 		b.mu.Unlock()
 		// Sent from its own goroutine, so that the leader, like every other
 		// caller, stops waiting when its own context ends.
-		go b.exec(calls) //nolint:contextcheck // a pipeline serves many callers; exec bounds it by their deadlines
+		go b.exec(calls) //nolint:contextcheck,gosec // a pipeline serves many callers; exec bounds it by their deadlines
 	}
 	select {
 	case <-c.done:
