@@ -98,7 +98,7 @@ func compensationSpans(tr *tracing.Tracer) compensation.ObserverFuncs {
 		},
 		End: func(ctx context.Context, s compensation.StepInfo, o compensation.Outcome, err error) {
 			if v, ok := open.LoadAndDelete(s); ok {
-				v.(*tracing.Span).End(string(o), err)
+				v.(*tracing.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
 				return
 			}
 			// No span was started for it: count it all the same.

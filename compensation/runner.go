@@ -317,7 +317,7 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 		info := StepInfo{Ref: ref, Step: i, Name: name, Handler: handler, Attempt: int(att),
 			Generation: int(gen), InDoubt: done == 0}
 
-		herr := r.invoke(l, info, args)
+		herr := r.invoke(l, info, args) //nolint:contextcheck // a step runs under the compensation lease's context: it ends when the lease is lost
 		outcome, code := OutcomeCompensated, 1
 		switch {
 		case herr == nil:

@@ -203,7 +203,7 @@ func (r *Runner) loop(ctx context.Context) {
 	defer close(r.loopDone)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(r.base, cancel)
+	stop := context.AfterFunc(r.base, cancel) //nolint:contextcheck // r.base ends when the Runner closes: the loop stops then
 	defer stop()
 	for {
 		d := time.Duration(float64(r.cfg.sweepInterval) * (0.75 + 0.5*rand.Float64()))

@@ -183,11 +183,11 @@ func enqueueJobs(ctx context.Context, cl *kgo.Client, tr *tracing.Tracer, c enqu
 		sctx, sp := tr.StartEnqueue(ctx, job.Type, job.Key)
 		r, err := enqueueRecord(sctx, job)
 		if err != nil {
-			sp.End(tracing.OutcomeFailed, err)
+			sp.End(tracing.OutcomeFailed, err) //nolint:contextcheck // End counts the outcome under the span's own context
 			return int(acked.Load()), dups, err
 		}
 		wg.Add(1)
-		cl.Produce(sctx, r, func(_ *kgo.Record, err error) {
+		cl.Produce(sctx, r, func(_ *kgo.Record, err error) { //nolint:contextcheck // End counts the outcome under the span's own context
 			defer wg.Done()
 			if err != nil {
 				sp.End(tracing.OutcomeFailed, err)

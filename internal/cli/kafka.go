@@ -73,7 +73,7 @@ func startKfake(ctx context.Context, addr string, topics []topicSpec, extra ...k
 		opts = append(opts, kfake.SeedTopics(t.partitions, t.name))
 	}
 	opts = append(opts, extra...)
-	c, err := devkafka.NewCluster(slog.Default(), 0, opts...)
+	c, err := devkafka.NewCluster(slog.Default(), 0, opts...) //nolint:contextcheck // the reaper lives until the cluster's Close, not ctx
 	if err != nil {
 		return nil, fmt.Errorf("start embedded kafka on %s: %w", addr, err)
 	}

@@ -120,7 +120,9 @@ func (s *RedisServer) start() error {
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
-	cmd := exec.Command("redis-server", filepath.Join(s.dir, "redis.conf")) //nolint:gosec // the config StartRedis wrote in t.TempDir()
+	// Not the test's context: the server outlives it, until Stop or the
+	// cleanups.
+	cmd := exec.CommandContext(context.Background(), "redis-server", filepath.Join(s.dir, "redis.conf")) //nolint:gosec // the config StartRedis wrote in t.TempDir()
 	// If the test binary dies without its cleanups, the kernel kills the
 	// server rather than leaving it bound to its port.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -134,7 +136,7 @@ func (s *RedisServer) start() error {
 	s.mu.Unlock()
 
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -281,7 +283,7 @@ func SharedRedis(t testing.TB) (*redis.Client, string) {
 	}
 	prefix := "t:" + strings.ToLower(rand.Text()[:16]) + ":"
 	t.Cleanup(func() {
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := DeletePrefix(ctx, c, prefix); err != nil {
