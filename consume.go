@@ -431,12 +431,12 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 		// write retries under the lease's context, not jctx.
 		dctx := context.WithoutCancel(jctx)
 		w.deadLetterThen(d, reason, dlqErr, func() bool {
-			err := w.retryStore(c.Context, func(ctx context.Context) error { return w.store.Fail(ctx, c, herr, true) })
+			err := w.retryStore(c.Context, func(ctx context.Context) error { return w.store.Fail(ctx, c, herr, true) }) //nolint:contextcheck // the failure is recorded under the lease's context: the record outlives runJob
 			if err != nil {
 				w.store.Abandon(c)
 				w.log.Warn("recording a terminal failure failed; the key will be claimed again",
 					slog.String("key", d.key), slog.Any("err", err))
-				w.traceEnd(d, "error", err)
+				w.traceEnd(d, "error", err) //nolint:contextcheck // End counts the outcome under the span's own context
 				if w.stopCtx.Err() == nil {
 					w.sched.park(d, time.Now().Add(backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)))
 				}

@@ -323,7 +323,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 	marker := w.cfg.keyPrefix + id
 	leases := w.store.(*redisStore).m // the worker's only store
 	var l *lease.Lease
-	defer func() {
+	defer func() { //nolint:contextcheck // the lock is released on the worker's context, after the caller's
 		if l != nil {
 			w.releaseDeadLetterLock(l)
 		}
@@ -356,7 +356,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 			}
 		}
 		if l != nil {
-			produced, err := w.deadLetterLocked(l, marker, orig, rec)
+			produced, err := w.deadLetterLocked(l, marker, orig, rec) //nolint:contextcheck // runs under the lock's own context (l.Context)
 			if err == nil {
 				return produced, true
 			}
@@ -364,7 +364,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 			delay = backoff(failed, w.cfg.probeMin, w.cfg.probeMax)
 			w.log.Warn("dead-letter attempt failed", slog.String("id", id), slog.Any("err", err))
 		}
-		if !sleepCtx(w.stopCtx, delay) {
+		if !sleepCtx(w.stopCtx, delay) { //nolint:contextcheck // retries wait on the worker, not on the record
 			return false, false
 		}
 	}
@@ -456,7 +456,7 @@ func (w *Worker) markDeadLetterDone(marker string) {
 func (w *Worker) findDeadLetterCopy(ctx context.Context, from map[int32]int64, orig *kgo.Record) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, dlqScanTimeout)
 	defer cancel()
-	defer context.AfterFunc(w.stopCtx, cancel)()
+	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // the scan also ends when the worker stops
 	// The worker's connection options (seed brokers, TLS, SASL) without its
 	// group options, which direct partition consuming refuses.
 	conn := append([]kgo.Opt{kgo.SeedBrokers(defaultBroker)}, w.cfg.kafkaOpts...)

@@ -47,7 +47,7 @@ func (rs *redisStore) commitLanded(ctx context.Context, ref compensation.Ref) (b
 	if err != nil {
 		return false, mapStoreErr(fmt.Errorf("leasehold: TIME: %w", err))
 	}
-	age, horizon := now.Sub(time.UnixMicro(int64(ref.Fence))), rs.s.Retention()-rs.m.TTL()
+	age, horizon := now.Sub(time.UnixMicro(int64(ref.Fence))), rs.s.Retention()-rs.m.TTL() //nolint:gosec // a fence is a microsecond Unix time, far below 2^63
 	if age < horizon {
 		return false, nil
 	}
