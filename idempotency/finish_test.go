@@ -277,13 +277,7 @@ func TestFinishRenewalAfterScriptIsNoLoss(t *testing.T) {
 		{"fail keep", 1, func(cs []*Claim) []error { return []error{e.s.Fail(ctx, cs[0], Keep, errors.New("hold"))} }, Held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cs []*Claim
-			var ls []*lease.Lease
-			var keys []string
-			for i := range tc.n {
-				c := e.claim(t, fmt.Sprintf("%s/%d", tc.name, i), fp("a"), Acquired)
-				cs, ls, keys = append(cs, c), append(ls, c.Lease), append(keys, e.m.Key(c.Lease.Name()))
-			}
+			cs, ls, keys := e.claimN(t, tc.name, tc.n)
 			w := watchLost(ls...)
 			h.set(nil, func(err error) error {
 				if err == nil {
@@ -373,12 +367,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 		{"fail retryable", 1, func(cs []*Claim) []error { return []error{e.s.Fail(ctx, cs[0], Retryable, nil)} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cs []*Claim
-			var ls []*lease.Lease
-			for i := range tc.n {
-				c := e.claim(t, fmt.Sprintf("%s/%d", tc.name, i), fp("a"), Acquired)
-				cs, ls = append(cs, c), append(ls, c.Lease)
-			}
+			cs, ls, _ := e.claimN(t, tc.name, tc.n)
 			w := watchLost(ls...)
 			stolen := e.m.Key(ls[0].Name())
 			h.set(func() {
@@ -485,13 +474,7 @@ func TestFinishResentAfterLostAnswer(t *testing.T) {
 		{"fail keep", 1, func(cs []*Claim) []error { return []error{e.s.Fail(ctx, cs[0], Keep, nil)} }, Held, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cs []*Claim
-			var ls []*lease.Lease
-			var keys []string
-			for i := range tc.n {
-				c := e.claim(t, fmt.Sprintf("%s/%d", tc.name, i), fp("a"), Acquired)
-				cs, ls, keys = append(cs, c), append(ls, c.Lease), append(keys, e.m.Key(c.Lease.Name()))
-			}
+			cs, ls, keys := e.claimN(t, tc.name, tc.n)
 			w := watchLost(ls...)
 			h.set(nil, func(err error) error {
 				if err != nil {
@@ -629,4 +612,18 @@ func TestFinishWithoutScriptEnder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimN acquires n keys named name/0 .. name/n-1 and returns their claims,
+// their leases and their lease keys.
+func (e *env) claimN(t *testing.T, name string, n int) ([]*Claim, []*lease.Lease, []string) {
+	t.Helper()
+	var cs []*Claim
+	var ls []*lease.Lease
+	var keys []string
+	for i := range n {
+		c := e.claim(t, fmt.Sprintf("%s/%d", name, i), fp("a"), Acquired)
+		cs, ls, keys = append(cs, c), append(ls, c.Lease), append(keys, e.m.Key(c.Lease.Name()))
+	}
+	return cs, ls, keys
 }
