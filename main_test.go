@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(testkit.Main(m),
 		// go-redis pools and franz-go clients closed at cleanup may leave a
 		// reader draining briefly; opencensus-style globals do not apply.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
@@ -21,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -53,27 +53,16 @@ func setup(t *testing.T, opts ...tracing.Opt) *fixture {
 	return &fixture{tr: tr, spans: exp, reader: reader}
 }
 
-// kafka starts an in-process kfake cluster with one topic and returns a
-// producer and a consumer built with the tracer's kotel hooks.
-func kafka(t *testing.T, tr *tracing.Tracer, topic string) (prod, cons *kgo.Client) {
+// kafka makes a topic named base plus a random suffix on the tests' Kafka
+// (kfake, or Apache Kafka with TEST_KAFKA=apache) and returns a producer and
+// a consumer of it built with the tracer's kotel hooks, and the topic.
+func kafka(t *testing.T, tr *tracing.Tracer, base string) (prod, cons *kgo.Client, topic string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	prod, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic), tr.KgoOpt())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	cons, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), tr.KgoOpt())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cons.Close)
-	return prod, cons
+	k := testkit.StartKafka(t)
+	topic = k.Topic(t, base, 1)
+	prod = k.Client(t, kgo.DefaultProduceTopic(topic), tr.KgoOpt())
+	cons = k.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), tr.KgoOpt())
+	return prod, cons, topic
 }
 
 func pollOne(t *testing.T, cons *kgo.Client) *kgo.Record {
@@ -153,7 +142,7 @@ func attrs(kvs []attribute.KeyValue) map[string]string {
 // with its claim, handler, compensation and commit children form one trace.
 func TestJobTrace(t *testing.T) {
 	f := setup(t, tracing.WithKeyRedaction(tracing.KeyFull), tracing.WithConsumerGroup("workers"))
-	prod, cons := kafka(t, f.tr, "jobs")
+	prod, cons, topic := kafka(t, f.tr, "jobs")
 	ctx := context.Background()
 
 	const key, payload = "order-1001", "secret-payload-value"
@@ -192,7 +181,7 @@ func TestJobTrace(t *testing.T) {
 
 	st := tree(f.spans.GetSpans())
 	jobSpan := st.one(t, "job video.transcode")
-	want := []string{"job video.transcode", "jobs receive", "jobs publish", "enqueue video.transcode"}
+	want := []string{"job video.transcode", topic + " receive", topic + " publish", "enqueue video.transcode"}
 	if diff := cmp.Diff(want, st.ancestry(jobSpan)); diff != "" {
 		t.Errorf("job span ancestry (-want +got):\n%s", diff)
 	}
@@ -214,7 +203,7 @@ func TestJobTrace(t *testing.T) {
 	ja := attrs(jobSpan.Attributes)
 	for k, v := range map[string]string{
 		"messaging.system":                 "kafka",
-		"messaging.source.name":            "jobs",
+		"messaging.source.name":            topic,
 		"messaging.operation":              "process",
 		"messaging.kafka.consumer.group":   "workers",
 		"messaging.kafka.message.key":      key,

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{})
 	// `worker run` exports traces as OTEL_* says; no collector runs here.
 	_ = os.Setenv("OTEL_TRACES_EXPORTER", "none")
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+	goleak.VerifyTestMain(testkit.Main(m), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.

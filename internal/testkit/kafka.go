@@ -4,39 +4,52 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/kafkabroker"
 )
 
-// Kafka is a Kafka cluster for one test: an in-process kfake cluster, or,
-// when KAFKA_BROKERS is set (comma-separated host:port list), that real
-// cluster. Topics made with [Kafka.Topic] carry a random suffix so that tests
-// sharing a real cluster do not see each other's records.
+// Kafka is a Kafka cluster for one test: an in-process kfake cluster, the
+// shared Apache Kafka broker of the test binary (TEST_KAFKA=apache), or the
+// cluster that KAFKA_BROKERS names (comma-separated host:port list). Topics
+// made with [Kafka.Topic] carry a random suffix so that tests sharing a real
+// cluster do not see each other's records.
 type Kafka struct {
 	t       testing.TB
 	brokers []string
 	cluster *kfake.Cluster // nil against a real cluster
 }
 
-// StartKafka returns the test's Kafka: the KAFKA_BROKERS cluster if set,
-// else a kfake cluster with three brokers closed at cleanup.
+// KafkaEnv names the environment variable that chooses the tests' Kafka:
+// "kfake" (or empty) for an in-process kfake cluster per test, "apache" for
+// one Apache Kafka broker (tools/kafka) started by the first test that needs
+// it and shared by every test of the binary until [Main] stops it.
+// KAFKA_BROKERS, when set, wins over both.
+const KafkaEnv = "TEST_KAFKA"
+
+// StartKafka returns the test's Kafka: the KAFKA_BROKERS cluster if set, the
+// shared Apache Kafka broker if TEST_KAFKA=apache, else a kfake cluster with
+// three brokers closed at cleanup.
 func StartKafka(t testing.TB) *Kafka {
 	t.Helper()
 	if env := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); env != "" {
-		k := &Kafka{t: t, brokers: strings.Split(env, ",")}
-		cl := k.Client(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := cl.Ping(ctx); err != nil {
-			t.Fatalf("testkit: KAFKA_BROKERS=%s does not answer: %v", env, err)
-		}
-		return k
+		return realKafka(t, strings.Split(env, ","))
+	}
+	switch kind := os.Getenv(KafkaEnv); kind {
+	case "", "kfake":
+	case "apache":
+		return realKafka(t, []string{sharedApache(t)})
+	default:
+		t.Fatalf("testkit: %s=%q: want kfake or apache", KafkaEnv, kind)
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(1))
 	if err != nil {
@@ -44,6 +57,65 @@ func StartKafka(t testing.TB) *Kafka {
 	}
 	t.Cleanup(c.Close)
 	return &Kafka{t: t, brokers: c.ListenAddrs(), cluster: c}
+}
+
+// IsFake reports whether the tests run on kfake (neither KAFKA_BROKERS nor
+// TEST_KAFKA=apache is set), for the few tests that reach into kfake.
+func IsFake() bool {
+	return strings.TrimSpace(os.Getenv("KAFKA_BROKERS")) == "" && os.Getenv(KafkaEnv) != "apache"
+}
+
+func realKafka(t testing.TB, brokers []string) *Kafka {
+	t.Helper()
+	k := &Kafka{t: t, brokers: brokers}
+	cl := k.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatalf("testkit: Kafka at %s does not answer: %v", strings.Join(brokers, ","), err)
+	}
+	return k
+}
+
+var apache struct {
+	once   sync.Once
+	broker *kafkabroker.Broker
+	err    error
+}
+
+// sharedApache starts the test binary's Apache Kafka broker on first use and
+// returns its address.
+func sharedApache(t testing.TB) string {
+	t.Helper()
+	apache.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		apache.broker, apache.err = kafkabroker.Start(ctx, kafkabroker.Config{})
+	})
+	if apache.err != nil {
+		t.Fatalf("testkit: start Apache Kafka (TEST_KAFKA=apache): %v", apache.err)
+	}
+	return apache.broker.Addr()
+}
+
+// Main runs m's tests and then stops what the package's tests shared (the
+// Apache Kafka broker). Wrap m with it in TestMain:
+//
+//	goleak.VerifyTestMain(testkit.Main(m))
+func Main(m *testing.M) interface{ Run() int } { return mainM{m} }
+
+type mainM struct{ m *testing.M }
+
+func (w mainM) Run() int {
+	code := w.m.Run()
+	if apache.broker != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := apache.broker.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "testkit:", err)
+		}
+	}
+	return code
 }
 
 // Brokers returns the seed broker addresses.
