@@ -415,11 +415,15 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	// the attempt's saga steps (an attempt is all or nothing).
 	job.hb.stop(job, true)
 	w.compensate(jctx, job)
-	terminal := errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
+	tooLarge := errors.Is(herr, ErrResultTooLarge)
+	terminal := tooLarge || errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
 	exhausted := !terminal && job.Attempt >= reg.cfg.maxAttempts
 	if terminal || exhausted {
 		reason, dlqErr := ReasonPermanent, herr
-		if exhausted {
+		switch {
+		case tooLarge:
+			reason = ReasonResultTooLarge
+		case exhausted:
 			reason = ReasonAttemptsExceeded
 			dlqErr = fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, job.Attempt, herr)
 		}

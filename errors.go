@@ -3,6 +3,8 @@ package leasehold
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 var (
@@ -63,6 +65,14 @@ var (
 	// retryable errors as many times as its [WithMaxAttempts] allows.
 	ErrAttemptsExhausted = errors.New("leasehold: attempts exhausted")
 
+	// ErrResultTooLarge is the terminal failure of a job whose handler
+	// returned a result over the idempotency store's bound (64 KiB unless
+	// raised with idempotency.WithMaxResult through
+	// [WithIdempotencyOptions]). It is permanent, never an outage: the job
+	// is not retried, the failure is recorded under its key and the record
+	// is dead-lettered with reason [ReasonResultTooLarge].
+	ErrResultTooLarge = errors.New("leasehold: result too large")
+
 	// ErrShutdown is the cause with which running jobs' contexts are
 	// cancelled when a graceful shutdown's drain timeout passes; it wraps
 	// [ErrLeaseLost], because the worker gives their leases up.
@@ -79,6 +89,24 @@ var (
 	// registered.
 	ErrNoHandlers = errors.New("leasehold: no job types registered")
 )
+
+// ReasonResultTooLarge is the dead-letter reason (HeaderDLQReason) of a job
+// whose result exceeded the store's bound ([ErrResultTooLarge]).
+const ReasonResultTooLarge = "result-too-large"
+
+// resultTooLargeError is the user-facing form of an
+// idempotency.TooLargeError met by a commit: one sentence with the fix. It
+// matches [ErrResultTooLarge] and unwraps to the store's error.
+type resultTooLargeError struct{ err *idempotency.TooLargeError }
+
+func (e *resultTooLargeError) Error() string {
+	return fmt.Sprintf("leasehold: the handler returned a result of %d bytes, over the %d-byte limit; "+
+		"return a smaller result (a reference to data stored elsewhere) or raise the limit with "+
+		"WithIdempotencyOptions(idempotency.WithMaxResult(n))", e.err.Size, e.err.Limit)
+}
+
+func (e *resultTooLargeError) Unwrap() error        { return e.err }
+func (e *resultTooLargeError) Is(target error) bool { return target == ErrResultTooLarge }
 
 // Permanent wraps err so that the worker treats it as terminal: no retry,
 // the failure is cached under the job's key and the record is dead-lettered.

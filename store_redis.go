@@ -125,6 +125,16 @@ func mapStoreErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	case errors.Is(err, idempotency.ErrInvalidTTL):
 		return fmt.Errorf("%w: %w", ErrInvalidLeaseTTL, err)
+	case errors.Is(err, idempotency.ErrTooLarge):
+		// Refused with nothing written: permanent, never an outage to
+		// retry (the lease would be renewed and the job hang).
+		var tl *idempotency.TooLargeError
+		if errors.As(err, &tl) && tl.What == "result" {
+			return &resultTooLargeError{err: tl}
+		}
+		return err
+	case errors.Is(err, idempotency.ErrNotClaimed), errors.Is(err, idempotency.ErrMismatch):
+		return err // the store answered: not an outage
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
