@@ -14,14 +14,29 @@ build: ## build every package and the worker binary into bin/
 	$(GO) build ./...
 	$(GO) build -o bin/worker ./cmd/worker
 
+.PHONY: deps
+deps: ## install (Debian packages) and start Redis and PostgreSQL on loopback if they do not answer
+	@tools/services/up.sh
+
 .PHONY: run
-run: ## the demo: embedded Kafka, local Redis, producer, workers, live view (Ctrl-C drains)
+run: deps ## the demo: embedded Kafka, local Redis, producer, workers, live view (Ctrl-C drains)
 	$(GO) run ./cmd/worker demo
 
+# The packages whose tests talk to Kafka: run a second time on Apache Kafka.
+KAFKA_PKGS ?= . ./internal/cli ./tracing
+
 .PHONY: test
-test: ## every test against real Redis, PostgreSQL, kfake and Jaeger, under -race
+test: deps ## every test under -race against real Redis, PostgreSQL, Jaeger and kfake, then the Kafka-facing ones on Apache Kafka
 	$(GO) vet $(PKGS)
-	bin=$$(tools/jaeger/build.sh) && JAEGER_BIN=$$bin $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@jaeger=$$(tools/jaeger/build.sh) && libs=$$(tools/kafka/fetch.sh) && \
+	echo "== every package (Kafka: kfake in process; chaos: kfake and Apache Kafka)" && \
+	JAEGER_BIN=$$jaeger KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS) && \
+	echo "== Kafka-facing packages on Apache Kafka (TEST_KAFKA=apache)" && \
+	TEST_KAFKA=apache JAEGER_BIN=$$jaeger KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(KAFKA_PKGS)
+
+.PHONY: test-kafka
+test-kafka: deps ## only the Kafka-facing tests, on Apache Kafka (or on KAFKA_BROKERS=host:port if set)
+	libs=$$(tools/kafka/fetch.sh) && TEST_KAFKA=apache KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(KAFKA_PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
@@ -30,9 +45,14 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run
 
 .PHONY: chaos
-chaos: ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
+chaos: deps ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
 	$(GO) build -o bin/worker ./cmd/worker
-	CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
+	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
+
+.PHONY: kafka
+kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT
+	$(GO) build -o bin/kafka ./tools/kafka
+	bin/kafka -port $${KAFKA_PORT:-0}
 
 .PHONY: bench
 bench: ## benchmark programs; one figure a line, name=value unit
