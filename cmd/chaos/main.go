@@ -1,11 +1,13 @@
 // Command chaos runs the leasehold chaos suite: real worker processes,
-// Redis with its append-only file, a Kafka dev broker, the payment stub and
-// PostgreSQL, with SIGKILLs, SIGSTOP zombies, a Redis restart and
-// rebalances from a seeded schedule. It prints the seed first (on stderr,
-// with the progress log), then one figure a line on stdout, and exits 1
-// when a must-be-zero figure is not zero (2, printing only the seed, when
-// the run could not be carried out or was interrupted). `make chaos` runs it; settings come from flags or from the
-// CHAOS_* environment variables (see -h).
+// Redis with its append-only file, a Kafka dev broker (or, with
+// CHAOS_KAFKA=apache, a real Apache Kafka broker that is killed, restarted
+// and paused too), the payment stub and PostgreSQL, with SIGKILLs, SIGSTOP
+// zombies, a Redis restart and rebalances from a seeded schedule. It prints
+// the seed first (on stderr, with the progress log), then one figure a line
+// on stdout, and exits 1 when a must-be-zero figure is not zero (2, printing
+// only the seed, when the run could not be carried out or was interrupted).
+// `make chaos` runs it; settings come from flags or from the CHAOS_*
+// environment variables (see -h).
 package main
 
 import (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,11 +18,7 @@ import (
 func TestChaosShortRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "worker")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/leasehold/leasehold/cmd/worker")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build worker: %v\n%s", err, out)
-	}
+	bin := buildWorker(t, dir)
 	c := Config{
 		Seed:        envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
 		Jobs:        200,
@@ -65,6 +60,70 @@ func TestChaosShortRun(t *testing.T) {
 	}
 	if f.RedisOutage <= 0 {
 		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
+	}
+}
+
+// TestChaosApacheRun is the short seeded chaos run against a real Apache
+// Kafka broker (internal/kafkabroker): the faults of TestChaosShortRun's
+// kind on 3,000 jobs, plus the broker killed (-9) and restarted on its data
+// and the broker paused (SIGSTOP) for longer than the workers' session
+// timeout. It fails, never skips, when java or the broker cannot start.
+// CHAOS_SEED replays a failing seed.
+func TestChaosApacheRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := buildWorker(t, dir)
+	c := Config{
+		Seed:        envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
+		Jobs:        3000,
+		Workers:     3,
+		KillEvery:   3 * time.Second,
+		LeaseTTL:    time.Second,
+		Duplicates:  0.2,
+		Rate:        100,
+		Concurrency: 8,
+		// One job in fifty stalls between its charge and its fenced write,
+		// so that a worker pause may catch one and its write be refused.
+		SlowFraction: 0.02,
+		// Within the 30s fault phase, the kill and the pause the schedule
+		// always holds, rarely more: a restart takes 10 to 15s here.
+		BrokerFaultEvery: 40 * time.Second,
+		Kafka:            KafkaApache,
+		Drain:            2 * time.Minute,
+		Worker:           bin,
+		Dir:              filepath.Join(dir, "run"),
+	}
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed=%d (replay: CHAOS_SEED=%d go test -run TestChaosApacheRun ./internal/chaos)", c.Seed, c.Seed)
+	var progress bytes.Buffer
+	f, err := Run(t.Context(), c, slog.New(slog.NewTextHandler(&progress, nil)))
+	var figures strings.Builder
+	_ = f.Write(&figures)
+	t.Logf("figures:\n%s", figures.String())
+	if err != nil {
+		t.Logf("progress:\n%s", progress.String())
+		dumpLogs(t, c.Dir)
+		dumpLogs(t, filepath.Join(c.Dir, "kafka"))
+		t.Fatalf("chaos run on Apache Kafka: %v", err)
+	}
+	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
+		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
+	}
+	// The broker faults must really have happened, not only been scheduled.
+	if f.BrokerKills < 1 || f.BrokerPauses < 1 {
+		t.Fatalf("broker_kills=%d broker_pauses=%d, want at least one of each:\n%s",
+			f.BrokerKills, f.BrokerPauses, progress.String())
+	}
+	for _, want := range []string{`msg="broker killed"`, `msg="broker restarted"`, `msg="broker paused"`,
+		`msg="broker resumed"`, "msg=killed", "msg=paused", `msg="redis restarted"`} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress log lacks %s:\n%s", want, progress.String())
+		}
+	}
+	if f.BrokerOutage < c.BrokerPause {
+		t.Errorf("broker_outage_ms = %s, want at least the pause %s", f.BrokerOutage, c.BrokerPause)
 	}
 }
 

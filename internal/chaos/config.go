@@ -79,9 +79,33 @@ type Config struct {
 	Dir string
 	// KeepSchema keeps the PostgreSQL schema after the run (CHAOS_KEEP_SCHEMA).
 	KeepSchema bool
+	// Kafka is the broker the run goes against: [KafkaFake] runs `worker
+	// dev-broker` (franz-go's kfake) in its own process, [KafkaApache] a
+	// single-node Apache Kafka broker (internal/kafkabroker; needs java),
+	// which the schedule also kills and pauses (CHAOS_KAFKA, kfake).
+	Kafka string
+	// BrokerFaultEvery is the mean interval between broker faults with
+	// Kafka=apache, alternately a SIGKILL followed by a restart on the
+	// broker's data and a SIGSTOP for BrokerPause; a run has at least one
+	// of each (CHAOS_BROKER_FAULT_EVERY, 30s).
+	BrokerFaultEvery time.Duration
+	// BrokerPause is how long the broker stays SIGSTOPped; it must exceed
+	// SessionTimeout, so that the group's members time out on the broker
+	// (CHAOS_BROKER_PAUSE, default 2*SessionTimeout + 1s).
+	BrokerPause time.Duration
 
 	envErrs []error // malformed environment variables, reported by Finish
 }
+
+// The brokers a chaos run can go against (Config.Kafka).
+const (
+	// KafkaFake is `worker dev-broker`: franz-go's kfake in a process of
+	// its own. The default.
+	KafkaFake = "kfake"
+	// KafkaApache is a single-node Apache Kafka broker (KRaft) from
+	// internal/kafkabroker, killed, restarted and paused by the schedule.
+	KafkaApache = "apache"
+)
 
 // DefaultPostgresURL is the PostgreSQL server used when PG_URL is not set.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -108,6 +132,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisServer, "redis-server", cmp.Or(os.Getenv("CHAOS_REDIS_SERVER"), "redis-server"), "redis-server binary (env CHAOS_REDIS_SERVER)")
 	fs.StringVar(&c.PostgresURL, "pg", cmp.Or(os.Getenv("PG_URL"), DefaultPostgresURL), "PostgreSQL URL; the run uses a fresh schema (env PG_URL)")
 	fs.StringVar(&c.Dir, "dir", os.Getenv("CHAOS_DIR"), "directory for logs and Redis data (env CHAOS_DIR; default a new temp dir)")
+	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), KafkaFake), "broker: kfake (the dev-broker) or apache (a real Apache Kafka broker, killed and paused too; needs java) (env CHAOS_KAFKA)")
+	fs.DurationVar(&c.BrokerFaultEvery, "broker-fault-every", c.envDur("CHAOS_BROKER_FAULT_EVERY", 30*time.Second), "with -kafka apache, mean interval between broker kills and pauses (env CHAOS_BROKER_FAULT_EVERY)")
+	fs.DurationVar(&c.BrokerPause, "broker-pause", c.envDur("CHAOS_BROKER_PAUSE", 0), "with -kafka apache, how long the broker stays SIGSTOPped; > session timeout; 0 means 2*session-timeout+1s (env CHAOS_BROKER_PAUSE)")
 	fs.BoolVar(&c.KeepSchema, "keep-schema", os.Getenv("CHAOS_KEEP_SCHEMA") != "", "keep the PostgreSQL schema after the run (env CHAOS_KEEP_SCHEMA)")
 }
 
@@ -131,6 +158,9 @@ func (c *Config) Finish() error {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 300*time.Millisecond)
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 250*time.Millisecond)
 	c.Drain = cmp.Or(c.Drain, 3*time.Minute)
+	c.Kafka = cmp.Or(c.Kafka, KafkaFake)
+	c.BrokerFaultEvery = cmp.Or(c.BrokerFaultEvery, 30*time.Second)
+	c.BrokerPause = cmp.Or(c.BrokerPause, 2*c.SessionTimeout+time.Second)
 	c.RedisServer = cmp.Or(c.RedisServer, "redis-server")
 	c.PostgresURL = cmp.Or(c.PostgresURL, DefaultPostgresURL)
 	switch {
@@ -161,6 +191,14 @@ func (c *Config) Finish() error {
 			ErrConfig, c.HeartbeatInterval, c.SessionTimeout)
 	case c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > time.Minute:
 		return fmt.Errorf("%w: fetch max wait %s: want 1ms to 1m", ErrConfig, c.FetchMaxWait)
+	case c.Kafka != KafkaFake && c.Kafka != KafkaApache:
+		return fmt.Errorf("%w: kafka %q (CHAOS_KAFKA): want %s (the dev-broker) or %s (a real Apache Kafka broker, needs java)",
+			ErrConfig, c.Kafka, KafkaFake, KafkaApache)
+	case c.BrokerFaultEvery < time.Second:
+		return fmt.Errorf("%w: broker fault interval %s: want at least 1s", ErrConfig, c.BrokerFaultEvery)
+	case c.BrokerPause <= c.SessionTimeout || c.BrokerPause > 5*time.Minute:
+		return fmt.Errorf("%w: broker pause %s: want longer than the session timeout %s (so that the members time out) and at most 5m",
+			ErrConfig, c.BrokerPause, c.SessionTimeout)
 	}
 	return nil
 }

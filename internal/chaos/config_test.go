@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"flag"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,20 +64,57 @@ func TestConfigRejects(t *testing.T) {
 		t.Fatalf("CHAOS_JOBS=many: %v, want ErrConfig", err)
 	}
 	for name, c := range map[string]Config{
-		"pause not longer than TTL":   {LeaseTTL: 2 * time.Second, Pause: 2 * time.Second},
-		"one worker":                  {Workers: 1},
-		"duplicates above 1":          {Duplicates: 1.5},
-		"negative slow fraction":      {SlowFraction: -0.1},
-		"slow fraction above 1":       {SlowFraction: 2},
-		"negative hold":               {Hold: -time.Second},
-		"hold above a minute":         {Hold: 61 * time.Second},
-		"session timeout too short":   {SessionTimeout: 50 * time.Millisecond},
-		"heartbeat not below session": {SessionTimeout: time.Second, HeartbeatInterval: time.Second},
-		"negative heartbeat":          {HeartbeatInterval: -time.Second},
-		"negative fetch wait":         {FetchMaxWait: -time.Millisecond},
+		"pause not longer than TTL":            {LeaseTTL: 2 * time.Second, Pause: 2 * time.Second},
+		"one worker":                           {Workers: 1},
+		"duplicates above 1":                   {Duplicates: 1.5},
+		"negative slow fraction":               {SlowFraction: -0.1},
+		"slow fraction above 1":                {SlowFraction: 2},
+		"negative hold":                        {Hold: -time.Second},
+		"hold above a minute":                  {Hold: 61 * time.Second},
+		"session timeout too short":            {SessionTimeout: 50 * time.Millisecond},
+		"heartbeat not below session":          {SessionTimeout: time.Second, HeartbeatInterval: time.Second},
+		"negative heartbeat":                   {HeartbeatInterval: -time.Second},
+		"negative fetch wait":                  {FetchMaxWait: -time.Millisecond},
+		"unknown kafka":                        {Kafka: "redpanda"},
+		"broker pause not longer than session": {SessionTimeout: 2 * time.Second, BrokerPause: 2 * time.Second},
+		"broker faults too often":              {BrokerFaultEvery: 100 * time.Millisecond},
 	} {
 		if err := c.Finish(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+func TestConfigKafka(t *testing.T) {
+	t.Setenv("CHAOS_KAFKA", "")
+	var def Config
+	def.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
+	if err := def.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if def.Kafka != KafkaFake || def.BrokerFaultEvery != 30*time.Second || def.BrokerPause != 4*time.Second {
+		t.Fatalf("defaults: kafka %q (want kfake), broker fault every %s (want 30s), broker pause %s (want 2*1.5s+1s)",
+			def.Kafka, def.BrokerFaultEvery, def.BrokerPause)
+	}
+
+	t.Setenv("CHAOS_KAFKA", "apache")
+	t.Setenv("CHAOS_BROKER_FAULT_EVERY", "12s")
+	t.Setenv("CHAOS_BROKER_PAUSE", "5s")
+	var c Config
+	c.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka != KafkaApache || c.BrokerFaultEvery != 12*time.Second || c.BrokerPause != 5*time.Second {
+		t.Fatalf("config = %+v", c)
+	}
+
+	t.Setenv("CHAOS_KAFKA", "Apache Kafka")
+	var bad Config
+	bad.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
+	err := bad.Finish()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"Apache Kafka"`) ||
+		!strings.Contains(err.Error(), "want kfake") {
+		t.Fatalf("CHAOS_KAFKA=%q: %v, want ErrConfig naming the value and the choices", "Apache Kafka", err)
 	}
 }

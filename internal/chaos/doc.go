@@ -9,6 +9,14 @@
 // SIGCONT (a zombie), a restart of Redis, and workers joining and leaving to
 // force consumer-group rebalances.
 //
+// The Kafka is the dev-broker by default. With Config.Kafka set to
+// [KafkaApache] (CHAOS_KAFKA=apache) it is a single-node Apache Kafka broker
+// (internal/kafkabroker), and the schedule adds the faults only a real broker
+// gives: the broker SIGKILLed and restarted on its data directory, and the
+// broker SIGSTOPped for longer than the workers' session timeout, then
+// continued. The run counts the ones carried out (broker_kills,
+// broker_pauses).
+//
 // The fault schedule is generated from a seed ([NewSchedule]); the seed is
 // printed first, so that a failing run can be replayed with the same seed.
 //

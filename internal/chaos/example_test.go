@@ -36,6 +36,7 @@ func ExampleFigures_Write() {
 	f := chaos.Figures{
 		Seed: 7, JobsEnqueued: 3, JobsCompleted: 2, JobsLost: 1, CompensationsRun: 1, Takeovers: 1,
 		TakeoverLatencies: []time.Duration{2500 * time.Millisecond}, RedisOutage: 1200 * time.Millisecond,
+		Drain: 180 * time.Second, BrokerKills: 1, BrokerPauses: 1, BrokerOutage: 16 * time.Second,
 	}
 	_ = f.Write(os.Stdout)
 	fmt.Println(f.Err())
@@ -51,6 +52,10 @@ func ExampleFigures_Write() {
 	// takeover_latency_p50_ms=2500 ms
 	// takeover_latency_p99_ms=2500 ms
 	// redis_outage_ms=1200 ms
+	// drain_ms=180000 ms
+	// broker_kills=1 kills
+	// broker_pauses=1 pauses
+	// broker_outage_ms=16000 ms
 	// seed=7 seed
 	// chaos: invariant violated: jobs_lost=1
 }

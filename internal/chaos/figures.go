@@ -42,6 +42,21 @@ type Figures struct {
 	// RedisOutage is the total time Redis was unreachable because of the
 	// scheduled restart.
 	RedisOutage time.Duration
+	// Drain is the time from the end of the fault phase (every record
+	// enqueued, every fault over, dead workers started again) until every
+	// job's transfer was in PostgreSQL; the whole drain timeout when they
+	// never all were.
+	Drain time.Duration
+	// BrokerKills counts the SIGKILLs of the Kafka broker that were carried
+	// out (each followed by a restart on its data); 0 on the dev-broker.
+	BrokerKills int
+	// BrokerPauses counts the SIGSTOPs of the Kafka broker that were
+	// carried out (each followed by SIGCONT); 0 on the dev-broker.
+	BrokerPauses int
+	// BrokerOutage is the total time the broker did not answer because of
+	// those faults: from each kill until the restarted broker answered
+	// metadata requests, and from each SIGSTOP to its SIGCONT.
+	BrokerOutage time.Duration
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -89,6 +104,10 @@ func (f Figures) Write(w io.Writer) error {
 		{"takeover_latency_p50_ms", ms(p50), "ms"},
 		{"takeover_latency_p99_ms", ms(p99), "ms"},
 		{"redis_outage_ms", ms(f.RedisOutage), "ms"},
+		{"drain_ms", ms(f.Drain), "ms"},
+		{"broker_kills", f.BrokerKills, "kills"},
+		{"broker_pauses", f.BrokerPauses, "pauses"},
+		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
 		{"seed", f.Seed, "seed"},
 	}
 	for _, l := range lines {

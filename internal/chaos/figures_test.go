@@ -15,7 +15,8 @@ func TestFiguresFormat(t *testing.T) {
 	f := Figures{
 		Seed: 99, JobsEnqueued: 10, JobsCompleted: 10, ZombieWritesRejected: 2, CompensationsRun: 3, Takeovers: 4,
 		TakeoverLatencies: []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
-		RedisOutage:       1500 * time.Millisecond,
+		RedisOutage:       1500 * time.Millisecond, Drain: 2500 * time.Millisecond,
+		BrokerKills: 1, BrokerPauses: 2, BrokerOutage: 14 * time.Second,
 	}
 	var b strings.Builder
 	if err := f.Write(&b); err != nil {
@@ -35,7 +36,8 @@ func TestFiguresFormat(t *testing.T) {
 		"fenced_effects_duplicated": "0 keys", "unfenced_net_not_one": "0 keys",
 		"zombie_writes_rejected": "2 writes", "compensations_run": "3 refunds", "takeovers": "4 leases",
 		"takeover_latency_p50_ms": "200 ms", "takeover_latency_p99_ms": "300 ms",
-		"redis_outage_ms": "1500 ms", "seed": "99 seed",
+		"redis_outage_ms": "1500 ms", "drain_ms": "2500 ms", "broker_kills": "1 kills", "broker_pauses": "2 pauses",
+		"broker_outage_ms": "14000 ms", "seed": "99 seed",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("figures (-want +got):\n%s", diff)

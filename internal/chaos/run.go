@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,7 +48,8 @@ type run struct {
 	dir       string
 	workerBin string
 	redis     *Redis
-	broker    *Proc
+	broker    *Proc         // the dev-broker (kfake), or nil
+	kafka     *brokerFaults // Apache Kafka, or nil
 	stub      *Proc
 	brokerAdr string
 	stubURL   string
@@ -67,14 +69,17 @@ type run struct {
 func (r *run) run(ctx context.Context) (Figures, error) {
 	c := r.cfg
 	r.removed, r.busy = map[*Proc]bool{}, map[*Proc]bool{}
-	sched, err := NewSchedule(ScheduleConfig{
-		Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
-	})
+	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers}
+	if c.Kafka == KafkaApache {
+		sc.BrokerEvery, sc.BrokerPauseFor = c.BrokerFaultEvery, c.BrokerPause
+	}
+	sched, err := NewSchedule(sc)
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
 	r.log.Info("chaos schedule", slog.Uint64("seed", c.Seed), slog.Int("events", len(sched.Events)),
-		slog.Duration("horizon", c.Horizon()), slog.String("replay", "CHAOS_SEED="+strconv.FormatUint(c.Seed, 10)))
+		slog.Duration("horizon", c.Horizon()), slog.String("kafka", c.Kafka),
+		slog.String("replay", "CHAOS_SEED="+strconv.FormatUint(c.Seed, 10)))
 	if err := r.prepare(ctx); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
@@ -116,10 +121,15 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return Figures{Seed: c.Seed}, err
 	}
 	r.faults.Wait()
-	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)))
+	kills, pauses, brokerOut, err := r.kafka.figures()
+	if err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)),
+		slog.Int("broker_kills", kills), slog.Int("broker_pauses", pauses))
 	r.reviveAll()
 
-	ledger, err := r.drain(ctx, jobs)
+	ledger, drained, err := r.drain(ctx, jobs)
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
@@ -128,6 +138,8 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return f, err
 	}
 	f.Seed = c.Seed
+	f.Drain = drained
+	f.BrokerKills, f.BrokerPauses, f.BrokerOutage = kills, pauses, brokerOut
 	f.Takeovers = r.obs.Takeovers()
 	f.TakeoverLatencies = r.obs.Latencies()
 	r.log.Info("takeover latency", slog.Int("takeovers_measured", len(f.TakeoverLatencies)),
@@ -187,17 +199,9 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 
-	bport, err := FreePort(ctx)
-	if err != nil {
+	if err := r.startKafka(ctx); err != nil {
 		return err
 	}
-	r.brokerAdr = "127.0.0.1:" + strconv.Itoa(bport)
-	r.broker = &Proc{Name: "dev-broker", Path: r.workerBin, LogPath: filepath.Join(r.dir, "dev-broker.log"),
-		Args: []string{"dev-broker", "--listen", r.brokerAdr,
-			"--topics", leasehold.DefaultTopic + ":6," + leasehold.DefaultTopic + ".dlq:1",
-			// kfake, like Kafka, refuses session timeouts under 6s by
-			// default; the workers ask for a shorter one.
-			"--group-min-session-timeout", c.SessionTimeout.String()}}
 	sport, err := FreePort(ctx)
 	if err != nil {
 		return err
@@ -206,16 +210,11 @@ func (r *run) prepare(ctx context.Context) error {
 	r.stubURL = "http://" + stubAddr
 	r.stub = &Proc{Name: "payment-stub", Path: r.workerBin, LogPath: filepath.Join(r.dir, "payment-stub.log"),
 		Args: []string{"payment-stub", "--listen", stubAddr}}
-	for _, p := range []struct {
-		proc *Proc
-		addr string
-	}{{r.broker, r.brokerAdr}, {r.stub, stubAddr}} {
-		if err := p.proc.Start(); err != nil {
-			return err
-		}
-		if err := waitTCP(rctx, p.proc, p.addr); err != nil {
-			return err
-		}
+	if err := r.stub.Start(); err != nil {
+		return err
+	}
+	if err := waitTCP(rctx, r.stub, stubAddr); err != nil {
+		return err
 	}
 	return r.openSchema(ctx)
 }
@@ -403,6 +402,12 @@ func (r *run) apply(ctx context.Context, e Event) {
 			r.mu.Unlock()
 			log.Info("redis restarted", slog.Duration("outage", out), slog.Any("err", err))
 		})
+	case KillBroker, PauseBroker:
+		if r.kafka == nil {
+			log.Warn("skipped: the dev-broker is not killed or paused")
+			return
+		}
+		r.faults.Go(func() { r.kafka.apply(ctx, e, log) })
 	case AddWorker:
 		w, err := r.addWorker()
 		if err != nil {
@@ -531,21 +536,27 @@ func transferJob(j Job, hold time.Duration) leasehold.NewJob {
 // drain waits until every job's transfer is in PostgreSQL and the payment
 // stub's ledger has stopped changing for three lease TTLs (compensations
 // and recovery sweeps settle), or until the drain timeout. It returns the
-// final ledger.
-func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
+// final ledger and how long the transfers took to be all in PostgreSQL
+// (the drain timeout if they never were).
+func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, time.Duration, error) {
 	pay := paystub.NewClient(r.stubURL, nil)
-	deadline := time.Now().Add(r.cfg.Drain)
+	begin := time.Now()
+	deadline := begin.Add(r.cfg.Drain)
 	var last paystub.Ledger
+	var drained time.Duration
 	stableSince := time.Now()
 	for {
 		var done int
 		err := r.db.QueryRow(ctx, `SELECT count(*) FROM demo_transfers`).Scan(&done)
 		if err != nil {
-			return last, fmt.Errorf("chaos: drain: %w", err)
+			return last, drained, fmt.Errorf("chaos: drain: %w", err)
+		}
+		if done >= len(jobs) && drained == 0 {
+			drained = time.Since(begin)
 		}
 		l, err := pay.Ledger(ctx)
 		if err != nil {
-			return last, fmt.Errorf("chaos: drain: %w", err)
+			return last, drained, fmt.Errorf("chaos: drain: %w", err)
 		}
 		if l.ChargeRequests != last.ChargeRequests || l.RefundRequests != last.RefundRequests {
 			stableSince = time.Now()
@@ -553,16 +564,16 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, error) {
 		last = l
 		settled := time.Since(stableSince) > 3*r.cfg.LeaseTTL
 		if done >= len(jobs) && settled {
-			return last, nil
+			return last, drained, nil
 		}
 		if time.Now().After(deadline) {
 			r.log.Warn("drain timeout", slog.Int("transfers", done), slog.Int("jobs", len(jobs)))
 			r.logStuck(ctx, r.unfinished(ctx, jobs))
-			return last, nil
+			return last, cmp.Or(drained, r.cfg.Drain), nil
 		}
-		sleepCtx(ctx, 500*time.Millisecond)
+		sleepCtx(ctx, 250*time.Millisecond)
 		if ctx.Err() != nil {
-			return last, context.Cause(ctx)
+			return last, drained, context.Cause(ctx)
 		}
 	}
 }
@@ -602,6 +613,7 @@ func (r *run) teardown(ctx context.Context) {
 			_ = p.Stop(5 * time.Second)
 		}
 	}
+	r.kafka.stop(ctx)
 	if r.redis != nil {
 		_ = r.redis.Stop(5 * time.Second)
 	}

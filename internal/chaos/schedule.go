@@ -23,6 +23,12 @@ const (
 	AddWorker
 	// RemoveWorker stops a worker gracefully (SIGTERM), forcing a rebalance.
 	RemoveWorker
+	// KillBroker sends SIGKILL to the Kafka broker and, after For, starts
+	// it again on its data directory (a real broker only).
+	KillBroker
+	// PauseBroker sends SIGSTOP to the Kafka broker for For, longer than
+	// the workers' session timeout, and then SIGCONT (a real broker only).
+	PauseBroker
 )
 
 func (a Action) String() string {
@@ -37,6 +43,10 @@ func (a Action) String() string {
 		return "add-worker"
 	case RemoveWorker:
 		return "remove-worker"
+	case KillBroker:
+		return "kill-broker"
+	case PauseBroker:
+		return "pause-broker"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -65,6 +75,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("t=%s %s", e.At, e.Action)
 	case Pause:
 		return fmt.Sprintf("t=%s %s slot=%d for=%s", e.At, e.Action, e.Slot, e.For)
+	case PauseBroker:
+		return fmt.Sprintf("t=%s %s for=%s", e.At, e.Action, e.For)
+	case KillBroker:
+		return fmt.Sprintf("t=%s %s down=%s", e.At, e.Action, e.For)
 	case Kill:
 		return fmt.Sprintf("t=%s %s slot=%d down=%s", e.At, e.Action, e.Slot, e.For)
 	}
@@ -91,6 +105,13 @@ type ScheduleConfig struct {
 	Slots int
 	// RedisDown is how long Redis stays stopped when restarted (default 1s).
 	RedisDown time.Duration
+	// BrokerEvery is the mean interval between broker faults, alternately
+	// KillBroker and PauseBroker (each interval drawn uniformly from
+	// [BrokerEvery/2, 3*BrokerEvery/2]). Zero: no broker faults.
+	BrokerEvery time.Duration
+	// BrokerPauseFor is how long a PauseBroker lasts (required with
+	// BrokerEvery).
+	BrokerPauseFor time.Duration
 }
 
 // Schedule is a seeded, time-ordered list of fault events.
@@ -103,9 +124,15 @@ type Schedule struct {
 // horizon contains exactly one Redis restart (placed in the middle half of
 // the horizon), one worker added in the first half and one removed in the
 // second half, at least one pause, and kills every KillEvery on average.
+// With BrokerEvery, it also holds at least one KillBroker and one
+// PauseBroker, drawn from a stream of their own: the worker faults of a seed
+// are the same with and without them.
 func NewSchedule(c ScheduleConfig) (Schedule, error) {
 	if c.Horizon <= 0 || c.KillEvery <= 0 || c.PauseFor <= 0 || c.Slots <= 0 {
 		return Schedule{}, fmt.Errorf("%w: schedule needs a positive horizon, kill interval, pause and slot count", ErrConfig)
+	}
+	if c.BrokerEvery < 0 || c.BrokerEvery > 0 && c.BrokerPauseFor <= 0 {
+		return Schedule{}, fmt.Errorf("%w: broker faults need a positive interval and pause", ErrConfig)
 	}
 	pauseEvery := c.PauseEvery
 	if pauseEvery <= 0 {
@@ -139,8 +166,48 @@ func NewSchedule(c ScheduleConfig) (Schedule, error) {
 	for t := between(c.KillEvery/2, 3*c.KillEvery/2); t < h; t += between(c.KillEvery/2, 3*c.KillEvery/2) {
 		ev = append(ev, Event{At: t, Action: Kill, Slot: rng.IntN(c.Slots), For: between(100*time.Millisecond, time.Second)})
 	}
+	if c.BrokerEvery > 0 {
+		ev = append(ev, brokerEvents(c)...)
+	}
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].At < ev[j].At })
 	return Schedule{Seed: c.Seed, Events: ev}, nil
+}
+
+// brokerEvents draws the broker faults of c: alternately a kill (down for
+// 0.5 to 2s before the restart) and a pause, every BrokerEvery on average,
+// starting with either; a kill in the first third and a pause in the second
+// half of the horizon are added if the draws gave none.
+func brokerEvents(c ScheduleConfig) []Event {
+	rng := rand.New(rand.NewPCG(c.Seed^0x5851f42d4c957f2d, c.Seed))
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	}
+	event := func(at time.Duration, kill bool) Event {
+		if kill {
+			return Event{At: at, Action: KillBroker, For: between(500*time.Millisecond, 2*time.Second)}
+		}
+		return Event{At: at, Action: PauseBroker, For: c.BrokerPauseFor}
+	}
+	h, every := c.Horizon, c.BrokerEvery
+	var ev []Event
+	kill := rng.IntN(2) == 0
+	kills, pauses := 0, 0
+	for t := between(every/2, every); t < h; t += between(every/2, 3*every/2) {
+		ev = append(ev, event(t, kill))
+		if kill {
+			kills++
+		} else {
+			pauses++
+		}
+		kill = !kill
+	}
+	if kills == 0 {
+		ev = append(ev, event(between(h/10, h/3), true))
+	}
+	if pauses == 0 {
+		ev = append(ev, event(between(h/2, 4*h/5), false))
+	}
+	return ev
 }
 
 // Count returns how many events of kind a the schedule holds.

@@ -128,3 +128,59 @@ func TestScheduleRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleBrokerFaults(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 200; seed++ {
+		plain := testScheduleConfig(seed)
+		withBroker := plain
+		withBroker.BrokerEvery, withBroker.BrokerPauseFor = 40*time.Second, 3*time.Second
+		if seed%2 == 1 {
+			// Longer than the horizon: only the kill and pause always added.
+			withBroker.BrokerEvery = 10 * time.Minute
+		}
+		a, err := NewSchedule(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewSchedule(withBroker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Count(KillBroker)+a.Count(PauseBroker) != 0 {
+			t.Fatalf("seed %d: broker faults without BrokerEvery:\n%s", seed, a)
+		}
+		if b.Count(KillBroker) < 1 || b.Count(PauseBroker) < 1 {
+			t.Fatalf("seed %d: %d broker kills, %d broker pauses, want at least one each:\n%s",
+				seed, b.Count(KillBroker), b.Count(PauseBroker), b)
+		}
+		var rest []Event
+		for _, e := range b.Events {
+			switch e.Action {
+			case KillBroker:
+				if e.For < 500*time.Millisecond || e.For > 2*time.Second {
+					t.Fatalf("seed %d: %s: down outside 0.5s to 2s", seed, e)
+				}
+			case PauseBroker:
+				if e.For != withBroker.BrokerPauseFor {
+					t.Fatalf("seed %d: %s: want for=%s", seed, e, withBroker.BrokerPauseFor)
+				}
+			default:
+				rest = append(rest, e)
+				continue
+			}
+			if e.At < 0 || e.At >= withBroker.Horizon {
+				t.Fatalf("seed %d: %s outside the horizon %s", seed, e, withBroker.Horizon)
+			}
+		}
+		// The worker faults of a seed do not change with broker faults, so
+		// that runs on the two brokers compare.
+		if diff := cmp.Diff(a.Events, rest); diff != "" {
+			t.Fatalf("seed %d: broker faults changed the other events (-without +with):\n%s", seed, diff)
+		}
+	}
+	if _, err := NewSchedule(ScheduleConfig{Seed: 1, Horizon: time.Minute, KillEvery: time.Second, PauseFor: time.Second,
+		Slots: 3, BrokerEvery: time.Second}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("broker faults without a pause length: %v, want ErrConfig", err)
+	}
+}
