@@ -20,6 +20,13 @@ var (
 	// offset until Redis answers again.
 	ErrUnavailable = errors.New("leasehold: redis unavailable")
 
+	// ErrTopicMissing is returned by [Worker.Start] when a topic the worker
+	// consumes, or its dead-letter topic, does not exist on the brokers. The
+	// worker never creates topics (a production cluster usually refuses
+	// auto-creation, and a dead-letter produce to a missing topic would
+	// block its partition); create them first.
+	ErrTopicMissing = errors.New("leasehold: topic does not exist")
+
 	// ErrInvalidKey reports an idempotency key that is empty, too long, or
 	// holds control characters or whitespace.
 	ErrInvalidKey = errors.New("leasehold: invalid idempotency key")

@@ -265,6 +265,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	// franz-go logs its group lifecycle (joins, syncs, heartbeat errors)
 	// through the worker's logger unless the caller's options say otherwise.
 	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log))}, w.cfg.kafkaOpts...)
+	if err := checkTopics(ctx, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
+		return fail(err)
+	}
 	if w.cfg.tracer != nil {
 		kopts = append(kopts, w.cfg.tracer.KgoOpt())
 	}
