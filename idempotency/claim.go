@@ -135,23 +135,37 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		c.tag = s.tag(&c.h)
 		todo = append(todo, i)
 	}
+	var others []liveLayout
+	if len(todo) > 0 {
+		var err error
+		if others, err = s.otherLayouts(ctx, true); err != nil {
+			for _, i := range todo {
+				out[i].Err = err
+			}
+			return out
+		}
+	}
 	wide := false
 	for try := 0; len(todo) > 0; try++ {
 		base, n := s.windowRange(s.cfg.windows, wide)
+		olds := s.otherWindows(others)
 		tokens := make([]string, len(out))
 		sent := time.Now()
 		calls := s.group(todo, func(i int) string { return out[i].tag })
 		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
 			call := calls[j]
-			keys := make([]string, 0, len(call)*(3+n))
-			args := make([]any, 0, 5+4*len(call))
-			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n)
+			keys := make([]string, 0, len(call)*(3+n+len(olds)))
+			args := make([]any, 0, 6+4*len(call))
+			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
 			for _, i := range call {
 				c := out[i]
 				tokens[i] = s.m.NewToken()
 				keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
 				for w := base; w < base+int64(n); w++ {
 					keys = append(keys, s.bucketKey(c.tag, w))
+				}
+				for _, o := range olds {
+					keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
 				}
 				args = append(args, c.h.field(), c.fp[:], tokens[i], c.ttl.Milliseconds())
 			}

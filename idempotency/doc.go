@@ -46,8 +46,20 @@
 // (<prefix>idem:r:{i:<shard>}:K, same expiry), so buckets stay listpacks.
 // A bucket stays a listpack while it holds at most hash-max-listpack-entries
 // records: choose shards >= rate x window / hash-max-listpack-entries
-// (Capacity reports it). Changing the retention, the windows or the shards
-// starts a new layout: records written under the old one are not consulted.
+// (Capacity reports it).
+//
+// Bucket names carry the window start, so changing the retention or the
+// windows moves the buckets a Store writes. Every Store announces its layout
+// (window, retention, shards) in <prefix>idem:layouts, and a claim also
+// reads the live buckets of every other layout whose records may still live
+// (their last announcement plus two windows plus their retention): a key
+// finished under any retention is replayed for as long as its record lives,
+// whatever the setting now, and a key released or left PROCESSING is moved
+// into the current layout when it runs again. A Store whose layout is new to
+// a running fleet waits about two seconds before its first claim, until the
+// other Stores have read it. A new shard count cannot be consulted (other
+// hash tags, other Cluster slots): New refuses it with a *LayoutError
+// (ErrLayoutChanged) while records of the old one live.
 //
 // Every key of K carries the tag {i:<shard>} ([Store.Tag]): the lease
 // (Manager.Key("{i:<shard>}:K")), the heartbeat details

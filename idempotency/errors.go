@@ -57,6 +57,14 @@ var ErrFailed = errors.New("idempotency: failed terminally")
 // that was already finished.
 var ErrNotClaimed = errors.New("idempotency: claim holds no lease")
 
+// ErrLayoutChanged is matched by a *LayoutError: New was given a shard count
+// (WithShards) other than the one records still live under. Their keys carry
+// other hash tags, which a claim cannot read in the same script, so a key
+// recorded under the old count would run again. Another retention or window
+// count is not refused: claims also read the buckets of the layouts whose
+// records still live.
+var ErrLayoutChanged = errors.New("idempotency: shard count changed")
+
 // ErrCorrupt is returned when a stored record cannot be decoded.
 var ErrCorrupt = errors.New("idempotency: corrupt record")
 

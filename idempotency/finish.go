@@ -106,6 +106,7 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if err := s.beginFinish(c.Lease); err != nil {
 		return s.end(c, err)
 	}
+	s.announceOld(ctx)
 	hold := int64(0)
 	if policy == Keep {
 		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
@@ -203,6 +204,9 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 	}
 	var ended []*lease.Lease
 	defer func() { s.endLeases(ctx, ended) }()
+	if len(todo) > 0 {
+		s.announceOld(ctx)
+	}
 	wide := false
 	for try := 0; len(todo) > 0; try++ {
 		base, n := s.windowRange(0, wide)

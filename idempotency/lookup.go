@@ -71,10 +71,20 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 	leaseKey := s.m.Key(tag + ":" + k)
 	dkey, rkey := s.detailsKey(tag, k), s.resultKey(tag, k)
 
+	others, err := s.otherLayouts(ctx, false)
+	if err != nil {
+		return info, fmt.Errorf("idempotency: lookup: %w", err)
+	}
+	olds := s.otherWindows(others)
+
 	p := s.c.Pipeline()
-	recs := make([]*redis.StringCmd, n)
+	recs := make([]*redis.StringCmd, n, n+len(olds))
 	for i := range n {
 		recs[i] = p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field())
+	}
+	// Other layouts' buckets (layout.go), looked at after the current ones.
+	for _, o := range olds {
+		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
 	}
 	lh := p.HMGet(ctx, leaseKey, "tok", "fen")
 	lttl := p.PTTL(ctx, leaseKey)
@@ -109,7 +119,14 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 
 	var raw string
 	found := false
+	order := make([]int, 0, len(recs))
 	for i := n - 1; i >= 0; i-- {
+		order = append(order, i)
+	}
+	for i := n; i < len(recs); i++ {
+		order = append(order, i)
+	}
+	for _, i := range order {
 		if v, err := recs[i].Result(); err == nil {
 			raw, found = v, true
 			break

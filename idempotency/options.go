@@ -34,22 +34,25 @@ func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
 // WithRetention sets how long a COMPLETED or FAILED record is kept after it
 // was written: a duplicate arriving within the retention is replayed; after
 // it, the key runs again (with a higher fence). Records are kept at least this
-// long and at most Retention + Retention/windows. Changing it starts a new
-// layout: records written under another retention are not consulted.
+// long and at most Retention + Retention/windows. Changing it is safe:
+// records written under an earlier retention are still found by claims, and
+// replayed, until they expire under the retention they were written with.
 // Default 24h.
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *cfg) { c.retention = d }) }
 
 // WithWindows sets into how many time windows the retention is cut. Records
 // are grouped in buckets per window; a claim looks at windows+1 buckets, and a
-// record lives at most Retention/windows longer than the retention. Default 2.
+// record lives at most Retention/windows longer than the retention.
+// Changing it is safe, like changing the retention. Default 2.
 func WithWindows(n int) Opt { return optFunc(func(c *cfg) { c.windows = n }) }
 
 // WithShards sets the number of hash-tag shards records are spread over. Each
 // (shard, window) bucket is one Redis hash; it stays in the compact listpack
 // encoding while it holds at most hash-max-listpack-entries records, so the
 // shard count should be at least rate x window / hash-max-listpack-entries
-// (Capacity reports it). Changing it makes earlier records invisible, like
-// WithRetention. Default 65536 (four shards per Cluster slot).
+// (Capacity reports it). While records written under another shard count
+// live, New refuses the change with a *LayoutError (ErrLayoutChanged): a
+// claim could not reach them. Default 65536 (four shards per Cluster slot).
 func WithShards(n int) Opt { return optFunc(func(c *cfg) { c.shards = n }) }
 
 // WithMaxKeyLen bounds the length of an idempotency key in bytes. Default 512.

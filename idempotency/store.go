@@ -35,6 +35,11 @@ type Store struct {
 	remote  time.Time // Redis time at local
 	scripts []*redis.Script
 
+	layoutMu  sync.Mutex   // held while the other layouts are read (layout.go)
+	layoutAt  time.Time    // local time the layouts were last read; zero: never
+	announced time.Time    // local time the Store's layout was last announced; zero: never
+	layouts   []liveLayout // the other layouts whose records may still live
+
 	// inScript: the finishing scripts delete the lease key and the Store
 	// then forgets the Lease (lease.Manager.EndsInScript); otherwise it
 	// releases the Lease after the script.
@@ -93,6 +98,11 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	s.layoutMu.Lock()
+	defer s.layoutMu.Unlock()
+	if err := s.refreshLayouts(ctx, true, false); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -137,19 +147,9 @@ func (s *Store) checkPolicy(ctx context.Context) error {
 	} else {
 		var mu sync.Mutex
 		read := func(ctx context.Context, c *redis.Client) error {
-			res, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+			p, err := readPolicy(ctx, c) // policy.go: CONFIG GET, else INFO memory
 			if err != nil {
-				var re redis.Error
-				if errors.As(err, &re) {
-					return fmt.Errorf("%w on %s (%w): CONFIG may be disabled or renamed; "+
-						"state the policy with WithMaxmemoryPolicy", ErrPolicyUnknown, c.Options().Addr, err)
-				}
-				return fmt.Errorf("idempotency: CONFIG GET maxmemory-policy: %w", classify(err))
-			}
-			p, ok := res["maxmemory-policy"]
-			if !ok {
-				return fmt.Errorf("%w on %s: CONFIG GET returned nothing; state the policy with WithMaxmemoryPolicy",
-					ErrPolicyUnknown, c.Options().Addr)
+				return err
 			}
 			mu.Lock()
 			found = append(found, finding{c.Options().Addr, p})

@@ -11,20 +11,25 @@
 --   (8 bytes), attempt (2 bytes); completed/failed: + unix seconds (4 bytes) +
 --   inline result; released: + optional hold-until unix milliseconds (6 bytes).
 --
--- With W = ARGV[5] windows passed, entry i (from 0) uses the keys from
--- KEYS[i*(3+W)+1]:
---   +1        lease key: hash with tok (owner token) and fen (fence), PX = the entry's lease TTL
---   +2        heartbeat details key (string), read back on a retry or a takeover
---   +3        external result key (string), read when the record's result lives there
---   +4..+3+W  record buckets (hashes) of consecutive windows, the first being ARGV[1]
--- and the arguments ARGV[6+i*4] to ARGV[9+i*4]: record field (16-byte hash of
--- the key), payload fingerprint (8 bytes), owner token for a new lease, lease
--- TTL in milliseconds (each entry has its own: job types differ).
+-- With W = ARGV[5] windows and O = ARGV[6] other buckets passed, entry i
+-- (from 0) uses the keys from KEYS[i*(3+W+O)+1]:
+--   +1            lease key: hash with tok (owner token) and fen (fence), PX = the entry's lease TTL
+--   +2            heartbeat details key (string), read back on a retry or a takeover
+--   +3            external result key (string), read when the record's result lives there
+--   +4..+3+W      record buckets (hashes) of consecutive windows, the first being ARGV[1]
+--   +4+W..+3+W+O  buckets of other layouts (another retention or window count) whose
+--                 records may still live: read when the key has no record in the
+--                 windows above; a record found there is replayed, or moved into
+--                 the current window when the key runs again
+-- and the arguments ARGV[7+i*4] to ARGV[10+i*4]: record field (16-byte hash
+-- of the key), payload fingerprint (8 bytes), owner token for a new lease,
+-- lease TTL in milliseconds (each entry has its own: job types differ).
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
 -- ARGV[4]   retention in milliseconds
 -- ARGV[5]   number of windows passed per entry
+-- ARGV[6]   number of other layouts' buckets passed per entry
 -- Returns   one reply per entry, in order:
 --           {1, fence, attempt, 0, details, window}              acquired
 --           {2, fence, attempt, previous fence, details, window} takeover
@@ -44,6 +49,7 @@ local wlen = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local nw = tonumber(ARGV[5])
+local no = tonumber(ARGV[6])
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
 local skew = cw - keep < base or cw > base + nw - 1
@@ -53,13 +59,23 @@ local function claim(k, a)
     return {6, cw}
   end
   local field, fp = ARGV[a], ARGV[a + 1]
-  local rec, rw
+  local rec, rkey
   for w = cw, cw - keep, -1 do
     local v = redis.call('HGET', KEYS[k + 3 + w - base], field)
     if v then
       rec = v
-      rw = w
+      rkey = KEYS[k + 3 + w - base]
       break
+    end
+  end
+  if not rec then
+    for j = k + 3 + nw, k + 2 + nw + no do
+      local v = redis.call('HGET', KEYS[j], field)
+      if v then
+        rec = v
+        rkey = KEYS[j]
+        break
+      end
     end
   end
   local prev, att, state = 0, 0, 0
@@ -112,8 +128,8 @@ local function claim(k, a)
   local b = KEYS[k + 3 + cw - base]
   redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
   redis.call('PEXPIREAT', b, expat)
-  if rw and rw ~= cw then
-    redis.call('HDEL', KEYS[k + 3 + rw - base], field)
+  if rkey and rkey ~= b then
+    redis.call('HDEL', rkey, field)
   end
   local details = false
   local code = 1
@@ -127,8 +143,8 @@ local function claim(k, a)
 end
 
 local out = {}
-local per = 3 + nw
-for i = 0, (#ARGV - 5) / 4 - 1 do
-  out[i + 1] = claim(i * per + 1, 6 + i * 4)
+local per = 3 + nw + no
+for i = 0, (#ARGV - 6) / 4 - 1 do
+  out[i + 1] = claim(i * per + 1, 7 + i * 4)
 end
 return out

@@ -1,0 +1,91 @@
+package idempotency
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Records written under one retention (or window count) answer claims of a
+// Store started later with another, for as long as they live: a completed or
+// failed key is replayed, never run again; a released key runs again with its
+// attempt count; a processing key whose lease is gone is taken over with a
+// higher fence. The 24h -> 10h case is the one reported (issue 13); 10h+2ms
+// cuts windows whose starts never coincide with 12-hour ones, so that case
+// cannot pass by the luck of the current time.
+func TestRetentionChangeKeepsRecords(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][2][]Opt{
+		"24h to 10h":     {{WithRetention(24 * time.Hour)}, {WithRetention(10 * time.Hour)}},
+		"24h to 10h+2ms": {{WithRetention(24 * time.Hour)}, {WithRetention(10*time.Hour + 2*time.Millisecond)}},
+		"24h to 48h":     {{WithRetention(24 * time.Hour)}, {WithRetention(48 * time.Hour)}},
+		"10h to 72h":     {{WithRetention(10 * time.Hour)}, {WithRetention(72 * time.Hour)}},
+		"2 to 3 windows": {{WithRetention(7 * time.Hour)}, {WithRetention(7 * time.Hour), WithWindows(3)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			old := setup(t, opts[0])
+			done := old.claim(t, "done", fp("a"), Acquired)
+			must(t, old.s.Complete(ctx, done, []byte("result")))
+			failed := old.claim(t, "failed", fp("a"), Acquired)
+			must(t, old.s.Fail(ctx, failed, Terminal, errors.New("boom")))
+			released := old.claim(t, "released", fp("a"), Acquired)
+			must(t, old.s.Fail(ctx, released, Retryable, errors.New("again")))
+			crashed := old.claim(t, "crashed", fp("a"), Acquired)
+			crashed.Lease.Forget() // the owner is gone: stop renewing, then the key expires
+			must(t, old.c.Del(ctx, old.m.Key(old.s.LeaseName("crashed"))).Err())
+
+			cur := setupOn(t, old.c, old.prefix, opts[1])
+			if c := cur.claim(t, "done", fp("a"), Duplicate); string(c.Record.Result) != "result" || c.Fence != done.Fence {
+				t.Errorf("done replayed %q fence %d, want %q fence %d", c.Record.Result, c.Fence, "result", done.Fence)
+			}
+			if c := cur.claim(t, "failed", fp("a"), Duplicate); c.Record.State != Failed {
+				t.Errorf("failed replayed as %s", c.Record.State)
+			}
+			if c, _ := cur.s.Claim(ctx, "done", fp("b")); c.Outcome != Mismatch {
+				t.Errorf("done with another payload: %s, want mismatch", c.Outcome)
+			}
+			if c := cur.claim(t, "released", fp("a"), Acquired); c.Attempt != 2 || c.Fence <= released.Fence {
+				t.Errorf("released runs again as attempt %d fence %d, want attempt 2 above fence %d", c.Attempt, c.Fence, released.Fence)
+			}
+			c := cur.claim(t, "crashed", fp("a"), Takeover)
+			if c.PrevFence != crashed.Fence || c.Fence <= crashed.Fence {
+				t.Errorf("takeover fence %d prev %d, want prev %d", c.Fence, c.PrevFence, crashed.Fence)
+			}
+			info, err := cur.s.Lookup(ctx, "done")
+			if err != nil || info.State != Completed {
+				t.Errorf("Lookup(done) = %s, %v; want COMPLETED", info.State, err)
+			}
+			// Back to the first setting: the records moved or written since
+			// are found too.
+			back := setupOn(t, old.c, old.prefix, opts[0])
+			back.claim(t, "done", fp("a"), Duplicate)
+			back.claim(t, "crashed", fp("a"), Held)
+		})
+	}
+}
+
+// A Store started with another shard count while records of the earlier one
+// live is refused with ErrLayoutChanged: those records sit under other hash
+// tags, which a claim cannot reach in the same Cluster slot.
+func TestShardsChangeRefused(t *testing.T) {
+	t.Parallel()
+	old := setup(t, []Opt{WithShards(64)})
+	c := old.claim(t, "k", fp("a"), Acquired)
+	must(t, old.s.Complete(t.Context(), c, nil))
+	_, err := New(t.Context(), old.c, old.m, WithPrefix(old.prefix), WithShards(128))
+	if !errors.Is(err, ErrLayoutChanged) || !strings.Contains(err.Error(), "WithShards(64)") {
+		t.Fatalf("New with 128 shards over records of 64: %v; want ErrLayoutChanged naming WithShards(64)", err)
+	}
+	// The same shard count with another retention is accepted.
+	setupOn(t, old.c, old.prefix, []Opt{WithShards(64), WithRetention(time.Hour)})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
