@@ -213,7 +213,10 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.stub.Start(); err != nil {
 		return err
 	}
-	if err := waitTCP(rctx, r.stub, stubAddr); err != nil {
+	// A context of its own: Apache Kafka's start may have taken rctx's time.
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	defer scancel()
+	if err := waitTCP(sctx, r.stub, stubAddr); err != nil {
 		return err
 	}
 	return r.openSchema(ctx)
@@ -544,7 +547,7 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, time.Durat
 	deadline := begin.Add(r.cfg.Drain)
 	var last paystub.Ledger
 	var drained time.Duration
-	stableSince := time.Now()
+	stableSince, lastLog := time.Now(), time.Time{}
 	for {
 		var done int
 		err := r.db.QueryRow(ctx, `SELECT count(*) FROM demo_transfers`).Scan(&done)
@@ -553,6 +556,13 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, time.Durat
 		}
 		if done >= len(jobs) && drained == 0 {
 			drained = time.Since(begin)
+			r.log.Info("drain: every transfer in PostgreSQL", slog.Duration("after", drained))
+		}
+		if time.Since(lastLog) >= 2*time.Second && drained == 0 {
+			// Whether a slow drain works off a backlog or stalls.
+			r.log.Info("drain progress", slog.Int("transfers", done), slog.Int("jobs", len(jobs)),
+				slog.Duration("after", time.Since(begin)))
+			lastLog = time.Now()
 		}
 		l, err := pay.Ledger(ctx)
 		if err != nil {
