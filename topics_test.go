@@ -14,7 +14,9 @@ import (
 // partition at its first poison record).
 func TestStartRefusesMissingTopics(t *testing.T) {
 	h := setup(t, 1)
-	noop := func(w *Worker) { must(t, w.Register("t", func(context.Context, *Job) ([]byte, error) { return nil, nil })) }
+	noop := func(w *Worker) {
+		must(t, w.Register("t", func(context.Context, *Job) ([]byte, error) { return nil, nil }))
+	}
 	try := func(opts ...Opt) error {
 		w, err := New(h.rdb, h.opts(opts...)...)
 		if err != nil {

@@ -253,7 +253,7 @@ func (b *Broker) props() map[string]string {
 }
 
 func (b *Broker) writeConfig() error {
-	if err := os.MkdirAll(b.cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(b.cfg.Dir, 0o750); err != nil {
 		return fmt.Errorf("kafkabroker: %w", err)
 	}
 	p := b.props()
@@ -267,10 +267,10 @@ func (b *Broker) writeConfig() error {
 	for _, k := range keys {
 		fmt.Fprintf(&buf, "%s=%s\n", k, p[k])
 	}
-	if err := os.WriteFile(filepath.Join(b.cfg.Dir, "server.properties"), buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.cfg.Dir, "server.properties"), buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("kafkabroker: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(b.cfg.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.cfg.Dir, "log4j2.properties"), []byte(log4jConfig), 0o600); err != nil {
 		return fmt.Errorf("kafkabroker: %w", err)
 	}
 	return nil
@@ -290,7 +290,7 @@ func (b *Broker) format(ctx context.Context) error {
 }
 
 func (b *Broker) tool(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, b.java, append(b.jvmArgs("256m"), append([]string{"kafka.tools.StorageTool"}, args...)...)...)
+	cmd := exec.CommandContext(ctx, b.java, append(b.jvmArgs("256m"), append([]string{"kafka.tools.StorageTool"}, args...)...)...) //nolint:gosec // java from JAVA_HOME or PATH, our own arguments
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -310,7 +310,7 @@ func (b *Broker) jvmArgs(heap string) []string {
 }
 
 func (b *Broker) start(ctx context.Context) error {
-	logf, err := os.OpenFile(b.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(b.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("kafkabroker: %w", err)
 	}
@@ -375,7 +375,7 @@ func (b *Broker) waitReady(ctx context.Context, exited <-chan struct{}) error {
 func javaPath() (string, error) {
 	if home := os.Getenv("JAVA_HOME"); home != "" {
 		p := filepath.Join(home, "bin", "java")
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil { //nolint:gosec // JAVA_HOME is the operator's to set
 			return p, nil
 		}
 	}
