@@ -147,19 +147,9 @@ func (s *Store) checkPolicy(ctx context.Context) error {
 	} else {
 		var mu sync.Mutex
 		read := func(ctx context.Context, c *redis.Client) error {
-			res, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+			p, err := readPolicy(ctx, c) // policy.go: CONFIG GET, else INFO memory
 			if err != nil {
-				var re redis.Error
-				if errors.As(err, &re) {
-					return fmt.Errorf("%w on %s (%w): CONFIG may be disabled or renamed; "+
-						"state the policy with WithMaxmemoryPolicy", ErrPolicyUnknown, c.Options().Addr, err)
-				}
-				return fmt.Errorf("idempotency: CONFIG GET maxmemory-policy: %w", classify(err))
-			}
-			p, ok := res["maxmemory-policy"]
-			if !ok {
-				return fmt.Errorf("%w on %s: CONFIG GET returned nothing; state the policy with WithMaxmemoryPolicy",
-					ErrPolicyUnknown, c.Options().Addr)
+				return err
 			}
 			mu.Lock()
 			found = append(found, finding{c.Options().Addr, p})

@@ -79,23 +79,40 @@ func TestEvictionPolicyRefused(t *testing.T) {
 	}
 }
 
+// TestConfigDisabled: where CONFIG is disabled or renamed (managed
+// services), the policy is read from INFO memory: an evicting one is still
+// refused, noeviction starts, and the listpack limits fall back to Redis's
+// defaults.
 func TestConfigDisabled(t *testing.T) {
 	t.Parallel()
-	srv := testkit.StartRedis(t, testkit.WithRedisConfig(`rename-command CONFIG ""`))
-	c := srv.Client(t)
-	m, err := lease.NewManager(c, lease.WithPrefix("p:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(t.Context(), c, m); !errors.Is(err, ErrPolicyUnknown) || !strings.Contains(err.Error(), "WithMaxmemoryPolicy") {
-		t.Fatalf("New without CONFIG = %v, want ErrPolicyUnknown naming WithMaxmemoryPolicy", err)
-	}
-	s, err := New(t.Context(), c, m, WithMaxmemoryPolicy("noeviction"))
-	if err != nil {
-		t.Fatalf("New with a stated policy: %v", err)
-	}
-	if s.inline != 64 {
-		t.Fatalf("inline limit without CONFIG = %d, want the Redis default 64", s.inline)
+	for _, tc := range []struct {
+		policy string
+		want   error
+	}{{"noeviction", nil}, {"allkeys-lru", ErrEvictionPolicy}, {"volatile-ttl", ErrEvictionPolicy}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			t.Parallel()
+			srv := testkit.StartRedis(t, testkit.WithRedisConfig(`rename-command CONFIG ""`,
+				"maxmemory 64mb", "maxmemory-policy "+tc.policy))
+			c := srv.Client(t)
+			if err := c.ConfigGet(t.Context(), "maxmemory-policy").Err(); err == nil {
+				t.Fatal("CONFIG GET answered on a server with CONFIG renamed away")
+			}
+			m, err := lease.NewManager(c, lease.WithPrefix("p:"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(t.Context(), c, m)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("New without CONFIG on %s = %v, want %v", tc.policy, err, tc.want)
+			}
+			var pe *PolicyError
+			if tc.want != nil && (!errors.As(err, &pe) || pe.Policy != tc.policy) {
+				t.Fatalf("New on %s = %v, want a *PolicyError naming the policy read from INFO", tc.policy, err)
+			}
+			if tc.want == nil && s.inline != 64 {
+				t.Fatalf("inline limit without CONFIG = %d, want the Redis default 64", s.inline)
+			}
+		})
 	}
 }
 

@@ -213,15 +213,12 @@ func (b *redisBackend) Check(ctx context.Context) error {
 	if err := b.c.Ping(ctx).Err(); err != nil {
 		return classify(err)
 	}
-	pol, err := b.c.ConfigGet(ctx, "maxmemory-policy").Result()
+	p, err := b.policy(ctx)
 	switch {
 	case err != nil && transient(err):
 		return classify(err)
-	case err == nil:
-		// Some managed services hide CONFIG; when it answers, it decides.
-		if p := pol["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-") {
-			return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
-		}
+	case strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-"):
+		return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
 	}
 	for _, s := range []*redis.Script{lua.LeaseAcquire, lua.LeaseRenew, lua.LeaseRelease} {
 		if err := s.Load(ctx, b.c).Err(); err != nil {
@@ -229,6 +226,34 @@ func (b *redisBackend) Check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// policy reads maxmemory-policy with CONFIG GET or, where the server refuses
+// CONFIG (an ACL user without it; managed services disable or rename it),
+// from INFO memory. Where both are refused it answers "" and no error: the
+// idempotency store, which needs the policy, refuses to start instead
+// unless the policy is stated.
+func (b *redisBackend) policy(ctx context.Context) (string, error) {
+	pol, err := b.c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err == nil {
+		return pol["maxmemory-policy"], nil
+	}
+	if transient(err) {
+		return "", err
+	}
+	info, err := b.c.Info(ctx, "memory").Result()
+	if err != nil {
+		if transient(err) {
+			return "", err
+		}
+		return "", nil
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
+			return v, nil
+		}
+	}
+	return "", nil
 }
 
 // transient reports whether err is worth retrying: anything that is not a

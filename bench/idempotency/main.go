@@ -1,14 +1,14 @@
 // Command idempotency benchmarks the idempotency layer against a faithful
-// reference of the seed articles' design, side by side on one Redis, with a
+// reference of the common SET NX pattern, side by side on one Redis, with a
 // no-op job, and prints one figure a line (name=value unit):
 //
-//	seed_ref_msgs_per_s        seed design, one message at a time: SET NX PROCESSING with a TTL, then SET COMPLETED
+//	setnx_msgs_per_s           the SET NX pattern, one message at a time: SET NX PROCESSING with a TTL, then SET COMPLETED
 //	leasehold_msgs_per_s       claim + fenced complete, batched per poll batch (-batch, default 500)
-//	speedup_vs_seed            leasehold_msgs_per_s / seed_ref_msgs_per_s
+//	speedup_vs_setnx           leasehold_msgs_per_s / setnx_msgs_per_s
 //	leasehold_redis_cpu_us_per_msg        Redis main-thread CPU per leasehold message
 //	leasehold_redis_cpu_bound_msgs_per_s  the throughput that CPU allows on one fully available core
 //	bytes_per_record           used_memory delta per COMPLETED record (random UUID keys, empty result)
-//	seed_ref_bytes_per_record  the same for the seed's JSON strings under idempotency:v1:<key>
+//	setnx_bytes_per_record     the same for the pattern's JSON strings under idempotency:v1:<key>
 //
 // By default it starts a private redis-server (on PATH) so that other clients
 // neither disturb the memory figures nor see the keys; -addr uses a running
@@ -39,7 +39,7 @@ import (
 func main() {
 	addr := flag.String("addr", "", "Redis address to use (default: start a private redis-server)")
 	msgs := flag.Int("msgs", 200_000, "messages for the leasehold throughput run")
-	seedMsgs := flag.Int("seed-msgs", 20_000, "messages for the seed reference throughput run")
+	setnxMsgs := flag.Int("setnx-msgs", 20_000, "messages for the SET NX reference throughput run")
 	batch := flag.Int("batch", 500, "poll batch size (claims and completes per pipeline)")
 	conc := flag.Int("concurrency", 4, "poll batches in flight at once (partitions consumed in parallel)")
 	records := flag.Int("records", 1_000_000, "completed records for the memory figures (0 skips them)")
@@ -77,9 +77,9 @@ func main() {
 		log.Fatal(err)
 	}
 
-	seedRate, err := seedThroughput(ctx, c, prefix, *seedMsgs)
+	setnxRate, err := setnxThroughput(ctx, c, prefix, *setnxMsgs)
 	if err != nil {
-		log.Fatalf("seed reference: %v", err)
+		log.Fatalf("SET NX reference: %v", err)
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -104,9 +104,9 @@ func main() {
 		log.Fatalf("leasehold: %v", err)
 	}
 	fig := benchkit.NewFigures(os.Stdout)
-	fig.Float("seed_ref_msgs_per_s", seedRate, 0, "msgs/s")
+	fig.Float("setnx_msgs_per_s", setnxRate, 0, "msgs/s")
 	fig.Float("leasehold_msgs_per_s", lhRate, 0, "msgs/s")
-	fig.Float("speedup_vs_seed", lhRate/seedRate, 1, "x")
+	fig.Float("speedup_vs_setnx", lhRate/setnxRate, 1, "x")
 	perMsg := (cpuAfter - cpuBefore) * 1e6 / float64(*msgs)
 	fig.Float("leasehold_redis_cpu_us_per_msg", perMsg, 1, "us")
 	fig.Float("leasehold_redis_cpu_bound_msgs_per_s", 1e6/perMsg, 0, "msgs/s")
@@ -121,12 +121,12 @@ func main() {
 		if err := testkit.DeletePrefix(ctx, c, prefix); err != nil {
 			log.Fatal(err)
 		}
-		seedBytes, err := seedMemory(ctx, c, *records)
+		setnxBytes, err := setnxMemory(ctx, c, *records)
 		if err != nil {
-			log.Fatalf("seed memory: %v", err)
+			log.Fatalf("SET NX memory: %v", err)
 		}
 		fig.Float("bytes_per_record", lhBytes, 1, "bytes")
-		fig.Float("seed_ref_bytes_per_record", seedBytes, 1, "bytes")
+		fig.Float("setnx_bytes_per_record", setnxBytes, 1, "bytes")
 		fig.Int("records", int64(*records), "records")
 	}
 	if err := fig.Err(); err != nil {
@@ -134,14 +134,14 @@ func main() {
 	}
 }
 
-// seedCompleted is the seed's COMPLETED value for an empty result, as its
+// setnxCompleted is the SET NX pattern's COMPLETED value for an empty result, as its
 // Python json.dumps writes it.
-const seedCompleted = `{"status": "COMPLETED", "result": ""}`
+const setnxCompleted = `{"status": "COMPLETED", "result": ""}`
 
-// seedThroughput runs the seed articles' design one message at a time: SET
+// setnxThroughput runs the SET NX pattern one message at a time: SET
 // NX of a PROCESSING JSON value with a 300s TTL, the no-op job, then SET of
 // the COMPLETED JSON value with a 24h TTL.
-func seedThroughput(ctx context.Context, c *redis.Client, prefix string, n int) (float64, error) {
+func setnxThroughput(ctx context.Context, c *redis.Client, prefix string, n int) (float64, error) {
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = prefix + "idempotency:v1:" + uuid.NewString()
@@ -158,7 +158,7 @@ func seedThroughput(ctx context.Context, c *redis.Client, prefix string, n int) 
 		if !ok {
 			return 0, fmt.Errorf("key %s already set", k)
 		}
-		if err := c.Set(ctx, k, seedCompleted, 24*time.Hour).Err(); err != nil {
+		if err := c.Set(ctx, k, setnxCompleted, 24*time.Hour).Err(); err != nil {
 			return 0, err
 		}
 	}
@@ -211,10 +211,10 @@ func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store,
 	return float64(after-before) / float64(n), nil
 }
 
-// seedMemory writes n COMPLETED records of the seed design (a JSON string per
+// setnxMemory writes n COMPLETED records of the SET NX pattern (a JSON string per
 // key under idempotency:v1:<uuid>, 24h TTL), returns the used_memory delta per
 // record and deletes them.
-func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
+func setnxMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 	keys := make([]string, 0, n)
 	before, err := usedMemory(ctx, c)
 	if err != nil {
@@ -231,7 +231,7 @@ func seedMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 		for j := i; j < min(i+chunk, n); j++ {
 			k := "idempotency:v1:" + uuid.NewString()
 			keys = append(keys, k)
-			p.Set(ctx, k, seedCompleted, 24*time.Hour)
+			p.Set(ctx, k, setnxCompleted, 24*time.Hour)
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return 0, err

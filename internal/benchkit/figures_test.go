@@ -14,8 +14,8 @@ import (
 func TestFiguresFormat(t *testing.T) {
 	var b strings.Builder
 	f := benchkit.NewFigures(&b)
-	f.Float("seed_ref_msgs_per_s", 3571.5, 0, "msgs/s")
-	f.Float("speedup_vs_seed", 2.96, 1, "x")
+	f.Float("setnx_msgs_per_s", 3571.5, 0, "msgs/s")
+	f.Float("speedup_vs_setnx", 2.96, 1, "x")
 	f.Float("worker_vs_raw_ratio", 0.0104, 3, "")
 	f.Int("leases_held", 10000, "leases")
 	f.Int("leases_lost_during_bench", 0, "leases")
@@ -25,8 +25,8 @@ func TestFiguresFormat(t *testing.T) {
 	if err := f.Err(); err != nil {
 		t.Fatalf("Err: %v", err)
 	}
-	want := "seed_ref_msgs_per_s=3572 msgs/s\n" +
-		"speedup_vs_seed=3.0 x\n" +
+	want := "setnx_msgs_per_s=3572 msgs/s\n" +
+		"speedup_vs_setnx=3.0 x\n" +
 		"worker_vs_raw_ratio=0.010\n" +
 		"leases_held=10000 leases\n" +
 		"leases_lost_during_bench=0 leases\n" +

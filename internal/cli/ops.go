@@ -28,11 +28,13 @@ import (
 // opsFlags are the flags of the operator commands.
 type opsFlags struct {
 	redisURL, prefix string
+	policy           *string // policy.go
 }
 
 func (o *opsFlags) define(f *flags) {
 	f.StringVar(&o.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL (env REDIS_URL)")
 	f.StringVar(&o.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix (env LEASEHOLD_PREFIX)")
+	o.policy = policyFlag(f)
 }
 
 // opsStore connects to Redis and builds the lease manager and the
@@ -44,6 +46,10 @@ type opsStore struct {
 }
 
 func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
+	policy, err := policyOpts(*o.policy)
+	if err != nil {
+		return nil, err
+	}
 	rdb, err := openRedis(ctx, o.redisURL)
 	if err != nil {
 		return nil, err
@@ -57,11 +63,11 @@ func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(o.prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))
+	s, err := idempotency.New(ctx, rdb, m, append(policy, idempotency.WithPrefix(o.prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))...)
 	if err != nil {
 		_ = m.Shutdown(ctx)
 		_ = rdb.Close()
-		return nil, err
+		return nil, policyHint(err)
 	}
 	return &opsStore{rdb: rdb, m: m, s: s}, nil
 }

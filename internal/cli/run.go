@@ -39,6 +39,7 @@ type runConfig struct {
 	logLevel, logFormat                                     string
 	embedded                                                string
 	pgURL, payURL                                           string
+	maxmemoryPolicy                                         *string // policy.go
 }
 
 func cmdRun(ctx context.Context, e *Env, args []string) error {
@@ -63,6 +64,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.DurationVar(&c.heartbeatInterval, "heartbeat-interval", f.envDur("LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval), "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout (env LEASEHOLD_HEARTBEAT_INTERVAL)")
 	f.DurationVar(&c.fetchMaxWait, "fetch-max-wait", f.envDur("LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait), "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it (env LEASEHOLD_FETCH_MAX_WAIT)")
 	f.DurationVar(&c.sweepInterval, "sweep-interval", f.envDur("LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval), "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down (env LEASEHOLD_SWEEP_INTERVAL)")
+	c.maxmemoryPolicy = policyFlag(f)
 	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
 	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
 	if err := f.parse(args); err != nil {
@@ -98,6 +100,10 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
 	case c.sweepInterval < 100*time.Millisecond:
 		return usagef("sweep interval %v: want at least 100ms", c.sweepInterval)
+	}
+	policy, err := policyOpts(*c.maxmemoryPolicy)
+	if err != nil {
+		return err
 	}
 	topics := splitList(c.topics)
 	if len(topics) == 0 {
@@ -171,6 +177,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithShutdownTimeout(c.shutdown),
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
+		leasehold.WithIdempotencyOptions(policy...),
 	}
 	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval)))
 	w, err := leasehold.New(rdb, opts...)
@@ -187,7 +194,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		log.Info("demo.transfer enabled", slog.String("payment_stub", c.payURL))
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = w.Start(sctx)
+	err = policyHint(w.Start(sctx))
 	cancel()
 	if err != nil {
 		return err
