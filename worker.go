@@ -50,10 +50,16 @@ type Worker struct {
 	hooks hookList
 	log   *slog.Logger
 
+	// lifeMu serializes Start and Shutdown: a Shutdown called while Start
+	// runs waits for Start to end.
+	lifeMu sync.Mutex
+
 	mu       sync.Mutex
 	handlers map[string]*registration
-	started  bool
-	closed   bool
+	started  bool          // Start was called and has not failed
+	live     bool          // Start succeeded: the fields below are set and stay set
+	closed   bool          // Shutdown was called
+	startCh  chan struct{} // closed when live becomes true (Started)
 
 	cl    *kgo.Client
 	offs  *offsets
@@ -143,6 +149,7 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 		log:      c.logger,
 		handlers: make(map[string]*registration),
 		active:   make(map[*Job]*activeJob),
+		startCh:  make(chan struct{}),
 	}
 	w.closeStore = func(context.Context) error { return nil }
 	if rdb == nil {
@@ -210,7 +217,8 @@ func (w *Worker) checkLeaseTTL(ttl time.Duration) error {
 
 // Run starts the worker, blocks until ctx is done, then shuts down
 // gracefully (see [Worker] for the order) within [WithShutdownTimeout] plus
-// the time to commit and leave the group.
+// the time to commit and leave the group. [Worker.Started] tells another
+// goroutine when Run has started the worker; a failed start is Run's error.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
@@ -222,8 +230,11 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Start joins the consumer group and starts consuming; it does not block.
-// It fails if no job type is registered or Redis does not answer.
+// It fails if no job type is registered or Redis does not answer; a failed
+// Start may be called again.
 func (w *Worker) Start(ctx context.Context) error {
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -303,6 +314,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
 	w.loopDone = make(chan struct{})
 	go w.loop() //nolint:contextcheck // the dispatcher runs on the worker's own contexts (baseCtx, stopCtx)
+	// Publish the started worker: Ready, Stats and Client read the fields
+	// set above only once live is true (under mu).
+	w.mu.Lock()
+	w.live = true
+	close(w.startCh)
+	w.mu.Unlock()
 	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
 		slog.Int("concurrency", w.cfg.concurrency))
 	return nil
@@ -317,10 +334,14 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 
 func (w *Worker) shutdown(ctx context.Context) error {
 	w.mu.Lock()
-	started := w.started
-	w.closed = true
+	w.closed = true // a Start that has not begun yet returns ErrClosed
 	w.mu.Unlock()
-	if !started {
+	w.lifeMu.Lock() // wait for a Start under way
+	defer w.lifeMu.Unlock()
+	w.mu.Lock()
+	live := w.live
+	w.mu.Unlock()
+	if !live {
 		return w.closeStore(ctx)
 	}
 
@@ -376,30 +397,32 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Started returns a channel that is closed once the worker has started:
+// [Worker.Start] (or [Worker.Run]) has joined the consumer group and begun
+// consuming, and [Worker.Ready], [Worker.Client] and [Worker.Stats] see the
+// running worker. It is not closed while Start is under way, nor after a
+// failed Start (a later successful Start closes it). Safe to call at any
+// time, from any goroutine.
+func (w *Worker) Started() <-chan struct{} { return w.startCh }
+
 // Ready reports whether the worker can make progress: started, not shutting
 // down, Redis answering and fetching not paused, and a Kafka broker answering.
+// It is safe to call at any time, from any goroutine, also while Start or
+// Run is starting the worker (it then reports that the worker has not
+// started).
 func (w *Worker) Ready(ctx context.Context) error {
 	w.mu.Lock()
-	started, closed := w.started, w.closed
+	live, closed := w.live, w.closed
 	w.mu.Unlock()
 	switch {
 	case closed:
 		return ErrClosed
-	case !started:
+	case !live:
 		return errors.New("leasehold: worker not started")
 	case w.paused.Load():
 		return fmt.Errorf("%w: fetching paused", ErrUnavailable)
 	}
-	if w.store == nil {
-		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
-		if err != nil {
-			w.mu.Lock()
-			w.started = false
-			w.mu.Unlock()
-			return err
-		}
-		w.store, w.closeStore, w.comp = s, closeFn, s.comp
-	}
+	// live: store and cl are set and no longer written.
 	if err := w.store.Ping(ctx); err != nil {
 		return err
 	}
@@ -409,9 +432,18 @@ func (w *Worker) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Client returns the worker's franz-go client (nil before Start), for
-// producing from handlers or reading metrics.
-func (w *Worker) Client() *kgo.Client { return w.cl }
+// Client returns the worker's franz-go client, for producing from handlers
+// or reading metrics: nil until the worker has started ([Worker.Started]),
+// then the same client, also after Shutdown has closed it. Safe to call at
+// any time, from any goroutine.
+func (w *Worker) Client() *kgo.Client {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.live {
+		return nil
+	}
+	return w.cl
+}
 
 func (w *Worker) cancelActive(cause error) int {
 	w.activeMu.Lock()
@@ -470,8 +502,12 @@ type counters struct {
 	deadLettered, replayed, leasesLost, pauses atomic.Int64
 }
 
-// Stats returns the worker's counters.
+// Stats returns the worker's counters. Safe to call at any time, from any
+// goroutine; before the worker has started, Parked and InFlight are zero.
 func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	live := w.live
+	w.mu.Unlock()
 	s := Stats{Claimed: make(map[Outcome]int64)}
 	for o := OutcomeAcquired; o <= OutcomeUndecodable; o++ {
 		s.Claimed[o] = w.stats.claimed[o].Load()
@@ -484,10 +520,8 @@ func (w *Worker) Stats() Stats {
 	s.Replayed = w.stats.replayed.Load()
 	s.LeasesLost = w.stats.leasesLost.Load()
 	s.Pauses = w.stats.pauses.Load()
-	if w.sched != nil {
+	if live { // sched and offs are set and no longer written
 		s.Parked = w.sched.len()
-	}
-	if w.offs != nil {
 		s.InFlight = w.offs.inFlight()
 	}
 	return s
