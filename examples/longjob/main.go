@@ -73,7 +73,14 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		return fmt.Errorf("redis at %s does not answer (start one, or set REDIS_URL): %w", opts.Addr, err)
 	}
 
+	// The worker's keys go under a prefix of this run's own, deleted at the
+	// end (and kept at most a minute after they were last written).
 	prefix := "longjob:" + strings.ToLower(rand.Text()[:8]) + ":"
+	defer func() {
+		if err := deleteKeys(context.WithoutCancel(ctx), rdb, prefix); err != nil {
+			say.Printf("cleanup: %v", err)
+		}
+	}()
 	checkpoints := make(chan int, chunks*2) // checkpoints stored by the first attempt
 	completed := make(chan []byte, 1)
 	w, err := leasehold.New(rdb,
@@ -214,4 +221,18 @@ func leaseKeyOf(ctx context.Context, rdb redis.UniversalClient, prefix, key stri
 		return "", err
 	}
 	return m.Key(s.LeaseName(key)), nil
+}
+
+// deleteKeys removes the example's keys (every key under prefix) once the
+// worker has stopped, so that the run leaves nothing behind.
+func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return rdb.Unlink(ctx, keys...).Err()
 }

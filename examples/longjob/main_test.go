@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -23,9 +24,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	before := redisKeys(t, "longjob:*")
 	var out bytes.Buffer
-	if err := run(ctx, &out, cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379")); err != nil {
+	if err := run(ctx, &out, redisURL()); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, &out)
+	}
+	for k := range redisKeys(t, "longjob:*") {
+		if !before[k] {
+			t.Errorf("the example left the key %s behind", k)
+		}
 	}
 	got := out.String()
 	defer func() {
@@ -84,3 +91,25 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// redisKeys returns the keys that match pattern on the example's Redis.
+func redisKeys(t *testing.T, pattern string) map[string]bool {
+	t.Helper()
+	opts, err := redis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer func() { _ = rdb.Close() }()
+	keys := map[string]bool{}
+	iter := rdb.Scan(context.Background(), 0, pattern, 100).Iterator()
+	for iter.Next(context.Background()) {
+		keys[iter.Val()] = true
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("list the keys %s: %v", pattern, err)
+	}
+	return keys
+}
+
+func redisURL() string { return cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379") }

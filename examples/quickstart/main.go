@@ -72,6 +72,15 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		return fmt.Errorf("redis at %s does not answer (start one, or set REDIS_URL): %w", opts.Addr, err)
 	}
 
+	// The worker's keys go under a prefix of this run's own, deleted at the
+	// end (and kept at most a minute after they were last written).
+	prefix := "quickstart:" + strings.ToLower(rand.Text()[:8]) + ":"
+	defer func() {
+		if err := deleteKeys(context.WithoutCancel(ctx), rdb, prefix); err != nil {
+			say.Printf("cleanup: %v", err)
+		}
+	}()
+
 	// finished receives a key each time a record is done with: its handler
 	// ran, or its cached result was replayed.
 	finished := make(chan string, 16)
@@ -79,9 +88,7 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		leasehold.WithKafka(kgo.SeedBrokers(kafka.ListenAddrs()...)),
 		leasehold.WithTopics(topic),
 		leasehold.WithGroup("quickstart"),
-		// Keys of this run only, kept one minute: run it again and it
-		// starts afresh.
-		leasehold.WithKeyPrefix("quickstart:"+strings.ToLower(rand.Text()[:8])+":"),
+		leasehold.WithKeyPrefix(prefix),
 		leasehold.WithRetention(time.Minute),
 		leasehold.WithHooks(leasehold.Hooks{
 			OnDone: func(_ context.Context, job *leasehold.Job, _ []byte, _ error) { finished <- job.Key },
@@ -161,4 +168,18 @@ func waitFor(ctx context.Context, finished <-chan string, n int) error {
 		}
 	}
 	return nil
+}
+
+// deleteKeys removes the example's keys (every key under prefix) once the
+// worker has stopped, so that the run leaves nothing behind.
+func deleteKeys(ctx context.Context, rdb *redis.Client, prefix string) error {
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return rdb.Unlink(ctx, keys...).Err()
 }

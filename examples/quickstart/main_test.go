@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -20,9 +21,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	before := redisKeys(t, "quickstart:*")
 	var out bytes.Buffer
-	if err := run(ctx, &out, cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379")); err != nil {
+	if err := run(ctx, &out, redisURL()); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, &out)
+	}
+	for k := range redisKeys(t, "quickstart:*") {
+		if !before[k] {
+			t.Errorf("the example left the key %s behind", k)
+		}
 	}
 	got := out.String()
 	for _, key := range []string{"signup-1", "signup-2", "signup-3"} {
@@ -52,3 +59,25 @@ func TestRunWithoutRedis(t *testing.T) {
 		t.Fatalf("run without Redis: %v, want the error that says how to fix it", err)
 	}
 }
+
+// redisKeys returns the keys that match pattern on the example's Redis.
+func redisKeys(t *testing.T, pattern string) map[string]bool {
+	t.Helper()
+	opts, err := redis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer func() { _ = rdb.Close() }()
+	keys := map[string]bool{}
+	iter := rdb.Scan(context.Background(), 0, pattern, 100).Iterator()
+	for iter.Next(context.Background()) {
+		keys[iter.Val()] = true
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("list the keys %s: %v", pattern, err)
+	}
+	return keys
+}
+
+func redisURL() string { return cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379") }
