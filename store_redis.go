@@ -133,7 +133,8 @@ func mapStoreErr(err error) error {
 			return &resultTooLargeError{err: tl}
 		}
 		return err
-	case errors.Is(err, idempotency.ErrNotClaimed), errors.Is(err, idempotency.ErrMismatch):
+	case errors.Is(err, idempotency.ErrNotClaimed), errors.Is(err, idempotency.ErrMismatch),
+		errors.Is(err, idempotency.ErrAlreadyCommitted):
 		return err // the store answered: not an outage
 	}
 	var re redis.Error

@@ -98,6 +98,7 @@ type Claim struct {
 	mu       sync.Mutex
 	details  bool // details may exist in Redis for this key
 	finished bool
+	sent     bool // a finishing script was sent and its answer lost: it may have landed
 }
 
 // Claim claims key k for a payload with fingerprint fp: see Outcome for the
@@ -368,9 +369,15 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
-			// closed, or the reply came after the TTL): give the key back.
-			c.Outcome, c.Err = 0, fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
-			s.abandon(ctx, c, token)
+			// closed, or the reply came after the local deadline): give the
+			// key back.
+			back := "given back"
+			if aerr := s.abandon(ctx, c, token); aerr != nil {
+				back = "left to expire in its lease TTL (giving it back failed: " + aerr.Error() + ")"
+			}
+			c.Outcome, c.Lease = 0, nil
+			c.Err = fmt.Errorf("%w: claim %s was granted (fence %d) but could not be held (%w), and was %s; "+
+				"do not run the job, claim the key again", ErrGivenUp, quoteKey(c.Key), c.Fence, err, back)
 			return false
 		}
 		c.Lease = l
@@ -425,10 +432,14 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 // abandon releases the lease of a claim that could not be adopted, and puts
 // its record back to RELEASED, best effort: without it the key stays held
 // until its lease TTL and the next claim is a takeover.
-func (s *Store) abandon(ctx context.Context, c *Claim, token string) {
+func (s *Store) abandon(ctx context.Context, c *Claim, token string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
 	keys := []string{s.m.Key(c.tag + ":" + c.Key), s.bucketKey(c.tag, c.window)}
-	_ = lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
-		c.h.field(), c.fp[:], c.Attempt, 0, "1").Err()
+	code, err := lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
+		c.h.field(), c.fp[:], c.Attempt, 0, "1").Int64()
+	if err == nil && code != lua.IdemOK {
+		err = fmt.Errorf("release answered %d", code)
+	}
+	return err
 }

@@ -91,7 +91,15 @@
 // # Failures
 //
 // Redis unreachable (or refusing writes) is ErrUnavailable, never an outcome:
-// do not run the job and do not acknowledge the message. Keys, results and
+// do not run the job and do not acknowledge the message. A finish (Complete,
+// Fail) answers what happened to its write: nil (stored, now or by an earlier
+// send whose answer was lost), ErrAlreadyCommitted (another outcome of the
+// same fence is stored), ErrRefused (Redis refused: not the lease holder),
+// ErrGivenUp (the lease ended locally; nothing sent), ErrOutcomeUnknown (the
+// answer was lost: send it again). ErrRefused and ErrGivenUp match
+// ErrLeaseLost, ErrOutcomeUnknown matches ErrUnavailable. A claim answered
+// after its lease's local deadline is ErrGivenUp: the key was given back. A
+// shard count other than the live records' is ErrLayoutChanged. Keys, results and
 // details are bounded ([WithMaxKeyLen], [WithMaxResult], [WithMaxDetails]);
 // an oversized value is refused with nothing written, never truncated.
 package idempotency

@@ -10,9 +10,43 @@ import (
 
 // ErrLeaseLost is returned by Complete, Fail and SaveDetails when the caller no
 // longer holds the key's lease with its token and fence (it expired, or another
-// owner took the key over). Nothing was written: the record of the current
-// owner stands. errors.Is(err, lease.ErrLost) also holds.
+// owner took the key over) and no outcome of the caller's fence is stored:
+// nothing of this attempt was written, nor will be. Complete and Fail with
+// Terminal say how it was found: ErrRefused (Redis refused the write) or
+// ErrGivenUp (the lease had ended locally; nothing was sent). errors.Is(err,
+// lease.ErrLost) also holds.
 var ErrLeaseLost = fmt.Errorf("idempotency: lease lost: %w", lease.ErrLost)
+
+// ErrRefused is returned by Complete and Fail (Terminal) when Redis refused
+// the write: the key's lease is not the caller's (another token or fence, or
+// none) and the record holds no outcome of the caller's fence. Nothing was
+// written. It matches ErrLeaseLost.
+var ErrRefused = fmt.Errorf("idempotency: write refused by redis: %w", ErrLeaseLost)
+
+// ErrGivenUp is returned when the Store gave a lease up on its own, from the
+// local clock. By Complete and Fail (Terminal): the lease had ended locally
+// (its local deadline passed, or its Manager closed) before the write, so
+// nothing was sent; Redis was asked and holds no outcome of the caller's
+// fence (it matches ErrLeaseLost then). By Claim: Redis granted the key but
+// the answer came after the lease's local deadline, so the Store gave the key
+// back in the same call (or, when that failed, left it to expire in its
+// TTL); the job must not run: claim again.
+var ErrGivenUp = errors.New("idempotency: lease given up locally")
+
+// ErrAlreadyCommitted is matched by a *CommittedError: Complete or Fail
+// (Terminal) found the caller's fence's outcome already stored (an earlier
+// send whose answer was lost), but not the one asked for now (another result,
+// or another state). Nothing was written; the stored outcome stands. When the
+// stored outcome is the one asked for, the answer is nil.
+var ErrAlreadyCommitted = errors.New("idempotency: another outcome is already committed under this fence")
+
+// ErrOutcomeUnknown is returned by Complete and Fail (Terminal) when the write
+// was sent but its answer did not come (a cut connection, a timeout, Redis
+// going down), or when the lease ended locally after such a send and Redis
+// cannot be asked: the outcome may or may not be stored. Send the same call
+// again once Redis answers: it answers nil if the earlier send landed. It
+// matches ErrUnavailable.
+var ErrOutcomeUnknown = fmt.Errorf("idempotency: outcome unknown, the answer was lost: %w", ErrUnavailable)
 
 // ErrUnavailable is returned when Redis cannot be reached or cannot take the
 // write (connection refused, timeout, OOM, LOADING, READONLY, CLUSTERDOWN).
@@ -147,6 +181,22 @@ func (e *FailedError) Error() string {
 
 // Unwrap returns ErrFailed.
 func (e *FailedError) Unwrap() error { return ErrFailed }
+
+// CommittedError reports an outcome already stored under the caller's fence
+// that differs from the one asked for. It matches ErrAlreadyCommitted.
+type CommittedError struct {
+	Key    string // the idempotency key
+	Record Record // the stored record: its State and Result are what stands
+}
+
+func (e *CommittedError) Error() string {
+	return fmt.Sprintf("idempotency: key %s already has a %s outcome of %d bytes under fence %d, not the one "+
+		"sent now; keep the stored outcome (Record) or claim the key again", quoteKey(e.Key), e.Record.State,
+		len(e.Record.Result), e.Record.Fence)
+}
+
+// Unwrap returns ErrAlreadyCommitted.
+func (e *CommittedError) Unwrap() error { return ErrAlreadyCommitted }
 
 // quoteKey quotes a key for an error message, shortened to 64 bytes.
 func quoteKey(k string) string {

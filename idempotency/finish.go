@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -53,10 +54,21 @@ type Completion struct {
 }
 
 // Complete records result as the outcome of c's key and releases its lease,
-// in one fenced script: when c no longer holds the lease (it expired, or was
-// taken over), nothing is written and the error wraps ErrLeaseLost. A result
-// over the limit (WithMaxResult) is refused with a *TooLargeError and nothing
-// is written: the caller still holds the lease and may Fail.
+// in one fenced script. Its answers:
+//   - nil: the record holds result under c's fence, written by this call or
+//     by an earlier send of it whose answer was lost;
+//   - a *CommittedError (ErrAlreadyCommitted): an earlier send stored another
+//     outcome under c's fence; it stands, nothing was written;
+//   - ErrRefused (matches ErrLeaseLost): Redis refused, c no longer holds the
+//     lease and no outcome of c's fence is stored; nothing was written;
+//   - ErrGivenUp (matches ErrLeaseLost): the lease had ended locally, nothing
+//     was sent, and Redis holds no outcome of c's fence;
+//   - ErrOutcomeUnknown (matches ErrUnavailable): the answer was lost; send
+//     the same Complete again once Redis answers;
+//   - ErrUnavailable otherwise: Redis answered an error, nothing was written.
+//
+// A result over the limit (WithMaxResult) is refused with a *TooLargeError
+// and nothing is written: the caller still holds the lease and may Fail.
 func (s *Store) Complete(ctx context.Context, c *Claim, result []byte) error {
 	return s.CompleteBatch(ctx, []Completion{{Claim: c, Result: result}})[0]
 }
@@ -80,7 +92,8 @@ func (s *Store) CompleteBatch(ctx context.Context, cs []Completion) []error {
 
 // Fail ends c's attempt with err under policy (see Policy), in one fenced
 // script. Terminal stores err's text (cut to the result limit, marked as cut)
-// as the key's cached outcome. ErrLeaseLost: nothing was written.
+// as the key's cached outcome, with Complete's answers. Retryable and Keep:
+// ErrLeaseLost means nothing was written.
 func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) error {
 	switch policy {
 	case Terminal:
@@ -168,7 +181,7 @@ func (s *Store) begin(c *Claim) error {
 func (s *Store) end(c *Claim, err error) error {
 	err = mapFenced(err)
 	switch {
-	case err == nil, errors.Is(err, ErrLeaseLost):
+	case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrAlreadyCommitted), errors.Is(err, ErrGivenUp):
 	default:
 		c.mu.Lock()
 		c.finished = false
@@ -181,6 +194,8 @@ func mapFenced(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrUnavailable), errors.Is(err, ErrAlreadyCommitted):
+		return err
 	case errors.Is(err, lease.ErrLost):
 		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	}
@@ -197,7 +212,11 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			continue
 		}
 		if err := s.beginFinish(op.c.Lease); err != nil {
-			out[op.i] = s.end(op.c, err)
+			if errors.Is(err, lease.ErrInvalid) { // another finish of c is under way
+				out[op.i] = s.end(op.c, err)
+				continue
+			}
+			out[op.i] = s.settle(ctx, op, err)
 			continue
 		}
 		todo = append(todo, op)
@@ -258,17 +277,24 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		for j, op := range todo {
 			code, err := codes[j], errs[j]
 			switch {
+			case err != nil && errors.Is(err, lease.ErrLost):
+				s.abortFinish(op.c.Lease, true)
+				out[op.i] = s.end(op.c, s.refused(op.c, err))
 			case err != nil:
-				s.abortFinish(op.c.Lease, errors.Is(err, lease.ErrLost))
-				out[op.i] = s.end(op.c, err)
+				s.abortFinish(op.c.Lease, false)
+				out[op.i] = s.end(op.c, s.unanswered(op.c, err))
 			case code == lua.StatusLost:
 				s.abortFinish(op.c.Lease, true)
-				out[op.i] = s.end(op.c, s.lost(op.c))
+				out[op.i] = s.end(op.c, s.refused(op.c, nil))
 			case code == lua.IdemWindowSkew:
 				again = append(again, op) // nothing written: still finishing
 			case code == lua.IdemOK:
 				out[op.i] = s.end(op.c, nil)
 				ended = append(ended, op.c.Lease)
+			case code == lua.IdemOtherOutcome:
+				// An earlier send wrote another outcome and ended the lease.
+				ended = append(ended, op.c.Lease)
+				out[op.i] = s.end(op.c, s.committed(ctx, op.c, nil))
 			default:
 				s.abortFinish(op.c.Lease, false)
 				out[op.i] = s.end(op.c, fmt.Errorf("%w: complete status %d", ErrCorrupt, code))
@@ -326,15 +352,72 @@ func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
 		int(op.state), external, details, op.result, s.deleteFlag()}
 }
 
-// lost returns the error of a complete script's lost answer for c (the
-// lease has been ended as lost by abortFinish when the Store ends leases in
-// the script; otherwise the renewer finds the loss at its next round).
-func (s *Store) lost(c *Claim) error {
-	err := c.Lease.Err()
+// refused returns the error of a complete script that Redis refused: the
+// lease is not c's and no outcome of c's fence is stored (ErrRefused).
+func (s *Store) refused(c *Claim, err error) error {
 	if err == nil {
-		err = lease.ErrLost
+		if err = c.Lease.Err(); err == nil {
+			err = lease.ErrLost
+		}
 	}
-	return fmt.Errorf("idempotency: complete %s: %w", quoteKey(c.Key), err)
+	return fmt.Errorf("%w: complete %s (fence %d): %w", ErrRefused, quoteKey(c.Key), c.Fence, err)
+}
+
+// unanswered returns the error of a complete script whose answer did not
+// come. A Redis error reply means the script did not run (ErrUnavailable or
+// the reply); anything else (a cut connection, a timeout) may have followed
+// the write: the outcome is unknown, and c remembers that a send may have
+// landed, so that a later settle from the record does not call it given up.
+func (s *Store) unanswered(c *Claim, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	c.mu.Lock()
+	c.sent = true
+	c.mu.Unlock()
+	return fmt.Errorf("%w: complete %s (fence %d): %w", ErrOutcomeUnknown, quoteKey(c.Key), c.Fence, err)
+}
+
+// committed returns the *CommittedError for c's key, with the stored
+// record when it can be read.
+func (s *Store) committed(ctx context.Context, c *Claim, info *Info) error {
+	if info == nil {
+		in, err := s.LookupResult(ctx, c.Key)
+		if err != nil || in.Fence != c.Fence {
+			return fmt.Errorf("%w: key %s (fence %d); the stored outcome could not be read back: %v",
+				ErrAlreadyCommitted, quoteKey(c.Key), c.Fence, err)
+		}
+		info = &in
+	}
+	return &CommittedError{Key: c.Key, Record: Record{State: info.State, Fence: info.Fence,
+		Fingerprint: info.Fingerprint, Attempt: info.Attempt, At: info.At, Result: info.Result}}
+}
+
+// settle answers a finish whose lease had already ended locally (cause):
+// nothing is sent; the record tells whether an earlier send of c's finish
+// landed. nil: it holds exactly op's outcome under c's fence; a
+// *CommittedError: another outcome of c's fence; ErrGivenUp (and
+// ErrLeaseLost): no outcome of c's fence; ErrOutcomeUnknown: the record
+// cannot be read and an earlier send's answer was lost.
+func (s *Store) settle(ctx context.Context, op finishOp, cause error) error {
+	c := op.c
+	info, err := s.LookupResult(ctx, c.Key)
+	c.mu.Lock()
+	sent := c.sent
+	c.mu.Unlock()
+	switch {
+	case err != nil && sent:
+		return s.end(c, fmt.Errorf("%w: complete %s (fence %d): the lease ended locally (%w) and the record "+
+			"cannot be read: %w", ErrOutcomeUnknown, quoteKey(c.Key), c.Fence, cause, err))
+	case err == nil && info.Fence == c.Fence && (info.State == Completed || info.State == Failed):
+		if info.State == op.state && bytes.Equal(info.Result, op.result) {
+			return nil
+		}
+		return s.committed(ctx, c, &info)
+	}
+	return fmt.Errorf("%w: complete %s (fence %d): the lease ended locally before the write (%w); nothing was "+
+		"sent and no outcome of this fence is stored: %w", ErrGivenUp, quoteKey(c.Key), c.Fence, cause, ErrLeaseLost)
 }
 
 // beginFinish returns l's cause if l has ended; when the finishing script

@@ -2,10 +2,12 @@
 -- one step, for the lease holder only. It checks the lease itself, like the
 -- fence prelude (same KEYS[1], ARGV[1], ARGV[2]), and answers -1 like it when
 -- the caller does not hold the lease, with one exception: when the record
--- already holds this fence's outcome in the requested state, an earlier send
--- of this same call wrote it (and deleted the lease) and its answer was lost;
--- the resend answers 1 and writes nothing. Fences are unique to one
--- acquisition of a key, so nobody else can have written that record.
+-- already holds this fence's outcome, an earlier send of a finish of this
+-- attempt wrote it (and deleted the lease) and its answer was lost: the
+-- resend answers 1 when the stored outcome is the one asked for (same state,
+-- same result) and -3 when it is another, writing nothing either way. Fences
+-- are unique to one acquisition of a key, so nobody else can have written
+-- that record.
 -- Used for COMPLETED (a result) and for FAILED (a terminal error, cached like a
 -- result). Record value layout: see idem_claim.lua.
 --
@@ -28,17 +30,26 @@
 -- ARGV[11]  "1": delete the heartbeat details
 -- ARGV[12]  result (or terminal error text)
 -- ARGV[13]  "1": delete the lease key
--- Returns   1 written (or already written by this fence), -1 lease lost
---           (nothing written), -2 the windows passed do not cover Redis time
+-- Returns   1 written (or this outcome already written by this fence), -1
+--           lease lost (nothing written), -2 the windows passed do not cover
+--           Redis time, -3 another outcome already written by this fence
+--           (nothing written)
 local owner = redis.call('HMGET', KEYS[1], 'tok', 'fen')
 if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
   local fence, want = tonumber(ARGV[2]), tonumber(ARGV[9])
   for k = 5, #KEYS do
     local v = redis.call('HGET', KEYS[k], ARGV[3])
-    if v and #v >= 8 then
+    if v and #v >= 22 then
       local st, f = struct.unpack('>BI7', v)
-      if st % 16 == want and f == fence then
-        return 1
+      if f == fence and st % 16 >= 3 then
+        local res = string.sub(v, 23)
+        if st >= 16 then
+          res = redis.call('GET', KEYS[3])
+        end
+        if st % 16 == want and res == ARGV[12] then
+          return 1
+        end
+        return -3
       end
     end
   end

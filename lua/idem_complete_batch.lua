@@ -2,9 +2,10 @@
 -- (a plain script), so that the per-call cost of a script is paid once per
 -- batch. Each entry carries its own fence check, the same as
 -- idem_complete.lua's: it writes only when its lease key is held with its
--- token and fence, and answers 1 without writing when the record already
--- holds the entry's fence's outcome in the entry's state (an earlier send
--- whose answer was lost wrote it). On a Cluster every key of one call must be in one slot (the caller
+-- token and fence, and, when the record already holds the entry's fence's
+-- outcome (an earlier send whose answer was lost wrote it), answers 1 if it
+-- is the one asked for (same state and result) and -3 if not, writing
+-- nothing. On a Cluster every key of one call must be in one slot (the caller
 -- groups them). Record value layout: see idem_claim.lua.
 --
 -- With W = ARGV[4] windows passed, entry i (from 0) uses the keys from
@@ -21,9 +22,10 @@
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   retention in milliseconds
 -- ARGV[4]   number of windows passed per entry
--- Returns   one code per entry: 1 written (or already written by this fence),
---           -1 lease lost (nothing written), -2 the windows passed do not
---           cover Redis time (nothing written)
+-- Returns   one code per entry: 1 written (or this outcome already written
+--           by this fence), -1 lease lost (nothing written), -2 the windows
+--           passed do not cover Redis time (nothing written), -3 another
+--           outcome already written by this fence (nothing written)
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -40,10 +42,17 @@ local function complete(k, a)
     local fence, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 5])
     for w = k + 4, k + 3 + nw do
       local v = redis.call('HGET', KEYS[w], ARGV[a + 2])
-      if v and #v >= 8 then
+      if v and #v >= 22 then
         local st, f = struct.unpack('>BI7', v)
-        if st % 16 == want and f == fence then
-          return 1
+        if f == fence and st % 16 >= 3 then
+          local res = string.sub(v, 23)
+          if st >= 16 then
+            res = redis.call('GET', KEYS[k + 2])
+          end
+          if st % 16 == want and res == ARGV[a + 8] then
+            return 1
+          end
+          return -3
         end
       end
     end

@@ -56,4 +56,8 @@ const (
 	// IdemWindowSkew: the windows passed by the caller do not cover Redis
 	// time (IdemComplete and IdemCompleteBatch); nothing was written.
 	IdemWindowSkew = -2
+	// IdemOtherOutcome: the record already holds an outcome of the caller's
+	// fence other than the one asked for (IdemComplete and
+	// IdemCompleteBatch): an earlier send wrote it; nothing was written.
+	IdemOtherOutcome = -3
 )
