@@ -125,7 +125,9 @@ func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(
 func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
 
 // WithRetention sets how long completed and failed records are kept to
-// answer duplicates. Default 24h.
+// answer duplicates. Default 24h. Changing it between restarts is safe:
+// records written under an earlier retention still answer duplicates for as
+// long as they live (see package idempotency's layouts).
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
 
 // WithHeartbeatThrottle sets the minimum interval between stored heartbeat
