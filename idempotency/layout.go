@@ -17,7 +17,8 @@ import (
 //
 //	<prefix>idem:layouts   field = "<window ms>/<retention ms>/<shards>", value = last announcement (Redis ms)
 //
-// and reads there which other layouts still have live records: a claim also
+// (the hash expires with the longest-lived layout in it), and reads there
+// which other layouts still have live records: a claim also
 // looks in their live buckets (in the same Cluster slot, since the shard
 // count is the same), so a key completed under any retention is replayed for
 // as long as its record lives. A layout is live until its last announcement
@@ -174,11 +175,20 @@ func (s *Store) refreshLayouts(ctx context.Context, strict, announce bool) error
 	if !announce {
 		return nil
 	}
+	// The hash lives as long as the longest-lived layout in it, so that a
+	// prefix no Store uses any more leaves nothing behind.
+	expires := own.until(now)
+	for _, l := range live {
+		if u := l.until(l.seen); u.After(expires) {
+			expires = u
+		}
+	}
 	p := s.c.Pipeline()
 	p.HSet(ctx, s.layoutsKey(), own.field(), strconv.FormatInt(now.UnixMilli(), 10))
 	if len(dead) > 0 {
 		p.HDel(ctx, s.layoutsKey(), dead...)
 	}
+	p.PExpireAt(ctx, s.layoutsKey(), expires)
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("idempotency: announce layout: %w", classify(err))
 	}

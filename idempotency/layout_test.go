@@ -89,3 +89,26 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The layouts hash expires with the longest-lived layout in it, so that a key
+// prefix no Store uses any more leaves nothing behind in Redis.
+func TestLayoutsExpire(t *testing.T) {
+	t.Parallel()
+	short := setup(t, []Opt{WithRetention(time.Hour)})
+	short.claim(t, "k", fp("a"), Acquired)
+	pttl := func() time.Duration {
+		d, err := short.c.PTTL(t.Context(), short.prefix+"idem:layouts").Result()
+		must(t, err)
+		return d
+	}
+	// A record lives at most one window plus the retention; the layout
+	// entry, announced at most once a second, a window more.
+	if d := pttl(); d <= time.Hour || d > 3*time.Hour {
+		t.Fatalf("layouts PTTL = %v after a 1h-retention claim, want within (1h, 3h]", d)
+	}
+	long := setupOn(t, short.c, short.prefix, []Opt{WithRetention(48 * time.Hour)})
+	long.claim(t, "k2", fp("a"), Acquired)
+	if d := pttl(); d <= 48*time.Hour {
+		t.Errorf("layouts PTTL = %v after a 48h-retention claim, want above 48h", d)
+	}
+}

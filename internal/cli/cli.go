@@ -31,7 +31,7 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"run":           {"consume jobs: Kafka consumer group + Redis leases (embedded Kafka when no brokers are given)", cmdRun},
+		"run":           {"consume jobs: Kafka consumer group + Redis leases (--brokers, or --embedded-kafka for development)", cmdRun},
 		"enqueue":       {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
@@ -182,6 +182,28 @@ func (f *flags) envDur(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// envBool reads a boolean default from env var name (1, t, true, 0, f,
+// false, ...); a bad value is reported by parse.
+func (f *flags) envBool(name string, def bool) bool {
+	v := f.e.Getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		f.bad = usagef("%s=%q: want true or false", name, v)
+		return def
+	}
+	return b
+}
+
+// isSet reports whether the flag name was given on the command line.
+func (f *flags) isSet(name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 // noArgs refuses positional arguments.

@@ -130,7 +130,7 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid idempotency key")
 	wantFailure(t, run(ctx, t, nil, "expire"), 2, "want exactly one argument")
 	wantFailure(t, run(ctx, t, nil, "compensations", "retry"), 2, "want no argument")
-	wantFailure(t, run(ctx, t, nil, "run", "--redis", "http://x"), 2, `scheme "http"`)
+	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--redis", "http://x"), 2, `scheme "http"`)
 	wantFailure(t, run(ctx, t, nil, "run", "--concurrency", "0"), 2, "concurrency 0")
 	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_LEASE_TTL": "soon"}, "run"), 2, "LEASEHOLD_LEASE_TTL")
 	wantFailure(t, run(ctx, t, nil, "run", "extra"), 2, `unexpected argument "extra"`)
@@ -140,7 +140,7 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, nil, "dev-broker", "--listen", "nonsense"), 2, "listen address")
 	wantFailure(t, run(ctx, t, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
 	wantFailure(t, run(ctx, t, nil, "demo", "--jobs", "0"), 2, "jobs 0")
-	wantFailure(t, run(ctx, t, nil, "run", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
+	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
 	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "-1s"), 2, "heartbeat interval -1s: want more than 0")
 	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "0s"), 2, "heartbeat interval 0s: want more than 0")
 	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "2s", "--heartbeat-interval", "2s"), 2,

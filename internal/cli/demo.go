@@ -44,14 +44,14 @@ func cmdDemo(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "demo", "")
 	var c demoConfig
 	f.StringVar(&c.redisURL, "redis", f.env("REDIS_URL", ""), "Redis URL; default 127.0.0.1:6379 if it answers, else a redis-server started on a free port (env REDIS_URL)")
-	f.IntVar(&c.jobs, "jobs", 24, "distinct jobs")
+	f.IntVar(&c.jobs, "jobs", 24, "distinct jobs, 4 to 1000")
 	f.Float64Var(&c.dup, "dup", 0.25, "fraction of duplicate records")
 	f.IntVar(&c.workers, "workers", 3, "workers in the group")
 	f.IntVar(&c.conc, "concurrency", 4, "handlers per worker")
 	f.DurationVar(&c.leaseTTL, "lease-ttl", 2*time.Second, "lease TTL")
 	f.DurationVar(&c.minJob, "min-job", 2*time.Second, "shortest job")
 	f.DurationVar(&c.maxJob, "max-job", 5*time.Second, "longest job")
-	f.DurationVar(&c.timeout, "timeout", 100*time.Second, "give up after this long")
+	f.DurationVar(&c.timeout, "timeout", 100*time.Second, "give up after this long, more than 0")
 	f.BoolVar(&c.plain, "plain", false, "print events line by line instead of redrawing the screen")
 	f.BoolVar(&c.keepState, "keep", false, "keep the demo's Redis keys afterwards")
 	if err := f.parse(args); err != nil {
@@ -61,8 +61,10 @@ func cmdDemo(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	switch {
-	case c.jobs < 1 || c.jobs > 1000:
-		return usagef("jobs %d: want 1 to 1000", c.jobs)
+	case c.jobs < 4 || c.jobs > 1000:
+		// Below 4, the job whose lease is lost and the job that fails
+		// once would be one job (or absent).
+		return usagef("jobs %d: want 4 to 1000", c.jobs)
 	case c.dup < 0 || c.dup > 1:
 		return usagef("dup %v: want 0 to 1", c.dup)
 	case c.workers < 1 || c.workers > 16:
@@ -73,6 +75,8 @@ func cmdDemo(ctx context.Context, e *Env, args []string) error {
 		return usagef("job durations: want 0 < min-job <= max-job <= %v", maxSleep)
 	case c.leaseTTL < 300*time.Millisecond:
 		return usagef("lease TTL %v: want at least 300ms", c.leaseTTL)
+	case c.timeout <= 0:
+		return usagef("timeout %v: want more than 0", c.timeout)
 	}
 	return runDemo(ctx, e, c)
 }
@@ -148,7 +152,12 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	brokers := kc.ListenAddrs()
 
 	v := newDemoView(e.Stdout, c.plain)
-	v.note("redis: %s; kafka: embedded (kfake) on %s; key prefix %s", redisWhere, brokers[0], prefix)
+	kept := "deletes them when it ends (--keep keeps them)"
+	if c.keepState {
+		kept = "keeps them afterwards (--keep)"
+	}
+	v.note("redis: %s; the demo writes only keys under the prefix %s there and %s", redisWhere, prefix, kept)
+	v.note("kafka: embedded, in memory (kfake) on %s", brokers[0])
 
 	// The plan: jobs, duplicates (some right behind their original, so that
 	// they find the key held; some later, replayed), one job that fails once

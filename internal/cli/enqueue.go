@@ -42,7 +42,7 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	f.Float64Var(&c.rate, "rate", 0, "records per second; 0 is as fast as the broker takes them")
 	f.IntVar(&c.payloadSize, "payload-size", 0, "pad each payload to at least this many bytes")
 	f.DurationVar(&c.sleep, "sleep", 2*time.Second, "demo.sleep: how long each job runs")
-	f.IntVar(&c.steps, "steps", 10, "demo.sleep: heartbeats per job")
+	f.IntVar(&c.steps, "steps", 10, "demo.sleep: heartbeats per job, 1 to 10000")
 	f.IntVar(&c.accounts, "accounts", 10, "demo.transfer: transfers of 1 go from acct-N to acct-N+1, N = job mod accounts")
 	f.BoolVar(&c.progress, "progress", true, "draw a progress bar on stderr")
 	if err := f.parse(args); err != nil {
@@ -64,6 +64,8 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 		return usagef("accounts %d: want at least 2", c.accounts)
 	case c.sleep < 0 || c.sleep > maxSleep:
 		return usagef("sleep %v: want 0 to %v", c.sleep, maxSleep)
+	case c.steps < 1 || c.steps > maxSteps:
+		return usagef("steps %d: want 1 to %d", c.steps, maxSteps)
 	}
 	if err := leasehold.ValidateType(c.typ); err != nil {
 		return &usageError{err}

@@ -53,8 +53,11 @@ func registerDemoCompensations(reg *compensation.Registry, onRelease func(contex
 	})
 }
 
-// maxSleep bounds a demo.sleep job.
-const maxSleep = 10 * time.Minute
+// maxSleep bounds a demo.sleep job, maxSteps its heartbeats.
+const (
+	maxSleep = 10 * time.Minute
+	maxSteps = 10000
+)
 
 // registerDemoJobs registers the demo job types on w.
 func registerDemoJobs(w *leasehold.Worker) error {
@@ -65,7 +68,7 @@ func registerDemoJobs(w *leasehold.Worker) error {
 // sleepJob runs a demo.sleep job: it resumes from the previous attempt's last
 // heartbeat, so a job taken over after a lost lease does not start again.
 func sleepJob(ctx context.Context, job *leasehold.Job, in SleepJob) (SleepResult, error) {
-	steps := min(max(in.Steps, 1), 10000)
+	steps := min(max(in.Steps, 1), maxSteps)
 	total := min(time.Duration(max(in.DurationMS, 0))*time.Millisecond, maxSleep)
 	from := 0
 	if lh := job.LastHeartbeat(); lh != nil {

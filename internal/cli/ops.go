@@ -250,12 +250,15 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "leases", "")
 	var o opsFlags
 	o.define(f)
-	limit := f.Int("limit", 1000, "list at most this many leases")
+	limit := f.Int("limit", 1000, "list at most this many leases, at least 1")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if err := f.noArgs(); err != nil {
 		return err
+	}
+	if *limit < 1 {
+		return usagef("limit %d: want at least 1", *limit)
 	}
 	ops, err := openOps(ctx, o)
 	if err != nil {
@@ -420,9 +423,12 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	var o opsFlags
 	o.define(f)
 	payURL := f.String("payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", "http://127.0.0.1:8099"), "payment stub base URL, for retrying demo.transfer refunds (env LEASEHOLD_PAYSTUB_URL)")
-	limit := f.Int("limit", 100, "list at most this many")
+	limit := f.Int("limit", 100, "list at most this many, at least 1")
 	if err := f.parse(args); err != nil {
 		return err
+	}
+	if *limit < 1 {
+		return usagef("limit %d: want at least 1", *limit)
 	}
 	var retryKey string
 	switch {

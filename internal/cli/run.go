@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,6 +39,7 @@ type runConfig struct {
 	fetchMaxWait, sweepInterval                             time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
+	embeddedKafka                                           bool
 	pgURL, payURL                                           string
 	maxmemoryPolicy                                         *string // policy.go
 }
@@ -45,18 +47,19 @@ type runConfig struct {
 func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "run", "")
 	var c runConfig
-	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, comma-separated; empty starts an embedded Kafka (env LEASEHOLD_BROKERS)")
-	f.StringVar(&c.embedded, "embedded-listen", "127.0.0.1:0", "address of the embedded Kafka when no brokers are given")
-	f.StringVar(&c.topics, "topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "topics to consume, comma-separated (env LEASEHOLD_TOPICS)")
-	f.StringVar(&c.group, "group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "consumer group (env LEASEHOLD_GROUP)")
+	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, host:port comma-separated; required unless --embedded-kafka (env LEASEHOLD_BROKERS)")
+	f.BoolVar(&c.embeddedKafka, "embedded-kafka", f.envBool("LEASEHOLD_EMBEDDED_KAFKA", false), "instead of --brokers, start an in-memory Kafka (kfake) with the topics and the dead-letter topic, for development: it keeps nothing when the worker stops (env LEASEHOLD_EMBEDDED_KAFKA)")
+	f.StringVar(&c.embedded, "embedded-listen", "127.0.0.1:0", "address of the in-memory Kafka of --embedded-kafka; port 0 picks a free one")
+	f.StringVar(&c.topics, "topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "topics to consume, comma-separated; they and the dead-letter topic must exist (env LEASEHOLD_TOPICS)")
+	f.StringVar(&c.group, "group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "consumer group; must not be empty (env LEASEHOLD_GROUP)")
 	f.StringVar(&c.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL (env REDIS_URL)")
 	f.StringVar(&c.dlq, "dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
 	f.StringVar(&c.httpAddr, "http", f.env("LEASEHOLD_HTTP", ""), "HTTP listen address for /healthz, /readyz and /metrics; empty disables (env LEASEHOLD_HTTP)")
-	f.StringVar(&c.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix (env LEASEHOLD_PREFIX)")
+	f.StringVar(&c.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix; must not be empty (env LEASEHOLD_PREFIX)")
 	f.IntVar(&c.concurrency, "concurrency", f.envInt("LEASEHOLD_CONCURRENCY", leasehold.DefaultConcurrency), "handlers running at once (env LEASEHOLD_CONCURRENCY)")
 	f.DurationVar(&c.leaseTTL, "lease-ttl", f.envDur("LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL), "lease TTL; renewed every TTL/3 (env LEASEHOLD_LEASE_TTL)")
 	f.DurationVar(&c.retention, "retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys answer duplicates (env LEASEHOLD_RETENTION)")
-	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "drain time for running jobs on SIGTERM (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
+	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "how long running jobs may finish after SIGTERM or SIGINT, more than 0 (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
 	f.StringVar(&c.pgURL, "pg", f.env("PG_URL", ""), "PostgreSQL URL for demo.transfer (env PG_URL)")
 	f.StringVar(&c.payURL, "payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", ""), "payment stub base URL for demo.transfer, e.g. http://127.0.0.1:8099 (env LEASEHOLD_PAYSTUB_URL)")
 	f.DurationVar(&c.sessionTimeout, "session-timeout", f.envDur("LEASEHOLD_SESSION_TIMEOUT", 45*time.Second), "Kafka group session timeout: how long a dead member keeps its partitions (env LEASEHOLD_SESSION_TIMEOUT)")
@@ -73,13 +76,25 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	if err := f.noArgs(); err != nil {
 		return err
 	}
+	if err := c.check(f); err != nil {
+		return err
+	}
 	return runWorker(ctx, e, c)
 }
 
-func runWorker(ctx context.Context, e *Env, c runConfig) error {
-	log, err := newLogger(e.Stderr, c.logLevel, c.logFormat)
-	if err != nil {
-		return err
+// check refuses values that would not do what the user meant: limits out
+// of range, and empty names that the library would quietly replace by its
+// shared defaults.
+func (c *runConfig) check(f *flags) error {
+	switch {
+	case strings.TrimSpace(c.group) == "":
+		return usagef("--group is empty: name the consumer group, or leave the flag out for %q", leasehold.DefaultGroup)
+	case len(splitList(c.topics)) == 0:
+		return usagef("--topics %q names no topic: give topic names, comma-separated, or leave the flag out for %q", c.topics, leasehold.DefaultTopic)
+	case c.prefix == "":
+		return usagef("--prefix is empty: give a Redis key prefix, or leave the flag out for \"lh:\"")
+	case c.shutdown <= 0:
+		return usagef("shutdown timeout %v: want more than 0", c.shutdown)
 	}
 	switch {
 	case c.concurrency < 1 || c.concurrency > 10000:
@@ -101,14 +116,28 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	case c.sweepInterval < 100*time.Millisecond:
 		return usagef("sweep interval %v: want at least 100ms", c.sweepInterval)
 	}
+	hasBrokers := len(splitList(c.brokers)) > 0
+	switch {
+	case f.isSet("embedded-listen") && !c.embeddedKafka:
+		return usagef("--embedded-listen needs --embedded-kafka")
+	case !hasBrokers && !c.embeddedKafka:
+		return usagef("no Kafka brokers: pass --brokers host:port (env LEASEHOLD_BROKERS), or --embedded-kafka for an in-memory Kafka that keeps nothing")
+	case hasBrokers && c.embeddedKafka:
+		return usagef("--brokers and --embedded-kafka exclude each other: pass one of them")
+	}
+	return nil
+}
+
+func runWorker(ctx context.Context, e *Env, c runConfig) error {
+	log, err := newLogger(e.Stderr, c.logLevel, c.logFormat)
+	if err != nil {
+		return err
+	}
 	policy, err := policyOpts(*c.maxmemoryPolicy)
 	if err != nil {
 		return err
 	}
 	topics := splitList(c.topics)
-	if len(topics) == 0 {
-		return usagef("no topics")
-	}
 	dlq := c.dlq
 	if dlq == "" {
 		dlq = topics[0] + ".dlq"
@@ -132,7 +161,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	defer tr.close()
 
 	brokers := splitList(c.brokers)
-	if len(brokers) == 0 {
+	if c.embeddedKafka {
 		specs := []topicSpec{{dlq, 1}}
 		for _, t := range topics {
 			specs = append(specs, topicSpec{t, 6})
@@ -143,7 +172,8 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		}
 		defer kc.Close()
 		brokers = kc.ListenAddrs()
-		log.Info("embedded kafka started", slog.Any("brokers", brokers), slog.Any("topics", topics))
+		log.Warn("embedded kafka started: in memory, for development; every record and offset is lost when the worker stops",
+			slog.Any("brokers", brokers), slog.Any("topics", topics), slog.String("dlq", dlq))
 	}
 
 	// Traces go where the OTEL_* environment says (OTLP by default; set
