@@ -24,6 +24,12 @@ const (
 	HeaderDLQTopic     = "dlq-original-topic"
 	HeaderDLQPartition = "dlq-original-partition"
 	HeaderDLQOffset    = "dlq-original-offset"
+	// HeaderDLQCluster and HeaderDLQTopicID carry the original's cluster ID
+	// and topic ID (base64 URL without padding, as Kafka's tools print it):
+	// with them the coordinates name one record across a cluster replaced
+	// or a topic created again.
+	HeaderDLQCluster = "dlq-original-cluster"
+	HeaderDLQTopicID = "dlq-original-topic-id"
 )
 
 // Dead-letter reasons (values of the HeaderDLQReason header).
@@ -48,7 +54,8 @@ func deadLetterRecord(topic string, r *kgo.Record, reason string, cause error) *
 	hs := make([]kgo.RecordHeader, 0, len(r.Headers)+5)
 	for _, h := range r.Headers {
 		switch h.Key {
-		case HeaderDLQReason, HeaderDLQError, HeaderDLQTopic, HeaderDLQPartition, HeaderDLQOffset:
+		case HeaderDLQReason, HeaderDLQError, HeaderDLQTopic, HeaderDLQPartition, HeaderDLQOffset,
+			HeaderDLQCluster, HeaderDLQTopicID:
 			continue // a record dead-lettered twice keeps only the latest reason
 		}
 		hs = append(hs, h)
@@ -70,6 +77,16 @@ func deadLetterRecord(topic string, r *kgo.Record, reason string, cause error) *
 	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs}
 }
 
+// withOrigin adds the original's cluster ID and topic ID to rec, a
+// dead-letter copy.
+func withOrigin(rec *kgo.Record, o recordOrigin) *kgo.Record {
+	rec.Headers = append(rec.Headers,
+		kgo.RecordHeader{Key: HeaderDLQCluster, Value: []byte(o.cluster)},
+		kgo.RecordHeader{Key: HeaderDLQTopicID, Value: []byte(o.topicIDString())},
+	)
+	return rec
+}
+
 // produceDeadLetter writes the dead-letter record synchronously: the original
 // offset is marked done only after the broker acknowledged the copy.
 func produceDeadLetter(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
@@ -78,9 +95,9 @@ func produceDeadLetter(ctx context.Context, cl *kgo.Client, rec *kgo.Record) err
 
 // deadLetter writes d's copy to the dead-letter topic once (see
 // dlqmarker.go), retrying until the copy exists or the worker stops, then
-// marks d done. Only the worker whose produce was acknowledged counts,
-// logs and reports the dead letter; a copy found already written is not
-// reported again.
+// marks d done. Only the worker whose produce was acknowledged counts (in
+// Stats and leasehold.dead_lettered), logs and reports the dead letter; a
+// copy found already written is not reported again.
 func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 	w.deadLetterThen(d, reason, cause, nil)
 }
@@ -90,12 +107,16 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 // record is finished; when then reports false the record is not finished
 // (then has arranged what happens to it).
 func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then func() bool) {
-	w.traceDeadLetter(d, reason, cause)
-	rec := deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause)
+	base := w.traceDeadLetter(context.WithoutCancel(w.stopCtx), d, reason, cause)
 	w.aux.Add(1)
 	go func() {
 		defer w.aux.Done()
-		produced, ok := w.writeDeadLetterOnce(traceContext(context.WithoutCancel(w.stopCtx), d), d.rec, rec)
+		o, ok := w.originOf(base, d.rec.Topic)
+		if !ok {
+			return // not finished: the record is consumed again by the next owner
+		}
+		rec := withOrigin(deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause), o)
+		produced, ok := w.writeDeadLetterOnce(base, d.rec, o, rec)
 		if !ok {
 			return // not finished: the record is consumed again by the next owner
 		}
@@ -104,6 +125,7 @@ func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then fu
 		}
 		if produced {
 			w.stats.deadLettered.Add(1)
+			w.countDeadLetter(base, reason)
 			w.log.Warn("dead-lettered", slog.String("reason", reason), slog.String("topic", d.rec.Topic),
 				slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause))
 			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)

@@ -23,7 +23,9 @@ import (
 
 // Dead-lettering writes one copy per original record, across redelivery,
 // rebalances and crashes. Per original record (dead-letter topic + original
-// topic/partition/offset) the worker keeps a marker in Redis, kept for the
+// cluster ID, topic ID and topic/partition/offset: see recordOrigin, so that
+// a new cluster or a recreated topic, whose offsets start at 0 again, never
+// finds an old record's marker) the worker keeps a marker in Redis, kept for the
 // retention, and serializes writers with a lease of the same name
 // ([deadLetterID]), taken from the worker's lease manager (renewed like a
 // job's lease, expiring after the lease TTL when its holder dies):
@@ -92,18 +94,19 @@ const (
 	dlqDone                          // the copy exists
 )
 
-// deadLetterID names the dead-letter copy of r in topic: the marker key's
-// suffix and the lock's lease name. The hash tag keeps the marker and the
-// lock's lease key in one Cluster slot, for the fenced stamp script (Kafka
-// topic names have no braces).
-func deadLetterID(topic string, r *kgo.Record) string {
-	return "dlq:{" + topic + ":" + r.Topic + ":" +
+// deadLetterID names the dead-letter copy in topic of r, read from a topic
+// of origin o: the marker key's suffix and the lock's lease name. The hash
+// tag keeps the marker and the lock's lease key in one Cluster slot, for the
+// fenced stamp script (Kafka topic names, cluster IDs and base64 URL topic
+// IDs have no braces).
+func deadLetterID(topic string, o recordOrigin, r *kgo.Record) string {
+	return "dlq:{" + topic + ":" + o.cluster + ":" + o.topicIDString() + ":" + r.Topic + ":" +
 		strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10) + "}"
 }
 
 // deadLetterMarkerKey is the Redis key of r's dead-letter marker.
-func deadLetterMarkerKey(prefix, topic string, r *kgo.Record) string {
-	return prefix + deadLetterID(topic, r)
+func deadLetterMarkerKey(prefix, topic string, o recordOrigin, r *kgo.Record) string {
+	return prefix + deadLetterID(topic, o, r)
 }
 
 // readDeadLetterMarker returns the marker's state and, when pending, the
@@ -237,11 +240,28 @@ func listDLQOffsets(ctx context.Context, cl *kgo.Client, topic string, end bool)
 }
 
 // isDeadLetterCopy reports whether r, read from a dead-letter topic, is the
-// copy of orig.
-func isDeadLetterCopy(r, orig *kgo.Record) bool {
+// copy of orig, read from a topic of origin o. A copy without the origin
+// headers (written before they existed) is matched by its coordinates.
+func isDeadLetterCopy(r, orig *kgo.Record, o recordOrigin) bool {
+	if c, ok := headerLookup(r.Headers, HeaderDLQCluster); ok && string(c) != o.cluster {
+		return false
+	}
+	if id, ok := headerLookup(r.Headers, HeaderDLQTopicID); ok && string(id) != o.topicIDString() {
+		return false
+	}
 	return string(headerValue(r.Headers, HeaderDLQTopic)) == orig.Topic &&
 		string(headerValue(r.Headers, HeaderDLQPartition)) == strconv.FormatInt(int64(orig.Partition), 10) &&
 		string(headerValue(r.Headers, HeaderDLQOffset)) == strconv.FormatInt(orig.Offset, 10)
+}
+
+// headerLookup returns the value of the first header named key.
+func headerLookup(hs []kgo.RecordHeader, key string) ([]byte, bool) {
+	for _, h := range hs {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
 }
 
 // findDeadLetterCopy reads topic with a client of its own (connOpts plus
@@ -250,7 +270,7 @@ func isDeadLetterCopy(r, orig *kgo.Record) bool {
 // through adm, and reports whether a copy of orig is there. It returns an
 // error, and no answer, if ctx ends before every partition was read to its
 // end.
-func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string, from map[int32]int64, orig *kgo.Record) (bool, error) {
+func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string, from map[int32]int64, orig *kgo.Record, o recordOrigin) (bool, error) {
 	start, err := listDLQOffsets(ctx, adm, topic, false)
 	if err != nil {
 		return false, err
@@ -302,7 +322,7 @@ func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt
 			if r.Offset == e-1 {
 				delete(parts, r.Partition)
 			}
-			if !r.Attrs.IsControl() && isDeadLetterCopy(r, orig) {
+			if !r.Attrs.IsControl() && isDeadLetterCopy(r, orig, o) {
 				found = true
 			}
 		})
@@ -313,13 +333,14 @@ func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt
 	return false, nil
 }
 
-// writeDeadLetterOnce makes sure rec, the dead-letter copy of orig, exists
-// once in the dead-letter topic (see the comment at the top of this file).
+// writeDeadLetterOnce makes sure rec, the dead-letter copy of orig (read
+// from a topic of origin o), exists once in the dead-letter topic (see the
+// comment at the top of this file).
 // produced tells whether this call wrote it; ok is false if the worker
 // stopped first. base carries the trace (the lock's spans join it); it is
 // not cancelled when the worker stops, so a produce under way completes.
-func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record) (produced, ok bool) {
-	id := deadLetterID(w.cfg.dlqTopic, orig)
+func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (produced, ok bool) {
+	id := deadLetterID(w.cfg.dlqTopic, o, orig)
 	marker := w.cfg.keyPrefix + id
 	leases := w.store.(*redisStore).m // the worker's only store
 	var l *lease.Lease
@@ -356,7 +377,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 			}
 		}
 		if l != nil {
-			produced, err := w.deadLetterLocked(l, marker, orig, rec) //nolint:contextcheck // runs under the lock's own context (l.Context)
+			produced, err := w.deadLetterLocked(l, marker, orig, o, rec) //nolint:contextcheck // runs under the lock's own context (l.Context)
 			if err == nil {
 				return produced, true
 			}
@@ -374,7 +395,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig, rec *kgo.Record
 // waits out an earlier attempt's produce window and scans, or lists the
 // offsets a scan would start at, then opens its own window and produces. A
 // nil error with produced false means the copy already existed.
-func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.Record) (produced bool, err error) {
+func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (produced bool, err error) {
 	ctx := l.Context() // cancelled if the lock is lost: an unsent copy is then not sent
 	st, from, open, err := w.readMarker(ctx, marker)
 	if err != nil {
@@ -391,7 +412,7 @@ func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig, rec *kgo.
 				return false, fmt.Errorf("leasehold: dead-letter: waiting for a produce window: %w", context.Cause(ctx))
 			}
 		}
-		found, err := w.findDeadLetterCopy(ctx, from, orig)
+		found, err := w.findDeadLetterCopy(ctx, from, orig, o)
 		if err != nil {
 			return false, err
 		}
@@ -453,14 +474,14 @@ func (w *Worker) markDeadLetterDone(marker string) {
 // findDeadLetterCopy scans the dead-letter topic for orig's copy, within
 // dlqScanTimeout, and stops early when the worker stops (the scan writes
 // nothing; the record is then left to the next owner).
-func (w *Worker) findDeadLetterCopy(ctx context.Context, from map[int32]int64, orig *kgo.Record) (bool, error) {
+func (w *Worker) findDeadLetterCopy(ctx context.Context, from map[int32]int64, orig *kgo.Record, o recordOrigin) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, dlqScanTimeout)
 	defer cancel()
 	defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // the scan also ends when the worker stops
 	// The worker's connection options (seed brokers, TLS, SASL) without its
 	// group options, which direct partition consuming refuses.
 	conn := append([]kgo.Opt{kgo.SeedBrokers(defaultBroker)}, w.cfg.kafkaOpts...)
-	return findDeadLetterCopy(ctx, w.cl, conn, w.cfg.dlqTopic, from, orig)
+	return findDeadLetterCopy(ctx, w.cl, conn, w.cfg.dlqTopic, from, orig, o)
 }
 
 // releaseDeadLetterLock gives the lock back, retrying while Redis cannot be

@@ -22,10 +22,12 @@ import (
 // dlqCase is one test's setup for dead-lettering a record that has no
 // idempotency key: a jobs topic, a dead-letter topic with three partitions
 // holding unrelated dead letters (decoys), and the poison record as read
-// back from Kafka (with its topic, partition and offset).
+// back from Kafka (with its topic, partition and offset) and its topic's
+// origin (cluster and topic ID).
 type dlqCase struct {
 	h      *harness
 	orig   *kgo.Record
+	origin recordOrigin
 	cl     *kgo.Client // manual partitioner: records go to rec.Partition
 	adm    *kadm.Client
 	m      *lease.Manager // the other worker's, for its lock (see lock)
@@ -43,12 +45,15 @@ func setupDLQCase(t *testing.T) *dlqCase {
 	if len(recs) != 1 {
 		t.Fatalf("jobs topic holds %d records, want 1", len(recs))
 	}
+	origin, err := fetchOrigin(t.Context(), h.kafka.Client(t), h.topic)
+	must(t, err)
 	c := &dlqCase{
 		h:      h,
 		orig:   recs[0],
+		origin: origin,
 		cl:     h.kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())),
 		adm:    kadm.NewClient(h.kafka.Client(t)),
-		marker: deadLetterMarkerKey(h.prefix, h.dlq, recs[0]),
+		marker: deadLetterMarkerKey(h.prefix, h.dlq, origin, recs[0]),
 	}
 	c.produceDecoys(t)
 	return c
@@ -56,17 +61,27 @@ func setupDLQCase(t *testing.T) *dlqCase {
 
 // produceDecoys writes, to every partition of the dead-letter topic, copies
 // of other records: same topic other offset, same offset other partition,
-// same partition and offset of another topic.
+// same partition and offset of another topic, and same topic, partition and
+// offset of an earlier topic of the same name (another topic ID) or of
+// another cluster.
 func (c *dlqCase) produceDecoys(t *testing.T) {
 	t.Helper()
-	others := []*kgo.Record{
-		{Topic: c.orig.Topic, Partition: c.orig.Partition, Offset: c.orig.Offset + 1},
-		{Topic: c.orig.Topic, Partition: c.orig.Partition + 1, Offset: c.orig.Offset},
-		{Topic: c.orig.Topic + "-other", Partition: c.orig.Partition, Offset: c.orig.Offset},
+	earlier, otherCluster := c.origin, c.origin
+	earlier.topicID[0]++
+	otherCluster.cluster += "-other"
+	others := []struct {
+		r *kgo.Record
+		o recordOrigin
+	}{
+		{&kgo.Record{Topic: c.orig.Topic, Partition: c.orig.Partition, Offset: c.orig.Offset + 1}, c.origin},
+		{&kgo.Record{Topic: c.orig.Topic, Partition: c.orig.Partition + 1, Offset: c.orig.Offset}, c.origin},
+		{&kgo.Record{Topic: c.orig.Topic + "-other", Partition: c.orig.Partition, Offset: c.orig.Offset}, c.origin},
+		{c.orig, earlier},
+		{c.orig, otherCluster},
 	}
 	for p := range int32(3) {
 		for _, o := range others {
-			rec := deadLetterRecord(c.h.dlq, o, ReasonPermanent, errors.New("decoy"))
+			rec := withOrigin(deadLetterRecord(c.h.dlq, o.r, ReasonPermanent, errors.New("decoy")), o.o)
 			rec.Partition = p
 			must(t, produceDeadLetter(t.Context(), c.cl, rec))
 			c.decoys++
@@ -77,7 +92,8 @@ func (c *dlqCase) produceDecoys(t *testing.T) {
 // crashedAttempt does what a worker does before it dies in the middle of
 // dead-lettering: under the record's lock it opens the marker's produce
 // window (the marker is then pending) and, with produce, writes the copy (to
-// partition 2) without setting the marker to done. The lock is then let go
+// partition 2) without setting the marker to done; without produce, only
+// decoys land after the window opened. The lock is then let go
 // and the window is closed (length zero), as they are once a dead worker's
 // lease has expired.
 func (c *dlqCase) crashedAttempt(t *testing.T, produce bool) {
@@ -86,6 +102,11 @@ func (c *dlqCase) crashedAttempt(t *testing.T, produce bool) {
 	c.stamp(t, l, 0)
 	if produce {
 		c.produceCopy(t)
+	} else {
+		// Copies with the record's coordinates but of an earlier topic of
+		// the same name, or of another cluster, lie where the scan looks:
+		// they are not the record's copy.
+		c.produceDecoys(t)
 	}
 	must(t, l.Release(t.Context()))
 }
@@ -100,7 +121,7 @@ func (c *dlqCase) lock(t *testing.T) *lease.Lease {
 		t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 		c.m = m
 	}
-	l, err := c.m.Acquire(t.Context(), deadLetterID(c.h.dlq, c.orig))
+	l, err := c.m.Acquire(t.Context(), deadLetterID(c.h.dlq, c.origin, c.orig))
 	must(t, err)
 	return l
 }
@@ -120,7 +141,7 @@ func (c *dlqCase) stamp(t *testing.T, l *lease.Lease, window time.Duration) {
 
 func (c *dlqCase) produceCopy(t *testing.T) {
 	t.Helper()
-	rec := deadLetterRecord(c.h.dlq, c.orig, ReasonMissingKey, errors.New("no key"))
+	rec := withOrigin(deadLetterRecord(c.h.dlq, c.orig, ReasonMissingKey, errors.New("no key")), c.origin)
 	rec.Partition = 2
 	must(t, produceDeadLetter(t.Context(), c.cl, rec))
 }
@@ -129,9 +150,11 @@ func (c *dlqCase) produceCopy(t *testing.T) {
 // dead-letter topic.
 func (c *dlqCase) read(t *testing.T) (copies, others int) {
 	t.Helper()
-	want := []string{c.orig.Topic, strconv.Itoa(int(c.orig.Partition)), strconv.FormatInt(c.orig.Offset, 10)}
+	want := []string{c.origin.cluster, c.origin.topicIDString(), c.orig.Topic, strconv.Itoa(int(c.orig.Partition)),
+		strconv.FormatInt(c.orig.Offset, 10)}
 	for _, r := range c.h.kafka.ReadAll(t, c.h.dlq) {
-		got := []string{string(headerValue(r.Headers, HeaderDLQTopic)),
+		got := []string{string(headerValue(r.Headers, HeaderDLQCluster)), string(headerValue(r.Headers, HeaderDLQTopicID)),
+			string(headerValue(r.Headers, HeaderDLQTopic)),
 			string(headerValue(r.Headers, HeaderDLQPartition)), string(headerValue(r.Headers, HeaderDLQOffset))}
 		if strings.Join(got, "/") == strings.Join(want, "/") {
 			copies++
@@ -360,6 +383,9 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	h.produce(t, []*kgo.Record{{Key: []byte("poison"), Value: []byte("no key header"),
 		Headers: []kgo.RecordHeader{{Key: HeaderType, Value: []byte("test.op")}}}})
 	c.orig = &kgo.Record{Topic: h.topic, Partition: 0, Offset: 0}
+	origin, err := fetchOrigin(t.Context(), h.kafka.Client(t), h.topic)
+	must(t, err)
+	c.origin = origin
 	waitFor(t, 20*time.Second, "a dead-letter attempt to fail on Redis", func() bool {
 		return logs.has("dead-letter lock not taken")
 	})

@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // Tracing glue: every function is a no-op without WithTracing. A delivery
@@ -50,17 +53,31 @@ func (w *Worker) traceEnd(d *delivery, outcome string, err error) {
 	d.tj, d.tctx = nil, nil
 }
 
-// traceDeadLetter records the dead-lettering of d (starting a span for a
-// record rejected before any claim).
-func (w *Worker) traceDeadLetter(d *delivery, reason string, err error) {
+// traceDeadLetter records the decision to dead-letter d (starting a span for
+// a record rejected before any claim): the dead-lettered event on d's span.
+// The copy is counted in leasehold.dead_lettered by countDeadLetter, once the
+// broker acknowledged it. It returns ctx with d's span, for the
+// dead-lettering's own spans and the count's exemplar.
+func (w *Worker) traceDeadLetter(ctx context.Context, d *delivery, reason string, err error) context.Context {
 	if w.cfg.tracer == nil {
-		return
+		return ctx
 	}
 	if d.tj == nil {
 		d.tctx, d.tj = w.cfg.tracer.StartJob(w.baseCtx, d.rec, d.typ, d.key)
 	}
-	d.tj.DeadLettered(reason)
+	ctx = traceContext(ctx, d)
+	d.tj.Span().AddEvent(tracing.EventDeadLettered, trace.WithAttributes(attribute.String(tracing.AttrReason, reason)))
 	w.traceEnd(d, "dead_lettered", err)
+	return ctx
+}
+
+// countDeadLetter counts a dead-letter copy the broker acknowledged in
+// leasehold.dead_lettered; ctx carries the record's span for exemplars.
+func (w *Worker) countDeadLetter(ctx context.Context, reason string) {
+	if w.cfg.tracer == nil {
+		return
+	}
+	w.cfg.tracer.Metrics().DeadLettered(ctx, reason)
 }
 
 // traceContext puts d's job span into ctx, so that the handler's spans are

@@ -68,6 +68,8 @@ type Worker struct {
 
 	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
 
+	origins origins // consumed topics' cluster and topic IDs, for dead-letter markers
+
 	baseCtx    context.Context // parents leases; not cancelled by shutdown
 	stopCtx    context.Context // cancelled when shutdown begins
 	stopLoop   context.CancelFunc
@@ -290,7 +292,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(w.cfg.commitInterval),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(w.onAssigned),
+		kgo.OnPartitionsAssigned(w.onAssignedRefresh),
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 	)
