@@ -2,9 +2,12 @@ package leasehold
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,6 +33,11 @@ const (
 	// or a topic created again.
 	HeaderDLQCluster = "dlq-original-cluster"
 	HeaderDLQTopicID = "dlq-original-topic-id"
+	// HeaderDLQTruncated marks a stand-in copy: the dead-letter topic refused
+	// the whole copy as too large, so the stand-in carries no value and the
+	// original's headers cut short; its value says why and how large the
+	// original was.
+	HeaderDLQTruncated = "dlq-truncated"
 )
 
 // Dead-letter reasons (values of the HeaderDLQReason header).
@@ -93,6 +101,41 @@ func produceDeadLetter(ctx context.Context, cl *kgo.Client, rec *kgo.Record) err
 	return cl.ProduceSync(ctx, rec).FirstErr()
 }
 
+// refusedAsTooLarge reports whether a produce failed because the record is
+// too large for the producer's batch limit or the topic's max.message.bytes:
+// the same copy would be refused on every retry.
+func refusedAsTooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// maxTruncatedHeader bounds each header value (and the record key) a
+// stand-in copy keeps.
+const maxTruncatedHeader = 1 << 10
+
+// truncatedDeadLetter returns the stand-in for rec, a dead-letter copy
+// refused as too large (err): no value, the record key and the idempotency
+// key, job type and dlq-* headers cut to 1 KiB each, the original's other
+// headers dropped, and HeaderDLQTruncated naming the refusal and the
+// original's size. It is a few KiB at most, and a scan for the copy finds it
+// like the whole copy (same dlq-original-* headers).
+func truncatedDeadLetter(rec *kgo.Record, err error) *kgo.Record {
+	cut := func(b []byte) []byte { return b[:min(len(b), maxTruncatedHeader)] }
+	size := len(rec.Key) + len(rec.Value)
+	var hs []kgo.RecordHeader
+	for _, h := range rec.Headers {
+		size += len(h.Key) + len(h.Value)
+		switch h.Key {
+		case HeaderKey, HeaderType, HeaderDLQReason, HeaderDLQError, HeaderDLQTopic, HeaderDLQPartition,
+			HeaderDLQOffset, HeaderDLQCluster, HeaderDLQTopicID:
+			hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: cut(h.Value)})
+		}
+	}
+	why := fmt.Sprintf("copy of %d bytes (value %d bytes, %d headers) refused: %v",
+		size, len(rec.Value), len(rec.Headers), err)
+	hs = append(hs, kgo.RecordHeader{Key: HeaderDLQTruncated, Value: cut([]byte(why))})
+	return &kgo.Record{Topic: rec.Topic, Key: cut(rec.Key), Headers: hs}
+}
+
 // deadLetter writes d's copy to the dead-letter topic once (see
 // dlqmarker.go), retrying until the copy exists or the worker stops, then
 // marks d done. Only the worker whose produce was acknowledged counts (in
@@ -116,18 +159,25 @@ func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then fu
 			return // not finished: the record is consumed again by the next owner
 		}
 		rec := withOrigin(deadLetterRecord(w.cfg.dlqTopic, d.rec, reason, cause), o)
-		produced, ok := w.writeDeadLetterOnce(base, d.rec, o, rec)
+		wrote, ok := w.writeDeadLetterOnce(base, d.rec, o, rec)
 		if !ok {
 			return // not finished: the record is consumed again by the next owner
 		}
 		if then != nil && !then() {
 			return
 		}
-		if produced {
+		if wrote != dlqFound {
 			w.stats.deadLettered.Add(1)
 			w.countDeadLetter(base, reason)
-			w.log.Warn("dead-lettered", slog.String("reason", reason), slog.String("topic", d.rec.Topic),
-				slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause))
+			attrs := []any{slog.String("reason", reason), slog.String("topic", d.rec.Topic),
+				slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause)}
+			if wrote == dlqTruncated {
+				w.stats.deadLettersTruncated.Add(1)
+				w.log.Warn("dead-letter copy refused as too large: wrote a truncated copy", append(attrs,
+					slog.String("dlq_topic", w.cfg.dlqTopic), slog.Int("value_bytes", len(d.rec.Value)))...)
+			} else {
+				w.log.Warn("dead-lettered", attrs...)
+			}
 			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)
 		}
 		w.finish(d)

@@ -85,6 +85,15 @@ const (
 	defaultBroker = "127.0.0.1:9092"
 )
 
+// dlqWrite is what one dead-lettering did.
+type dlqWrite uint8
+
+const (
+	dlqFound     dlqWrite = iota // the copy existed already (an earlier delivery wrote it)
+	dlqProduced                  // this call wrote the copy
+	dlqTruncated                 // this call wrote a stand-in: the whole copy was refused as too large
+)
+
 // dlqMarkerState is what a dead-letter marker says.
 type dlqMarkerState uint8
 
@@ -336,10 +345,10 @@ func findDeadLetterCopy(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt
 // writeDeadLetterOnce makes sure rec, the dead-letter copy of orig (read
 // from a topic of origin o), exists once in the dead-letter topic (see the
 // comment at the top of this file).
-// produced tells whether this call wrote it; ok is false if the worker
-// stopped first. base carries the trace (the lock's spans join it); it is
+// wrote tells whether this call wrote it (whole or as a stand-in); ok is
+// false if the worker stopped first. base carries the trace (the lock's spans join it); it is
 // not cancelled when the worker stops, so a produce under way completes.
-func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (produced, ok bool) {
+func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (wrote dlqWrite, ok bool) {
 	id := deadLetterID(w.cfg.dlqTopic, o, orig)
 	marker := w.cfg.keyPrefix + id
 	leases := w.store.(*redisStore).m // the worker's only store
@@ -357,7 +366,7 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o r
 		var delay time.Duration
 		if l == nil {
 			if st, _, _, err := w.readMarker(base, marker); err == nil && st == dlqDone {
-				return false, true // no lock needed to see that the copy exists
+				return dlqFound, true // no lock needed to see that the copy exists
 			}
 			var err error
 			l, err = leases.Acquire(base, id)
@@ -377,16 +386,16 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o r
 			}
 		}
 		if l != nil {
-			produced, err := w.deadLetterLocked(l, marker, orig, o, rec) //nolint:contextcheck // runs under the lock's own context (l.Context)
+			wrote, err := w.deadLetterLocked(l, marker, orig, o, rec) //nolint:contextcheck // runs under the lock's own context (l.Context)
 			if err == nil {
-				return produced, true
+				return wrote, true
 			}
 			failed++
 			delay = backoff(failed, w.cfg.probeMin, w.cfg.probeMax)
 			w.log.Warn("dead-letter attempt failed", slog.String("id", id), slog.Any("err", err))
 		}
 		if !sleepCtx(w.stopCtx, delay) { //nolint:contextcheck // retries wait on the worker, not on the record
-			return false, false
+			return dlqFound, false
 		}
 	}
 }
@@ -394,31 +403,34 @@ func (w *Worker) writeDeadLetterOnce(base context.Context, orig *kgo.Record, o r
 // deadLetterLocked runs one attempt under the lock l: it reads the marker,
 // waits out an earlier attempt's produce window and scans, or lists the
 // offsets a scan would start at, then opens its own window and produces. A
-// nil error with produced false means the copy already existed.
-func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (produced bool, err error) {
+// copy refused as too large (for the producer's limit or the topic's) is
+// refused on every attempt: a small stand-in (truncatedDeadLetter) is
+// produced in its place, in the same window, so that the record can be
+// finished.
+func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig *kgo.Record, o recordOrigin, rec *kgo.Record) (wrote dlqWrite, err error) {
 	ctx := l.Context() // cancelled if the lock is lost: an unsent copy is then not sent
 	st, from, open, err := w.readMarker(ctx, marker)
 	if err != nil {
-		return false, err
+		return dlqFound, err
 	}
 	switch st {
 	case dlqDone:
-		return false, nil
+		return dlqFound, nil
 	case dlqPending:
 		if open > 0 {
 			w.log.Info("dead-letter marker pending: waiting for the earlier attempt's produce window to close",
 				slog.String("marker", marker), slog.Duration("wait", open+dlqWindowMargin))
 			if !sleepCtx(ctx, open+dlqWindowMargin) {
-				return false, fmt.Errorf("leasehold: dead-letter: waiting for a produce window: %w", context.Cause(ctx))
+				return dlqFound, fmt.Errorf("leasehold: dead-letter: waiting for a produce window: %w", context.Cause(ctx))
 			}
 		}
 		found, err := w.findDeadLetterCopy(ctx, from, orig, o)
 		if err != nil {
-			return false, err
+			return dlqFound, err
 		}
 		if found {
 			w.markDeadLetterDone(marker)
-			return false, nil
+			return dlqFound, nil
 		}
 		// The earlier attempt never landed: write the copy now.
 	case dlqAbsent:
@@ -426,7 +438,7 @@ func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig *kgo.Recor
 		from, err = listDLQOffsets(lctx, w.cl, w.cfg.dlqTopic, true)
 		cancel()
 		if err != nil {
-			return false, err
+			return dlqFound, err
 		}
 	}
 	// The produce's deadline is taken before the window opens, so it falls
@@ -438,15 +450,29 @@ func (w *Worker) deadLetterLocked(l *lease.Lease, marker string, orig *kgo.Recor
 	rcancel()
 	switch {
 	case err != nil:
-		return false, err
+		return dlqFound, err
 	case done:
-		return false, nil
+		return dlqFound, nil
 	}
-	if err := produceDeadLetter(pctx, w.cl, rec); err != nil {
-		return false, fmt.Errorf("leasehold: dead-letter produce to %s: %w", w.cfg.dlqTopic, err)
+	wrote = dlqProduced
+	err = produceDeadLetter(pctx, w.cl, rec)
+	if err != nil && refusedAsTooLarge(err) {
+		// Nothing landed: the whole copy can never be written. A stand-in
+		// lets the partition move on.
+		w.log.Warn("dead-letter copy refused as too large; writing a truncated copy",
+			slog.String("marker", marker), slog.Int("value_bytes", len(rec.Value)), slog.Any("err", err))
+		wrote = dlqTruncated
+		if terr := produceDeadLetter(pctx, w.cl, truncatedDeadLetter(rec, err)); terr != nil {
+			err = fmt.Errorf("%w; the truncated copy: %w", err, terr)
+		} else {
+			err = nil
+		}
+	}
+	if err != nil {
+		return dlqFound, fmt.Errorf("leasehold: dead-letter produce to %s: %w", w.cfg.dlqTopic, err)
 	}
 	w.markDeadLetterDone(marker)
-	return true, nil
+	return wrote, nil
 }
 
 func (w *Worker) readMarker(ctx context.Context, marker string) (dlqMarkerState, map[int32]int64, time.Duration, error) {

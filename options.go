@@ -137,8 +137,29 @@ func WithHeartbeatThrottle(d time.Duration) Opt {
 }
 
 // WithMaxPayload bounds the record value size; larger records are
-// dead-lettered. Default 1 MiB.
+// dead-lettered. The worker's Kafka client takes records of n bytes plus
+// 64 KiB for the key and headers (kgo.ProducerBatchMaxBytes, at least franz-go's
+// default of 1,000,012), so that the dead-letter copy of any record the
+// worker accepted fits; a kgo.ProducerBatchMaxBytes given with [WithKafka]
+// wins. A copy the dead-letter topic refuses as too large (its
+// max.message.bytes, or the broker's message.max.bytes, is lower) is replaced
+// by a small stand-in (see [HeaderDLQTruncated]). Default 1 MiB.
 func WithMaxPayload(n int) Opt { return optFunc(func(c *config) { c.maxPayload = n }) }
+
+// dlqOverhead is the room the worker's producer limit leaves above the
+// payload bound ([WithMaxPayload]) for a dead-letter copy's key and headers
+// (the original's, and the dlq-* headers).
+const dlqOverhead = 64 << 10
+
+// defaultProducerBatchMax is franz-go's default kgo.ProducerBatchMaxBytes.
+const defaultProducerBatchMax = 1_000_012
+
+// producerBatchMax is the producer batch limit for a payload bound of
+// maxPayload: room for the payload and dlqOverhead, never below
+// franz-go's default, never above what franz-go accepts (1 GiB).
+func producerBatchMax(maxPayload int) int32 {
+	return int32(min(max(int64(maxPayload)+dlqOverhead, defaultProducerBatchMax), 1<<30)) //nolint:gosec // bounded to [1,000,012, 1 GiB]
+}
 
 // WithHeldBackoff sets the backoff bounds for re-claiming a key another worker
 // holds. A retry never waits much longer than the holder's lease has left

@@ -277,7 +277,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
 	// franz-go logs its group lifecycle (joins, syncs, heartbeat errors)
 	// through the worker's logger unless the caller's options say otherwise.
-	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log))}, w.cfg.kafkaOpts...)
+	// The producer takes a dead-letter copy of any record the payload bound
+	// lets in (the caller's options may override it).
+	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
+		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...)
 	if err := checkTopics(ctx, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
 		return fail(err)
 	}
@@ -491,17 +494,22 @@ type Stats struct {
 	Retried      int64 // retryable failures parked for another attempt
 	Failed       int64 // terminal failures (permanent or attempts exhausted)
 	DeadLettered int64
-	Replayed     int64
-	LeasesLost   int64
-	Pauses       int64
-	Parked       int // records waiting to be claimed again
-	InFlight     int // polled records not yet committed
+	// DeadLettersTruncated counts, of DeadLettered, the stand-in copies
+	// (HeaderDLQTruncated) written because the dead-letter topic refused
+	// the whole copy as too large.
+	DeadLettersTruncated int64
+	Replayed             int64
+	LeasesLost           int64
+	Pauses               int64
+	Parked               int // records waiting to be claimed again
+	InFlight             int // polled records not yet committed
 }
 
 type counters struct {
 	claimed                                    [OutcomeUndecodable + 1]atomic.Int64
 	started, succeeded, retried, failed        atomic.Int64
 	deadLettered, replayed, leasesLost, pauses atomic.Int64
+	deadLettersTruncated                       atomic.Int64
 }
 
 // Stats returns the worker's counters. Safe to call at any time, from any
@@ -519,6 +527,7 @@ func (w *Worker) Stats() Stats {
 	s.Retried = w.stats.retried.Load()
 	s.Failed = w.stats.failed.Load()
 	s.DeadLettered = w.stats.deadLettered.Load()
+	s.DeadLettersTruncated = w.stats.deadLettersTruncated.Load()
 	s.Replayed = w.stats.replayed.Load()
 	s.LeasesLost = w.stats.leasesLost.Load()
 	s.Pauses = w.stats.pauses.Load()
