@@ -1,12 +1,16 @@
 // Command worker runs leasehold workers and the tools around them: run,
 // enqueue, inspect, leases, expire, dev-broker, payment-stub and demo.
 // `worker help` lists the commands; `worker <command> -h` their flags.
+//
+// The first SIGINT or SIGTERM shuts a command down gracefully (`worker run`
+// lets running jobs finish within --shutdown-timeout); a second one forces
+// the exit (running jobs are cancelled and their leases released); a third
+// one ends the process at once.
 package main
 
 import (
 	"context"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +26,8 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func main() {
 	redis.SetLogger(quiet{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+	ctx, force, stop := cli.NotifySignals(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Force: force})
 	stop()
 	os.Exit(code)
 }

@@ -20,6 +20,11 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Force, when closed, cuts a graceful shutdown short: `worker run`
+	// stops waiting for running jobs, cancels them and releases their
+	// leases (closed at a second SIGINT or SIGTERM, see [NotifySignals]).
+	// Nil: never.
+	Force <-chan struct{}
 }
 
 type command struct {

@@ -202,6 +202,8 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	stopAll := func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
+		sctx, stopForce := untilForced(sctx, e.Force) // a second signal cuts the drain short
+		defer stopForce()
 		var wg sync.WaitGroup
 		for _, w := range workers {
 			wg.Add(1)
@@ -288,7 +290,7 @@ loop:
 	for {
 		select {
 		case <-ctx.Done():
-			v.note("interrupted: draining")
+			v.note("interrupted: draining (a second Ctrl-C cancels the running jobs)")
 			outcome = ctx.Err()
 			break loop
 		case <-deadline.C:

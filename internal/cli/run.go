@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -231,13 +232,14 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 
 	var srv *http.Server
+	var draining atomic.Bool
 	if c.httpAddr != "" {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", c.httpAddr)
 		if err != nil {
 			_ = w.Shutdown(context.WithoutCancel(ctx))
 			return fmt.Errorf("http listen: %w", err)
 		}
-		mux := healthMux(w)
+		mux := healthMux(w, &draining)
 		mux.Handle("GET /metrics", tel.MetricsHandler)
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -249,18 +251,20 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 
 	<-ctx.Done()
-	log.Info("shutting down", slog.Duration("drain", c.shutdown))
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdown+15*time.Second)
-	defer cancel()
+	draining.Store(true)
+	err = drain(ctx, e.Force, log, w, c.shutdown)
 	if srv != nil {
-		_ = srv.Shutdown(dctx)
+		// Up until the drain ends: /healthz answers, /readyz says 503.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = srv.Shutdown(hctx)
+		cancel()
 	}
-	return w.Shutdown(dctx)
+	return err
 }
 
 // healthMux serves /healthz (the process is up) and /readyz (Kafka and Redis
-// answer and fetching is not paused).
-func healthMux(w *leasehold.Worker) *http.ServeMux {
+// answer, fetching is not paused and the worker is not draining).
+func healthMux(w *leasehold.Worker, draining *atomic.Bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain")
@@ -270,6 +274,11 @@ func healthMux(w *leasehold.Worker) *http.ServeMux {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		rw.Header().Set("Content-Type", "text/plain")
+		if draining.Load() {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(rw, "not ready: shutting down, %d running jobs left\n", len(w.Running()))
+			return
+		}
 		if err := w.Ready(ctx); err != nil {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = rw.Write([]byte("not ready: " + oneLine(err) + "\n"))
