@@ -43,6 +43,7 @@ func init() {
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
 		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
+		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
 		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
 		"payment-stub":  {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
