@@ -91,7 +91,7 @@ func fetchOrigin(ctx context.Context, cl *kgo.Client, topic string) (recordOrigi
 
 // originOf returns the origin of topic's records, retrying with backoff
 // while the brokers do not answer; ok is false if the worker stopped first.
-func (w *Worker) originOf(ctx context.Context, topic string) (o recordOrigin, ok bool) {
+func (w *Worker) originOf(ctx context.Context, topic string) (recordOrigin, bool) {
 	for attempt := 1; ; attempt++ {
 		mctx, cancel := context.WithTimeout(ctx, dlqListTimeout)
 		o, err := w.origins.get(mctx, w.cl, topic)

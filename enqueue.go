@@ -8,10 +8,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 // MaxKeyLen bounds the length of idempotency keys and job types, in bytes.
-const MaxKeyLen = 256
+// It is the idempotency store's bound (idempotency.DefaultMaxKeyLen), so
+// that the store takes every key the worker and [Enqueue] take.
+const MaxKeyLen = idempotency.DefaultMaxKeyLen
 
 // NewJob describes a job to enqueue.
 type NewJob struct {

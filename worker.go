@@ -493,7 +493,7 @@ type Stats struct {
 	Succeeded    int64
 	Retried      int64 // retryable failures parked for another attempt
 	Failed       int64 // terminal failures (permanent or attempts exhausted)
-	DeadLettered int64
+	DeadLettered int64 // dead-letter copies this worker wrote and the broker acknowledged
 	// DeadLettersTruncated counts, of DeadLettered, the stand-in copies
 	// (HeaderDLQTruncated) written because the dead-letter topic refused
 	// the whole copy as too large.

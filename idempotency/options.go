@@ -55,7 +55,13 @@ func WithWindows(n int) Opt { return optFunc(func(c *cfg) { c.windows = n }) }
 // claim could not reach them. Default 65536 (four shards per Cluster slot).
 func WithShards(n int) Opt { return optFunc(func(c *cfg) { c.shards = n }) }
 
-// WithMaxKeyLen bounds the length of an idempotency key in bytes. Default 512.
+// DefaultMaxKeyLen is the default bound of an idempotency key's length, in
+// bytes ([WithMaxKeyLen]). The worker's bound, leasehold.MaxKeyLen, is this
+// constant, so that the store takes every key the worker takes.
+const DefaultMaxKeyLen = 512
+
+// WithMaxKeyLen bounds the length of an idempotency key in bytes. Default
+// [DefaultMaxKeyLen] (512).
 func WithMaxKeyLen(n int) Opt { return optFunc(func(c *cfg) { c.maxKey = n }) }
 
 // WithMaxResult bounds a result (or terminal error text) in bytes; a larger

@@ -62,7 +62,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	c.retention = cmp.Or(c.retention, 24*time.Hour)
 	c.windows = cmp.Or(c.windows, 2)
 	c.shards = cmp.Or(c.shards, 65536)
-	c.maxKey = cmp.Or(c.maxKey, 512)
+	c.maxKey = cmp.Or(c.maxKey, DefaultMaxKeyLen)
 	c.maxResult = cmp.Or(c.maxResult, 64<<10)
 	c.maxDetails = cmp.Or(c.maxDetails, 64<<10)
 	if c.fingerprinter == nil {
