@@ -178,7 +178,7 @@ func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then fu
 			} else {
 				w.log.Warn("dead-lettered", attrs...)
 			}
-			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause)
+			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause) //nolint:contextcheck // hooks get the worker's context, cancelled when shutdown begins, as before
 		}
 		w.finish(d)
 	}()
