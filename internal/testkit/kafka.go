@@ -98,6 +98,25 @@ func sharedApache(t testing.TB) string {
 	return apache.broker.Addr()
 }
 
+// StartApacheKafka starts an Apache Kafka broker of the test's own (a
+// cluster of its own, unlike the shared one of TEST_KAFKA=apache), stopped at
+// cleanup: for a test that needs a second, independent cluster.
+func StartApacheKafka(t testing.TB) *Kafka {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := kafkabroker.Start(ctx, kafkabroker.Config{})
+	if err != nil {
+		t.Fatalf("testkit: start Apache Kafka: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = b.Stop(ctx)
+	})
+	return realKafka(t, []string{b.Addr()})
+}
+
 // Main runs m's tests and then stops what the package's tests shared (the
 // Apache Kafka broker). Wrap m with it in TestMain:
 //
