@@ -53,6 +53,10 @@ type DeadLetter struct {
 	OrigTopic     string
 	OrigPartition int32
 	OrigOffset    int64
+	// Truncated is the dlq-truncated header of a stand-in copy (the
+	// dead-letter topic refused the full copy as too large; the value was
+	// dropped): why, and the original size. Such a record is never replayed.
+	Truncated string
 	// Replay is the state of its replay: "" (never replayed), "done", or
 	// "pending" (a replay began and did not record its end: it may or may
 	// not have been produced; it is never replayed again automatically).
@@ -69,6 +73,7 @@ const (
 	ReplayWould         = "would-replay"
 	ReplayFailed        = "failed"
 	ReplayNoOriginTopic = "no-origin"
+	ReplayTruncated     = "truncated"
 )
 
 // ReplayResult is what [Worker.ReplayDeadLetters] did with one record.
@@ -194,7 +199,7 @@ func parseDeadLetter(r *kgo.Record) DeadLetter {
 	return DeadLetter{
 		Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp,
 		Reason: h(HeaderDLQReason), Error: h(HeaderDLQError), Key: h(HeaderKey), Type: h(HeaderType),
-		OrigTopic: h(HeaderDLQTopic), OrigPartition: int32(p), OrigOffset: o, Record: r,
+		OrigTopic: h(HeaderDLQTopic), OrigPartition: int32(p), OrigOffset: o, Truncated: h(HeaderDLQTruncated), Record: r,
 	}
 }
 
@@ -283,6 +288,13 @@ func (w *Worker) replayOne(ctx context.Context, cl *kgo.Client, s *idempotency.S
 		return r
 	case d.OrigTopic == "":
 		r.Outcome, r.Hint = ReplayNoOriginTopic, "the record has no "+HeaderDLQTopic+" header"
+		return r
+	case d.Truncated != "":
+		// A stand-in for a copy the dead-letter topic refused as too large:
+		// its value was dropped, so a replay would run the job on nothing.
+		r.Outcome = ReplayTruncated
+		r.Hint = fmt.Sprintf("a stand-in without the original value (%s): re-enqueue the job from %s/%d@%d, "+
+			"where the original record still is while the topic retains it", d.Truncated, d.OrigTopic, d.OrigPartition, d.OrigOffset)
 		return r
 	}
 	if hint, err := needsReset(ctx, s, d); err != nil || hint != "" {

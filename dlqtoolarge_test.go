@@ -104,6 +104,17 @@ func TestDeadLetterCopyRefused(t *testing.T) {
 	if !logs.has("dead-letter copy refused as too large: wrote a truncated copy") {
 		t.Error("the truncated copy was not logged")
 	}
+
+	// The stand-in has no value: a replay would run the job on nothing, so
+	// it is refused, with the way to the original.
+	res, err := w.ReplayDeadLetters(t.Context(), DeadLetterFilter{Key: "big-2"}, false)
+	must(t, err)
+	if len(res) != 1 || res[0].Outcome != ReplayTruncated || !strings.Contains(res[0].Hint, h.topic+"/0@0") {
+		t.Errorf("replay of the stand-in = %+v, want one %s naming %s/0@0", res, ReplayTruncated, h.topic)
+	}
+	if end := h.kafka.EndOffsets(t, h.topic); end[0] != 2 {
+		t.Errorf("%s end offset %d after the refused replay, want 2 (nothing produced)", h.topic, end[0])
+	}
 }
 
 // produceLarge produces recs to h.topic with a producer that takes records up
