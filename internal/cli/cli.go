@@ -48,6 +48,7 @@ func init() {
 		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
 		"payment-stub":  {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
 		"demo":          {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
+		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
 	}
 }
 
@@ -67,6 +68,8 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	case "-h", "-help", "--help", "help":
 		usage(e.Stdout)
 		return 0
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -78,10 +81,10 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(*usageError)):
-		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, userMessage(ctx, err))
 		return 2
 	default:
-		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, oneLine(err))
+		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, userMessage(ctx, err))
 		return 1
 	}
 }

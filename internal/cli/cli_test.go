@@ -222,7 +222,7 @@ func TestDevBrokerAndEnqueue(t *testing.T) {
 	}()
 	addr := waitLine(t, &out, regexp.MustCompile(`dev-broker listening on (\S+)`))
 
-	r := run(ctx, t, nil, "enqueue", "--brokers", addr, "--topic", "cli.jobs", "--count", "50", "--dup", "0.2",
+	r := run(ctx, t, nil, "enqueue", "--brokers", addr, "--topics", "cli.jobs", "--count", "50", "--dup", "0.2",
 		"--payload-size", "300", "--key-prefix", "cli", "--rate", "2000")
 	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 60 records (50 jobs, 10 duplicates)") {
 		t.Fatalf("enqueue: %+v", r)
@@ -296,7 +296,7 @@ func TestPaymentStub(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Errorf("payment-stub exit %d: %s", code, errb.String())
 	}
-	wantFailure(t, run(context.Background(), t, nil, "payment-stub", "--listen", addr+"x"), 1, "listen")
+	wantFailure(t, run(context.Background(), t, nil, "payment-stub", "--listen", addr+"x"), 2, "listen")
 }
 
 func TestRunConsumesAndServesHealth(t *testing.T) {
@@ -330,7 +330,7 @@ func TestRunConsumesAndServesHealth(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := run(ctx, t, nil, "enqueue", "--brokers", strings.Join(k.Brokers(), ","), "--topic", topic,
+	if r := run(ctx, t, nil, "enqueue", "--brokers", strings.Join(k.Brokers(), ","), "--topics", topic,
 		"--count", "20", "--dup", "0.5", "--sleep", "200ms", "--steps", "2", "--progress=false"); r.code != 0 {
 		t.Fatalf("enqueue: %+v", r)
 	}

@@ -73,7 +73,7 @@ func TestRunEmbeddedKafka(t *testing.T) {
 	brokers := waitLine(t, &errb, regexp.MustCompile(`brokers=\[(\S+)\]`))
 	waitStatus(t, "http://"+addr+"/readyz", http.StatusOK, &errb)
 	for _, topic := range []string{"emb.b", "emb.dead"} {
-		r := run(ctx, t, nil, "enqueue", "--brokers", brokers, "--topic", topic, "--count", "1", "--sleep", "10ms",
+		r := run(ctx, t, nil, "enqueue", "--brokers", brokers, "--topics", topic, "--count", "1", "--sleep", "10ms",
 			"--steps", "1", "--progress=false")
 		if r.code != 0 {
 			t.Fatalf("enqueue to %s on the embedded Kafka: %+v", topic, r)

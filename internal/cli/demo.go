@@ -151,7 +151,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	defer kc.Close()
 	brokers := kc.ListenAddrs()
 
-	v := newDemoView(e.Stdout, c.plain)
+	v := newDemoView(e.Stdout, c.plain, e.Getenv)
 	kept := "deletes them when it ends (--keep keeps them)"
 	if c.keepState {
 		kept = "keeps them afterwards (--keep)"

@@ -63,6 +63,9 @@ func cmdPaymentStub(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkListen("--listen", *listen); err != nil {
+		return err
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
 	if err != nil {
 		return err

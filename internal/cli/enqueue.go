@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
@@ -33,8 +37,12 @@ type enqueueConfig struct {
 func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "enqueue", "")
 	var c enqueueConfig
-	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", "127.0.0.1:9092"), "Kafka seed brokers (env LEASEHOLD_BROKERS)")
-	f.StringVar(&c.topic, "topic", f.env("LEASEHOLD_TOPIC", leasehold.DefaultTopic), "topic (env LEASEHOLD_TOPIC)")
+	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", "127.0.0.1:9092"), "Kafka seed brokers, host:port comma-separated (env LEASEHOLD_BROKERS)")
+	// --topics and LEASEHOLD_TOPICS as for `worker run`, naming one topic;
+	// --topic and LEASEHOLD_TOPIC are the older spellings, still read.
+	deprecatedEnv := f.env("LEASEHOLD_TOPIC", "")
+	f.StringVar(&c.topic, "topics", f.env("LEASEHOLD_TOPICS", cmp.Or(deprecatedEnv, leasehold.DefaultTopic)), "the topic to produce to; it must exist (env LEASEHOLD_TOPICS)")
+	oldTopic := f.String("topic", "", "deprecated spelling of --topics (env LEASEHOLD_TOPIC, also deprecated)")
 	f.StringVar(&c.typ, "type", "demo.sleep", "job type")
 	f.StringVar(&c.keyPrefix, "key-prefix", "", "idempotency key prefix; keys are PREFIX-N (default: a random run id, so each run enqueues new jobs)")
 	f.IntVar(&c.count, "count", 100, "distinct jobs to enqueue")
@@ -51,7 +59,34 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	if err := f.noArgs(); err != nil {
 		return err
 	}
-	switch {
+	deprecated := ""
+	if f.isSet("topic") {
+		if f.isSet("topics") && *oldTopic != c.topic {
+			return usagef("--topic %q and --topics %q differ: pass --topics only (--topic is its deprecated spelling)", *oldTopic, c.topic)
+		}
+		c.topic = *oldTopic
+		deprecated = "--topic is deprecated: use --topics"
+	} else if deprecatedEnv != "" && e.Getenv("LEASEHOLD_TOPICS") == "" && !f.isSet("topics") {
+		deprecated = "LEASEHOLD_TOPIC is deprecated: use LEASEHOLD_TOPICS"
+	}
+	if err := checkEnqueue(c); err != nil {
+		return err
+	}
+	if err := enqueue(ctx, e, c); err != nil {
+		return err
+	}
+	if deprecated != "" {
+		// After the work, so that a failure stays one line.
+		_, _ = fmt.Fprintln(e.Stderr, "worker enqueue: "+deprecated)
+	}
+	return nil
+}
+
+// checkEnqueue refuses flag values out of range.
+func checkEnqueue(c enqueueConfig) error {
+	switch topics := splitList(c.topic); {
+	case len(topics) != 1:
+		return usagef("--topics %q: want exactly one topic to produce to", c.topic)
 	case c.count < 0 || c.count > 100_000_000:
 		return usagef("count %d: want 0 to 100000000", c.count)
 	case c.dup < 0 || c.dup > 1:
@@ -70,11 +105,18 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	if err := leasehold.ValidateType(c.typ); err != nil {
 		return &usageError{err}
 	}
+	if c.keyPrefix != "" {
+		if err := leasehold.ValidateKey(c.keyPrefix); err != nil {
+			return &usageError{err}
+		}
+	}
+	return checkBrokers("--brokers", splitList(c.brokers))
+}
+
+func enqueue(ctx context.Context, e *Env, c enqueueConfig) error {
+	c.topic = strings.TrimSpace(c.topic)
 	if c.keyPrefix == "" {
 		c.keyPrefix = "job-" + strings.ToLower(crand.Text()[:8])
-	}
-	if err := leasehold.ValidateKey(c.keyPrefix); err != nil {
-		return &usageError{err}
 	}
 	// Traces go where the OTEL_* environment says, as for `worker run`
 	// (OTEL_TRACES_EXPORTER=none turns them off); they are flushed on return.
@@ -103,14 +145,37 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("kafka at %s does not answer: %w", c.brokers, err)
 	}
+	if err := topicExists(ctx, cl, c.topic); err != nil {
+		return err
+	}
 	var bar io.Writer
 	if c.progress {
 		bar = e.Stderr
 	}
 	n, dups, err := enqueueJobs(ctx, cl, tr, c, bar)
+	if err != nil {
+		return fmt.Errorf("produced %d of the records to %s, then: %w", n, c.topic, err)
+	}
 	_, _ = fmt.Fprintf(e.Stdout, "enqueued %d records (%d jobs, %d duplicates) to %s, keys %s-0..%d\n",
 		n, n-dups, dups, c.topic, c.keyPrefix, max(c.count-1, 0))
-	return err
+	return nil
+}
+
+// topicExists fails when topic is unknown to the brokers: a produce to it
+// would wait out its timeout, or create it where auto-creation is on.
+func topicExists(ctx context.Context, cl *kgo.Client, topic string) error {
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := kadm.NewClient(cl).ListTopics(mctx, topic)
+	if err != nil {
+		return fmt.Errorf("read topic metadata from Kafka: %w", err)
+	}
+	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %s does not exist: create it first (worker run consumes only existing topics), or pass --topics with another", topic)
+	} else if d.Err != nil {
+		return fmt.Errorf("topic %s: %w", topic, d.Err)
+	}
+	return nil
 }
 
 // payloadFor builds the payload of job i.

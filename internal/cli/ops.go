@@ -128,12 +128,16 @@ func keyArg(f *flags) (string, error) {
 	return k, nil
 }
 
-// openKeyCommand parses the flags and the KEY argument of a command that
-// works on one idempotency key, and opens the store.
-func openKeyCommand(ctx context.Context, e *Env, name string, args []string) (string, *opsStore, error) {
+// openKeyCommand parses the flags (the common ones and those extra
+// defines) and the KEY argument of a command that works on one idempotency
+// key, and opens the store.
+func openKeyCommand(ctx context.Context, e *Env, name string, args []string, extra ...func(*flags)) (string, *opsStore, error) {
 	f := newFlags(e, name, "KEY")
 	var o opsFlags
 	o.define(f)
+	for _, x := range extra {
+		x(f)
+	}
 	if err := f.parse(args); err != nil {
 		return "", nil, err
 	}
@@ -149,7 +153,10 @@ func openKeyCommand(ctx context.Context, e *Env, name string, args []string) (st
 }
 
 func cmdInspect(ctx context.Context, e *Env, args []string) error {
-	k, ops, err := openKeyCommand(ctx, e, "inspect", args)
+	asJSON := false
+	k, ops, err := openKeyCommand(ctx, e, "inspect", args, func(f *flags) {
+		f.BoolVar(&asJSON, "json", false, "print JSON (fields: key, cluster_tag, lease_key, lease, record)")
+	})
 	if err != nil {
 		return err
 	}
@@ -158,6 +165,13 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 	li, held, err := readLease(ctx, ops.rdb, ops.m.Key(name))
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		info, err := ops.s.Lookup(ctx, k)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.Stdout, newInspectJSON(k, ops.s.Tag(k), ops.m.Key(name), li, held, info))
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintf(tw, "key\t%s\n", k)
@@ -251,6 +265,7 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	var o opsFlags
 	o.define(f)
 	limit := f.Int("limit", 1000, "list at most this many leases, at least 1")
+	asJSON := f.Bool("json", false, "print JSON: {\"leases\": [{key, lease_key, owner, fence, remaining_ms, state, attempt, details, details_size}]}")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -270,6 +285,9 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	withRecords(ctx, ops.s, leases)
+	if *asJSON {
+		return writeLeasesJSON(e.Stdout, leases)
+	}
 	return printLeases(e.Stdout, leases)
 }
 
@@ -331,7 +349,7 @@ func scanLeases(ctx context.Context, rdb redis.UniversalClient, keyPrefix string
 			out = append(out, li)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return natLess(out[i].Name, out[j].Name) })
 	return out, nil
 }
 
@@ -389,7 +407,7 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 	var o opsFlags
 	o.define(f)
 	rate := f.Float64("rate", 1000, "messages per second")
-	retention := f.Duration("retention", leasehold.DefaultRetention, "how long finished keys are kept")
+	retention := f.Duration("retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys are kept, as worker run's --retention (env LEASEHOLD_RETENTION)")
 	if err := f.parse(args); err != nil {
 		return err
 	}

@@ -121,10 +121,18 @@ func (c *runConfig) check(f *flags) error {
 	switch {
 	case f.isSet("embedded-listen") && !c.embeddedKafka:
 		return usagef("--embedded-listen needs --embedded-kafka")
-	case !hasBrokers && !c.embeddedKafka:
+	case hasBrokers:
+		if err := checkBrokers("--brokers", splitList(c.brokers)); err != nil {
+			return err
+		}
+		if c.embeddedKafka {
+			return usagef("--brokers and --embedded-kafka exclude each other: pass one of them")
+		}
+	case !c.embeddedKafka:
 		return usagef("no Kafka brokers: pass --brokers host:port (env LEASEHOLD_BROKERS), or --embedded-kafka for an in-memory Kafka that keeps nothing")
-	case hasBrokers && c.embeddedKafka:
-		return usagef("--brokers and --embedded-kafka exclude each other: pass one of them")
+	}
+	if c.httpAddr != "" {
+		return checkListen("--http", c.httpAddr)
 	}
 	return nil
 }

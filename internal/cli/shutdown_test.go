@@ -41,7 +41,7 @@ func testDrain(t *testing.T, start func(args []string, env map[string]string) st
 	waitStatus(t, "http://"+addr+"/readyz", 200, w.log)
 
 	ctx := context.Background()
-	if r := run(ctx, t, nil, "enqueue", "--brokers", brokers, "--topic", topic, "--count", "1", "--sleep", "60s",
+	if r := run(ctx, t, nil, "enqueue", "--brokers", brokers, "--topics", topic, "--count", "1", "--sleep", "60s",
 		"--steps", "60", "--key-prefix", "drain", "--progress=false"); r.code != 0 {
 		t.Fatalf("enqueue: %+v", r)
 	}
@@ -174,12 +174,12 @@ func TestBinaryDrainsThenForcesExit(t *testing.T) {
 	})
 }
 
-// workerBinary builds cmd/worker into the test's temporary directory and
-// returns its path.
-func workerBinary(t *testing.T) string {
+// workerBinary builds cmd/worker into the test's temporary directory, with
+// the extra go build flags, and returns its path.
+func workerBinary(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/worker")
+	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), "./cmd/worker")...)
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/worker: %v\n%s", err, out)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,11 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
@@ -22,6 +25,7 @@ import (
 type demoView struct {
 	w     io.Writer
 	tty   bool
+	size  func() (cols, rows int) // the terminal's, read at every redraw
 	start time.Time
 
 	mu        sync.Mutex
@@ -46,12 +50,25 @@ type viewWorker struct {
 	w    *leasehold.Worker
 }
 
-func newDemoView(w io.Writer, plain bool) *demoView {
+// newDemoView draws on w; getenv reads $COLUMNS and $LINES, the size used
+// where the terminal's cannot be read.
+func newDemoView(w io.Writer, plain bool, getenv func(string) string) *demoView {
 	v := &demoView{w: w, start: time.Now(), completed: map[string]bool{}}
-	if f, ok := w.(*os.File); ok && !plain {
+	f, ok := w.(*os.File)
+	if ok && !plain {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			v.tty = true
 		}
+	}
+	v.size = func() (int, int) {
+		if ok {
+			if c, r := termSize(f); c > 0 && r > 0 {
+				return c, r
+			}
+		}
+		c, _ := strconv.Atoi(getenv("COLUMNS"))
+		r, _ := strconv.Atoi(getenv("LINES"))
+		return cmp.Or(max(c, 0), 80), cmp.Or(max(r, 0), 24)
 	}
 	return v
 }
@@ -223,10 +240,13 @@ func (v *demoView) draw() {
 		v.events = v.events[:0]
 		return
 	}
-	var b strings.Builder
-	b.WriteString("\x1b[H\x1b[2J")
-	_, _ = fmt.Fprintf(&b, "leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d   retries %d   leases lost %d   takeovers %d   compensated %d   dead-lettered %d\n\n",
-		time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held, v.retries, v.lost, v.takeovers, v.comps, v.dead)
+	var s screen
+	s.header = []string{
+		fmt.Sprintf("leasehold demo  %5.1fs   jobs %d/%d done   duplicates replayed %d/%d   held waits %d",
+			time.Since(v.start).Seconds(), len(v.completed), v.jobs, v.replays, v.dups, v.held),
+		fmt.Sprintf("retries %d   leases lost %d   takeovers %d   compensated %d   dead-lettered %d",
+			v.retries, v.lost, v.takeovers, v.comps, v.dead),
+	}
 	type row struct {
 		worker string
 		j      leasehold.RunningJob
@@ -238,7 +258,7 @@ func (v *demoView) draw() {
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].j.Key < rows[j].j.Key })
-	_, _ = fmt.Fprintf(&b, "  %-6s %-18s %-6s %-18s %-22s %s\n", "WORKER", "KEY", "ATT", "FENCE", "PROGRESS", "")
+	s.table = fmt.Sprintf("  %-6s %-18s %-6s %-18s %-22s", "WORKER", "KEY", "ATT", "FENCE", "PROGRESS")
 	for _, r := range rows {
 		bar := strings.Repeat(".", 20)
 		pct := ""
@@ -257,13 +277,61 @@ func (v *demoView) draw() {
 		case v.retryKey:
 			mark = "  <- fails once at step 4"
 		}
-		_, _ = fmt.Fprintf(&b, "  %-6s %-18s %-6d %-18d [%s] %-6s%s\n", r.worker, r.j.Key, r.j.Attempt, r.j.Fence, bar, pct, mark)
+		s.rows = append(s.rows, fmt.Sprintf("  %-6s %-18s %-6d %-18d [%s] %-6s%s", r.worker, r.j.Key, r.j.Attempt, r.j.Fence, bar, pct, mark))
 	}
-	b.WriteString("\n")
 	for _, l := range v.events {
-		b.WriteString("  " + l + "\n")
+		s.events = append(s.events, "  "+l)
 	}
-	_, _ = io.WriteString(v.w, b.String())
+	cols, lines := v.size()
+	_, _ = io.WriteString(v.w, "\x1b[H\x1b[2J"+strings.Join(s.fit(cols, lines), "\n")+"\n")
+}
+
+// screen is one redraw of the demo's terminal view.
+type screen struct {
+	header []string // counts
+	table  string   // the running jobs' column names
+	rows   []string // a running job each
+	events []string // the latest events, oldest first
+}
+
+// fit lays the screen out in cols x lines: every line cut to cols-1
+// columns (a full line would wrap on some terminals), and at most lines-1
+// lines (the last one holds the cursor). The events keep a third of the
+// height or more when the running jobs do not fit; the jobs left out are
+// counted on a line of their own.
+func (s screen) fit(cols, lines int) []string {
+	width, height := max(cols-1, 1), max(lines-1, 1)
+	out := append([]string(nil), s.header...)
+	avail := height - len(out)
+	events := min(len(s.events), max(3, avail/3))
+	if room := avail - events - 3; room > 0 { // a blank, the column names, a blank
+		out = append(out, "", s.table)
+		if len(s.rows) <= room {
+			out = append(out, s.rows...)
+		} else {
+			out = append(out, s.rows[:room-1]...)
+			out = append(out, fmt.Sprintf("  ... and %d more running", len(s.rows)-(room-1)))
+		}
+		out = append(out, "")
+	}
+	events = min(len(s.events), max(height-len(out), 0))
+	out = append(out, s.events[len(s.events)-events:]...)
+	if len(out) > height {
+		out = out[:height]
+	}
+	for i, l := range out {
+		out[i] = cutWidth(l, width)
+	}
+	return out
+}
+
+// cutWidth cuts s to n runes.
+func cutWidth(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n])
 }
 
 // totals prints the final counts.
