@@ -486,6 +486,9 @@ func TestDemoEndsByItself(t *testing.T) {
 			t.Errorf("totals %q lack %q", totals, want)
 		}
 	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", r.stdout)
+	}
 	// Every duplicate is replayed; redelivery after a rebalance may replay more.
 	var replayed int
 	if m := regexp.MustCompile(`(\d+) duplicates replayed`).FindStringSubmatch(totals); m != nil {

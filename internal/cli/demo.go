@@ -23,6 +23,8 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // demoConfig is what `worker demo` reads.
@@ -335,23 +337,33 @@ func chainStart(a, b func(context.Context, *leasehold.Job)) func(context.Context
 	}
 }
 
-// expireForDemo makes a running job's lease expire, as `worker expire` does.
+// expireForDemo makes a running job's lease expire, as `worker expire` does:
+// it names the key's lease directly (no SCAN, which on a crowded Redis may
+// not reach it in time).
 func expireForDemo(ctx context.Context, rdb redis.UniversalClient, prefix, key string, v *demoView) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	leases, err := scanLeases(ctx, rdb, prefix+"lease:", 10000)
+	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix))
 	if err != nil {
-		v.note("could not list leases: %v", err)
+		v.note("could not name the lease of %s: %v", key, err)
 		return
 	}
-	for _, l := range leases {
-		if l.Name == key {
-			_ = rdb.PExpire(ctx, l.Key, time.Millisecond).Err()
-			v.note("expired the lease of %s (fence %d) while it runs, as `worker expire` would", key, l.Fence)
-			return
-		}
+	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))
+	if err != nil {
+		v.note("could not name the lease of %s: %v", key, err)
+		return
 	}
-	v.note("the lease of %s was not found to expire", key)
+	lk := m.Key(s.LeaseName(key))
+	li, held, err := readLease(ctx, rdb, lk)
+	switch {
+	case err != nil:
+		v.note("could not read the lease of %s: %v", key, err)
+	case !held:
+		v.note("the lease of %s was not found to expire", key)
+	default:
+		_ = rdb.PExpire(ctx, lk, time.Millisecond).Err()
+		v.note("expired the lease of %s (fence %d) while it runs, as `worker expire` would", key, li.Fence)
+	}
 }
 
 // deletePrefix removes the demo's keys (best effort).
