@@ -136,6 +136,9 @@ func mapStoreErr(err error) error {
 	case errors.Is(err, idempotency.ErrNotClaimed), errors.Is(err, idempotency.ErrMismatch),
 		errors.Is(err, idempotency.ErrAlreadyCommitted):
 		return err // the store answered: not an outage
+	case errors.Is(err, lease.ErrEvictionPolicy), errors.Is(err, idempotency.ErrEvictionPolicy),
+		errors.Is(err, idempotency.ErrPolicyUnknown):
+		return err // Redis answers; its configuration is refused
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
