@@ -49,6 +49,7 @@ func init() {
 		"payment-stub":  {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
 		"demo":          {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
+		"ui":            {"serve the web console: overview, running jobs, keys, compensations, dead letters (read-only unless --actions)", cmdUI},
 	}
 }
 

@@ -1,0 +1,328 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
+)
+
+// jobsPage is GET api/jobs?cursor=: one page of the leases held now.
+type jobsPage struct {
+	Rows       []leaseRow `json:"rows"`
+	Next       string     `json:"next"` // the cursor of the next page; "" at the end
+	RedisTime  time.Time  `json:"redis_time"`
+	Standalone bool       `json:"standalone"`
+}
+
+func (c *Console) serveJobs(w http.ResponseWriter, r *http.Request) {
+	cur, err := parseCursor(r.URL.Query().Get("cursor"))
+	if err != nil {
+		c.fail(w, http.StatusBadRequest, "cursor", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	page, err := c.jobs(ctx, cur)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "read the leases", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (c *Console) jobs(ctx context.Context, cur cursor) (*jobsPage, error) {
+	be, err := c.backend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := nodes(ctx, c.cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	prefix := c.cfg.KeyPrefix + "lease:"
+	keys, next, err := scanKeys(ctx, ns, escapeGlob(prefix)+"*", cur, c.cfg.PageSize, maxScanCalls)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	rows, err := readLeases(ctx, c.cfg.Redis, prefix, keys)
+	if err != nil {
+		return nil, err
+	}
+	now, err := c.cfg.Redis.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	running := c.running()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range rows {
+		l := &rows[i]
+		name := displayName(l.Key)
+		if leasehold.ValidateKey(name) != nil || be.s.LeaseName(name) != l.Key {
+			continue // another lease (a compensation's, or another library's)
+		}
+		l.Key, l.Idempotency, l.TraceURL = name, true, c.traceURL(name)
+		c.seen.add(name, l.Fence)
+		if rj, ok := running[name]; ok && rj.Fence == l.Fence {
+			l.Type, l.ElapsedMS, l.ElapsedFrom = rj.Type, time.Since(rj.Started).Milliseconds(), "worker"
+		} else if ms, ok := sinceFence(now, l.Fence); ok {
+			l.ElapsedMS, l.ElapsedFrom = ms, "fence"
+		}
+		g.Go(func() error {
+			info, err := be.s.Lookup(gctx, name)
+			if err != nil && !errors.Is(err, idempotency.ErrCorrupt) {
+				l.Error = oneLine(err)
+				return nil
+			}
+			l.State, l.Attempt = info.State.String(), info.Attempt
+			if info.HasDetails {
+				l.Details, l.DetailsSize, l.DetailsAge = cut(info.Details, maxDetails), info.DetailsSize, info.DetailsTTL.Milliseconds()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	slices.SortFunc(rows, func(a, b leaseRow) int { return cmp.Compare(a.Key, b.Key) })
+	return &jobsPage{Rows: rows, Next: next, RedisTime: now.UTC(), Standalone: c.cfg.Worker == nil}, nil
+}
+
+// running returns the Worker's running jobs by key (none standalone).
+func (c *Console) running() map[string]leasehold.RunningJob {
+	out := make(map[string]leasehold.RunningJob)
+	if c.cfg.Worker == nil {
+		return out
+	}
+	for _, j := range c.cfg.Worker.Running() {
+		out[j.Key] = j
+	}
+	return out
+}
+
+// sinceFence estimates how long ago a lease of fence f was claimed: fences
+// are Redis TIME in microseconds at the claim (one more than the previous
+// fence when the clock had not passed it), so now minus the fence is the
+// lease's age, when it is plausible (not ahead of now, under 30 days).
+func sinceFence(now time.Time, f uint64) (int64, bool) {
+	const maxAge = int64(30 * 24 * time.Hour / time.Microsecond)
+	if f == 0 || f > math.MaxInt64 {
+		return 0, false
+	}
+	age := now.UnixMicro() - int64(f)
+	if age < 0 || age > maxAge {
+		return 0, false
+	}
+	return age / 1000, true
+}
+
+// cut returns b as a string of at most n bytes, cut at a rune start, with
+// invalid UTF-8 replaced.
+func cut(b []byte, n int) string {
+	if len(b) > n {
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
+		b = b[:n]
+	}
+	return string([]rune(string(b)))
+}
+
+// keyView is GET api/key?key=.
+type keyView struct {
+	Key   string `json:"key"`
+	Tag   string `json:"tag"`
+	State string `json:"state"`
+	Fence uint64 `json:"fence,string"`
+
+	Attempt    int        `json:"attempt"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	HoldUntil  *time.Time `json:"hold_until,omitempty"`
+	Result     *string    `json:"result,omitempty"` // COMPLETED: the cached result, cut to maxResult
+	ResultSize int        `json:"result_size,omitempty"`
+	Failure    string     `json:"failure,omitempty"` // FAILED: the cached error text
+
+	Leased      bool   `json:"leased"`
+	LeaseFence  uint64 `json:"lease_fence,string"`
+	Owner       string `json:"owner"`
+	RemainingMS int64  `json:"remaining_ms"`
+
+	HasDetails  bool   `json:"has_details"`
+	Details     string `json:"details,omitempty"`
+	DetailsSize int    `json:"details_size,omitempty"`
+	DetailsTTL  int64  `json:"details_kept_ms,omitempty"`
+
+	Type      string `json:"type,omitempty"` // when a job of the key runs in this process
+	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+
+	Journals   []journalView `json:"journals"`
+	JournalErr string        `json:"journals_error,omitempty"`
+	TraceURL   string        `json:"trace_url,omitempty"`
+}
+
+type journalView struct {
+	Fence   uint64     `json:"fence,string"`
+	State   string     `json:"state"`
+	Created time.Time  `json:"created"`
+	Since   *time.Time `json:"dead_since,omitempty"`
+	Steps   []stepView `json:"steps"`
+	Key     string     `json:"key,omitempty"`
+}
+
+type stepView struct {
+	Step     int    `json:"step"`
+	Name     string `json:"name"`
+	Handler  string `json:"handler"`
+	State    string `json:"state"`
+	Done     bool   `json:"done"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
+}
+
+// maxResult bounds the cached result a page receives, in bytes.
+const maxResult = 2048
+
+func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if err := leasehold.ValidateKey(key); err != nil {
+		c.fail(w, http.StatusBadRequest, "key", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	be, err := c.backend(ctx)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "connect to Redis", err)
+		return
+	}
+	ki, err := c.view.Inspect(ctx, key)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "inspect "+key, err)
+		return
+	}
+	v := keyView{Key: key, Tag: ki.Tag, State: ki.State.String(), Fence: ki.Fence, Attempt: ki.Attempt,
+		Failure: ki.Failure, Leased: ki.Leased, LeaseFence: ki.LeaseFence, Owner: ki.Owner,
+		RemainingMS: ki.Remaining.Milliseconds(), HasDetails: ki.HasDetails, DetailsSize: ki.DetailsSize,
+		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []journalView{}}
+	if ki.HasDetails {
+		v.Details = cut(ki.Details, maxDetails)
+	}
+	if !ki.FinishedAt.IsZero() {
+		t := ki.FinishedAt.UTC()
+		v.FinishedAt = &t
+	}
+	if !ki.HoldUntil.IsZero() {
+		t := ki.HoldUntil.UTC()
+		v.HoldUntil = &t
+	}
+	if ki.State == idempotency.Completed {
+		s := cut(ki.Result, maxResult)
+		v.Result, v.ResultSize = &s, len(ki.Result)
+	}
+	if rj, ok := c.running()[key]; ok {
+		v.Type, v.ElapsedMS = rj.Type, time.Since(rj.Started).Milliseconds()
+	}
+	c.seen.add(key, ki.Fence, ki.LeaseFence)
+	js, err := be.comp.Journals(ctx, be.s.LeaseName(key), 10, c.seen.get(key)...)
+	if err != nil {
+		v.JournalErr = oneLine(err)
+	}
+	for _, j := range js {
+		v.Journals = append(v.Journals, newJournalView(j, nil))
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func newJournalView(j compensation.JournalInfo, since *time.Time) journalView {
+	jv := journalView{Fence: j.Ref.Fence, State: string(j.State), Created: j.Created, Since: since,
+		Key: displayName(j.Ref.Name), Steps: make([]stepView, 0, len(j.Steps))}
+	for _, s := range j.Steps {
+		jv.Steps = append(jv.Steps, stepView{Step: s.Step, Name: s.Name, Handler: s.Handler, State: s.State,
+			Done: s.Done, Attempts: s.Attempts, Error: s.Error})
+	}
+	return jv
+}
+
+// maxCompensations bounds the dead-lettered journals one page lists.
+const maxCompensations = 100
+
+func (c *Console) serveCompensations(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	be, err := c.backend(ctx)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "connect to Redis", err)
+		return
+	}
+	dls, err := be.comp.List(ctx, maxCompensations)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered compensations", err)
+		return
+	}
+	out := struct {
+		Journals []journalView `json:"journals"`
+		Limit    int           `json:"limit"`
+		CanRetry bool          `json:"can_retry"` // handlers are registered (Config.Compensations)
+	}{Journals: make([]journalView, 0, len(dls)), Limit: maxCompensations, CanRetry: c.cfg.Compensations != nil}
+	for _, d := range dls {
+		since := d.Since
+		out.Journals = append(out.Journals, newJournalView(d.JournalInfo, &since))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// maxDeadLetters bounds the dead-letter records one read returns.
+const maxDeadLetters = 500
+
+type deadLetterRow struct {
+	Partition     int32     `json:"partition"`
+	Offset        int64     `json:"offset"`
+	Time          time.Time `json:"time"`
+	Reason        string    `json:"reason"`
+	Error         string    `json:"error"`
+	Key           string    `json:"key"`
+	Type          string    `json:"type"`
+	OrigTopic     string    `json:"orig_topic"`
+	OrigPartition int32     `json:"orig_partition"`
+	OrigOffset    int64     `json:"orig_offset"`
+	Replay        string    `json:"replay"`
+	TraceURL      string    `json:"trace_url,omitempty"`
+}
+
+func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := leasehold.DeadLetterFilter{Reason: q.Get("reason"), Type: q.Get("type"), Key: q.Get("key"), Limit: maxDeadLetters}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*timeout)
+	defer cancel()
+	dls, err := c.view.DeadLetters(ctx, f)
+	if err != nil {
+		c.fail(w, http.StatusServiceUnavailable, "read the dead-letter topic "+c.cfg.DLQ, err)
+		return
+	}
+	out := struct {
+		Topic    string          `json:"topic"`
+		Records  []deadLetterRow `json:"records"`
+		ByReason map[string]int  `json:"by_reason"`
+		ByType   map[string]int  `json:"by_type"`
+		Limit    int             `json:"limit"`
+	}{Topic: c.cfg.DLQ, Records: make([]deadLetterRow, 0, len(dls)), ByReason: map[string]int{}, ByType: map[string]int{}, Limit: maxDeadLetters}
+	for _, d := range dls {
+		out.ByReason[d.Reason]++
+		out.ByType[d.Type]++
+		out.Records = append(out.Records, deadLetterRow{Partition: d.Partition, Offset: d.Offset, Time: d.Time,
+			Reason: d.Reason, Error: cut([]byte(d.Error), 300), Key: d.Key, Type: d.Type, OrigTopic: d.OrigTopic,
+			OrigPartition: d.OrigPartition, OrigOffset: d.OrigOffset, Replay: d.Replay, TraceURL: c.traceURL(d.Key)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/console"
+	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/paystub"
+	"github.com/leasehold/leasehold/tracing"
+)
+
+// cmdUI serves the web console (package console) on its own: what Redis
+// and Kafka show, read-only unless --actions.
+func cmdUI(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "ui", "")
+	var o opsFlags
+	o.define(f)
+	listen := f.String("listen", f.env("LEASEHOLD_UI_LISTEN", "127.0.0.1:8090"), "HTTP listen address of the console (env LEASEHOLD_UI_LISTEN)")
+	actions := f.Bool("actions", f.envBool("LEASEHOLD_UI_ACTIONS", false), "offer expire, reset, compensation retry and dead-letter replay, "+
+		"to those who sign in with LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD (env LEASEHOLD_UI_ACTIONS)")
+	brokers := f.String("brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, host:port comma-separated, for commit lag and dead letters; empty: no Kafka views (env LEASEHOLD_BROKERS)")
+	topics := f.String("topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "the workers' topics (env LEASEHOLD_TOPICS)")
+	dlq := f.String("dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
+	group := f.String("group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "the workers' consumer group (env LEASEHOLD_GROUP)")
+	jaeger := f.String("jaeger-url", f.env("LEASEHOLD_JAEGER_URL", ""), "Jaeger UI base URL for trace links, e.g. http://127.0.0.1:16686 (env LEASEHOLD_JAEGER_URL)")
+	poll := f.Duration("poll", f.envDur("LEASEHOLD_UI_POLL", console.DefaultPollInterval), "how often an open page reads fresh data, at least 500ms (env LEASEHOLD_UI_POLL)")
+	payURL := f.String("payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", "http://127.0.0.1:8099"), "payment stub base URL, for retrying demo.transfer refunds (env LEASEHOLD_PAYSTUB_URL)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := f.noArgs(); err != nil {
+		return err
+	}
+	ts := splitList(*topics)
+	switch {
+	case len(ts) == 0 || *group == "" || o.prefix == "":
+		return usagef("want --topics, --group and --prefix, the workers' own")
+	case *poll < 500*time.Millisecond:
+		return usagef("poll %v: want at least 500ms", *poll)
+	}
+	auth := console.AuthFromEnv(e.Getenv)
+	if *actions && auth.Token == "" && auth.User == "" {
+		return usagef("--actions needs authentication: set LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD")
+	}
+	policy, err := policyOpts(*o.policy)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(e.Stderr, "info", "text")
+	if err != nil {
+		return err
+	}
+	rdb, err := openRedis(ctx, o.redisURL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rdb.Close() }()
+	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-worker"), tracing.WithSetupLogger(log))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdownTel(sctx)
+	}()
+	tracer, err := tracing.New(tracing.WithTelemetry(tel))
+	if err != nil {
+		return err
+	}
+	reg := compensation.NewRegistry()
+	if err := demo.RegisterCompensations(reg, paystub.NewClient(*payURL, nil)); err != nil {
+		return err
+	}
+	cfg := console.Config{Redis: rdb, KeyPrefix: o.prefix, Topics: ts, DLQ: *dlq, Group: *group, JaegerURL: *jaeger,
+		Actions: *actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: *poll}
+	if bs := splitList(*brokers); len(bs) > 0 {
+		cfg.Kafka = []kgo.Opt{kgo.SeedBrokers(bs...)}
+	}
+	c, err := console.New(cfg)
+	if err != nil {
+		return &usageError{err}
+	}
+	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	mode := "read-only"
+	if *actions {
+		mode = "actions on, for signed-in users"
+	}
+	_, _ = fmt.Fprintf(e.Stdout, "console on http://%s/ (%s; Redis prefix %s)\n", ln.Addr(), mode, o.prefix)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
