@@ -163,7 +163,7 @@ func (w *Worker) scanDeadLetters(ctx context.Context, topic string, parts map[in
 	for len(parts) > 0 && len(out) < limit {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("leasehold: read %s: %d partitions not read to the end: %w (last fetch error: %v)",
+			return nil, fmt.Errorf("leasehold: read %s: %d partitions not read to the end: %w (last fetch error: %w)",
 				topic, len(parts), err, lastErr)
 		}
 		fs.EachError(func(_ string, _ int32, err error) { lastErr = err })
@@ -338,14 +338,14 @@ func (w *Worker) replayOne(ctx context.Context, cl *kgo.Client, s *idempotency.S
 	w.log.Info("dead letter replayed", slog.String("outcome", r.Outcome), slog.String("key", d.Key),
 		slog.String("reason", d.Reason), slog.Int("dlq_partition", int(d.Partition)), slog.Int64("dlq_offset", d.Offset),
 		slog.String("topic", d.OrigTopic), slog.Int("partition", int(d.OrigPartition)), slog.Int64("offset", r.To), slog.Any("err", r.Err))
-	sp.End(r.Outcome, r.Err)
+	sp.End(r.Outcome, r.Err) //nolint:contextcheck // ending a span needs no context
 	return r
 }
 
 // needsReset says why a replay of d would not run its job, or "".
 func needsReset(ctx context.Context, s *idempotency.Store, d DeadLetter) (string, error) {
 	if d.Key == "" || ValidateKey(d.Key) != nil {
-		return "", nil // dead-lettered again as it was; nothing a reset changes
+		return "", nil //nolint:nilerr // an invalid key is dead-lettered again as it was; nothing a reset changes
 	}
 	info, err := s.Lookup(ctx, d.Key)
 	if err != nil || info.State == idempotency.Absent {
@@ -354,7 +354,7 @@ func needsReset(ctx context.Context, s *idempotency.Store, d DeadLetter) (string
 	fp, err := s.Fingerprint(d.Record.Value)
 	switch {
 	case err != nil:
-		return "", nil
+		return "", nil //nolint:nilerr // a payload the store cannot fingerprint is dead-lettered again; no reset helps
 	case fp != info.Fingerprint:
 		return fmt.Sprintf("key %s has a %s record of another payload: a replay would be dead-lettered as %s; "+
 			"reset it first (worker reset %s)", d.Key, info.State, ReasonMismatch, d.Key), nil

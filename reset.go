@@ -56,16 +56,16 @@ func (w *Worker) Reset(ctx context.Context, key string, force bool) (ResetResult
 			slog.String("state", r.State.String()), slog.Uint64("fence", r.Fence), slog.Bool("lease_ended", r.LeaseEnded))
 		if sp != nil {
 			sp.SetFence(r.Fence)
-			sp.End("reset", nil)
+			sp.End("reset", nil) //nolint:contextcheck // ending a span needs no context
 		}
 		return res, nil
 	case errors.Is(err, idempotency.ErrResetHeld), errors.Is(err, idempotency.ErrResetClock):
 		w.log.Debug("idempotency key reset refused", slog.String("key", key), slog.Bool("force", force), slog.Any("err", err))
-		sp.End("refused", err)
+		sp.End("refused", err) //nolint:contextcheck // ending a span needs no context
 	default:
 		err = mapStoreErr(err)
 		w.log.Error("idempotency key reset failed", slog.String("key", key), slog.Any("err", err))
-		sp.End(tracing.OutcomeError, err)
+		sp.End(tracing.OutcomeError, err) //nolint:contextcheck // ending a span needs no context
 	}
 	return res, err
 }

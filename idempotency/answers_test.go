@@ -87,7 +87,7 @@ func TestCompleteAnswersAfterLostReply(t *testing.T) {
 	ctx := t.Context()
 
 	t.Run("same result after the lease ended locally", func(t *testing.T) {
-		c := e.claim(t, "same", fp("a"), Acquired)
+		c := e.claim(t, "same", fp("a"), Acquired) //nolint:contextcheck // claims under the test's context
 		h.armed.Store(true)
 		err := e.s.Complete(ctx, c, []byte("r"))
 		h.armed.Store(false)
@@ -104,7 +104,7 @@ func TestCompleteAnswersAfterLostReply(t *testing.T) {
 		}
 	})
 	t.Run("another result", func(t *testing.T) {
-		c := e.claim(t, "other", fp("a"), Acquired)
+		c := e.claim(t, "other", fp("a"), Acquired) //nolint:contextcheck // claims under the test's context
 		h.armed.Store(true)
 		_ = e.s.Complete(ctx, c, []byte("first"))
 		h.armed.Store(false)
@@ -114,12 +114,12 @@ func TestCompleteAnswersAfterLostReply(t *testing.T) {
 			ce.Record.Fence != c.Fence {
 			t.Fatalf("Complete with another result over a landed one = %v, want a *CommittedError holding %q", err, "first")
 		}
-		if d := e.claim(t, "other", fp("a"), Duplicate); string(d.Record.Result) != "first" {
+		if d := e.claim(t, "other", fp("a"), Duplicate); string(d.Record.Result) != "first" { //nolint:contextcheck // claims under the test's context
 			t.Fatalf("stored result %q, want %q", d.Record.Result, "first")
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		c := e.claim(t, "refused", fp("a"), Acquired)
+		c := e.claim(t, "refused", fp("a"), Acquired)                  //nolint:contextcheck // claims under the test's context
 		must(t, e.c.Del(ctx, e.m.Key(e.s.LeaseName("refused"))).Err()) // expired in Redis
 		err := e.s.Complete(ctx, c, []byte("r"))
 		if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrGivenUp) {

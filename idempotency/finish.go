@@ -385,7 +385,7 @@ func (s *Store) committed(ctx context.Context, c *Claim, info *Info) error {
 	if info == nil {
 		in, err := s.LookupResult(ctx, c.Key)
 		if err != nil || in.Fence != c.Fence {
-			return fmt.Errorf("%w: key %s (fence %d); the stored outcome could not be read back: %v",
+			return fmt.Errorf("%w: key %s (fence %d); the stored outcome could not be read back: %w",
 				ErrAlreadyCommitted, quoteKey(c.Key), c.Fence, err)
 		}
 		info = &in

@@ -96,8 +96,8 @@ func (s *Store) Reset(ctx context.Context, k string, force bool) (ResetResult, e
 	switch res[0] {
 	case lua.IdemResetDone:
 		r := ResetResult{Fence: uint64(max(res[1], 0)), LeaseEnded: len(res) > 3 && res[3] == 1}
-		if res[2] > 0 {
-			r.State = State(res[2])
+		if res[2] > 0 && res[2] <= int64(Failed) {
+			r.State = State(res[2]) //nolint:gosec // bounded by the line above
 		}
 		return r, nil
 	case lua.IdemResetHeld:
