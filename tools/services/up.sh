@@ -2,7 +2,8 @@
 # Installs (from Debian's packages) and starts the servers the tests need, idempotently:
 #   Redis       127.0.0.1:6379, no persistence (no RDB snapshots, no AOF)
 #   PostgreSQL  127.0.0.1:5432, trust auth for local TCP, user postgres, database "test"
-# A server that already answers is left alone. Chromium is installed when BROWSER=1.
+# A server that already answers is left alone. With BROWSER=1, Debian's chromium is installed too (the
+# console's browser tests drive it headless).
 # Used by `make deps` and .ci/run; safe to run again at any time.
 set -euo pipefail
 
