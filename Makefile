@@ -18,6 +18,10 @@ build: ## build every package and the worker binary into bin/
 deps: ## install (Debian packages) and start Redis and PostgreSQL on loopback if they do not answer
 	@tools/services/up.sh
 
+.PHONY: deps-test
+deps-test: ## deps, and Debian's chromium for the console's browser tests
+	@BROWSER=1 tools/services/up.sh
+
 .PHONY: run
 run: deps ## the demo: embedded Kafka, local Redis, producer, workers, live view (Ctrl-C drains)
 	$(GO) run ./cmd/worker demo
@@ -26,7 +30,7 @@ run: deps ## the demo: embedded Kafka, local Redis, producer, workers, live view
 KAFKA_PKGS ?= . ./internal/cli ./tracing
 
 .PHONY: test
-test: deps ## every test under -race against real Redis, PostgreSQL, Jaeger and kfake, then the Kafka-facing ones on Apache Kafka
+test: deps-test ## every test under -race against real Redis, PostgreSQL, Jaeger and kfake, then the Kafka-facing ones on Apache Kafka
 	$(GO) vet $(PKGS)
 	@jaeger=$$(tools/jaeger/build.sh) && libs=$$(tools/kafka/fetch.sh) && \
 	echo "== every package (Kafka: kfake in process; chaos: kfake and Apache Kafka)" && \
