@@ -170,7 +170,7 @@ func (c *Console) backend(ctx context.Context) (*backend, error) {
 	if c.be != nil {
 		return c.be, nil
 	}
-	m, err := lease.NewManager(c.cfg.Redis, lease.WithPrefix(c.cfg.KeyPrefix), lease.WithLogger(c.log))
+	m, err := lease.NewManager(c.cfg.Redis, lease.WithPrefix(c.cfg.KeyPrefix), lease.WithLogger(c.log)) //nolint:contextcheck // the manager lives as long as the console, not this request
 	if err != nil {
 		return nil, err
 	}
