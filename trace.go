@@ -15,6 +15,14 @@ import (
 // attempt's end; parking a held record keeps the span open, and a new
 // attempt (after a retry or a lost lease) starts a new span.
 
+// deadLetterReasons are every reason the worker dead-letters a record for:
+// leasehold.dead_lettered shows each at 0 from the worker's start.
+var deadLetterReasons = []string{
+	ReasonMissingKey, ReasonInvalidKey, ReasonInvalidType, ReasonUnknownType, ReasonPayloadTooLarge,
+	ReasonMismatch, ReasonUndecodable, ReasonPermanent, ReasonAttemptsExceeded, ReasonCorruptRecord,
+	ReasonResultTooLarge,
+}
+
 // traceClaim records one batched claim of d.
 func (w *Worker) traceClaim(d *delivery, start time.Time, c *claim) {
 	if w.cfg.tracer == nil {

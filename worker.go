@@ -306,6 +306,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.cl = cl
 	w.offs = newOffsets(cl.MarkCommitOffsets)
 	if w.cfg.tracer != nil {
+		w.cfg.tracer.Metrics().ZeroDeadLettered(deadLetterReasons...)
 		reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
 			return w.offs.commitLag(cl.CommittedOffsets())
 		})

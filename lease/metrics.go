@@ -35,7 +35,19 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	out.acquire, e = m.Int64Counter("leasehold.lease.acquire",
 		metric.WithDescription("Acquire attempts, by outcome (acquired, held, error)."), metric.WithUnit("{attempt}"))
 	err = errors.Join(err, e)
-	return &out, err
+	if err != nil {
+		return nil, err
+	}
+	// Every cause and outcome at 0 from the start, so that a scrape right
+	// after start shows the series and rate() sees the first increment.
+	ctx := context.Background()
+	for _, c := range []string{"stolen", "expired", "renew_deadline", "fenced", "other"} {
+		out.lost.Add(ctx, 0, metric.WithAttributes(attribute.String("cause", c)))
+	}
+	for _, o := range []string{"acquired", "held", "error"} {
+		out.acquire.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	return &out, nil
 }
 
 // causeName is the value of the cause attribute of leasehold.lease.lost.

@@ -105,6 +105,16 @@ func PrometheusNames() []string {
 	return names
 }
 
+// ClaimOutcomes are the outcome labels of leasehold.claims: the claim
+// outcomes of package idempotency as the worker names them, and "error".
+// [NewMetrics] records each at 0, so that a scrape right after start shows
+// every series and rate() sees the first claim.
+var ClaimOutcomes = []string{"acquired", "takeover", "held", "duplicate", "mismatch", "undecodable", OutcomeError}
+
+// CompensationOutcomes are the outcome labels of leasehold.compensations
+// (package compensation's outcomes), each recorded at 0 by [NewMetrics].
+var CompensationOutcomes = []string{OutcomeCompensated, OutcomeRetry, OutcomeDeadLettered, "superseded"}
+
 // jobDurationBuckets suit jobs from tens of milliseconds to two hours.
 var jobDurationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200}
 
@@ -160,7 +170,26 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithUnit(info[MetricCommitLag].Unit), metric.WithDescription(info[MetricCommitLag].Description)); err != nil {
 		return nil, err
 	}
+	ctx := context.Background()
+	for _, o := range ClaimOutcomes {
+		m.claims.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, o)))
+	}
+	for _, o := range CompensationOutcomes {
+		m.compensations.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, o)))
+	}
 	return m, nil
+}
+
+// ZeroDeadLettered records leasehold.dead_lettered at 0 for each reason, so
+// that its series exist before the first record is dead-lettered. The worker
+// calls it at start with every reason it uses.
+func (m *Metrics) ZeroDeadLettered(reasons ...string) {
+	if m == nil {
+		return
+	}
+	for _, r := range reasons {
+		m.deadLettered.Add(context.Background(), 0, metric.WithAttributes(attribute.String(LabelReason, truncate(r, maxNameLen))))
+	}
 }
 
 // Claim counts one idempotency claim with its outcome.

@@ -124,6 +124,14 @@ func TestMetricsFromSpans(t *testing.T) {
 		"leasehold.commit.lag{partition=0,topic=jobs}":                        7,
 		"leasehold.commit.lag{partition=3,topic=jobs}":                        0,
 	}
+	// Claim and compensation outcomes that never happened read 0 (they exist
+	// from the start; see TestMetricsAtStart).
+	for _, o := range tracing.ClaimOutcomes {
+		want["leasehold.claims{outcome="+o+"}"] += 0
+	}
+	for _, o := range tracing.CompensationOutcomes {
+		want["leasehold.compensations{outcome="+o+"}"] += 0
+	}
 	if diff := cmp.Diff(want, f.collect(t)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -118,7 +119,8 @@ func WithoutGlobal() SetupOpt {
 }
 
 // WithSetupLogger logs OpenTelemetry's internal errors (failed exports) to l
-// when Setup installs the globals. Default: slog.Default().
+// when Setup installs the globals: the first at warning level, repeats within
+// an hour at debug level. Default: slog.Default().
 func WithSetupLogger(l *slog.Logger) SetupOpt {
 	return setupOptFunc(func(c *setupCfg) { c.logger = l })
 }
@@ -134,14 +136,21 @@ var samplers = map[string]bool{
 // standard OTEL_* environment variables:
 //
 //   - OTEL_SDK_DISABLED=true: no-op tracer and meter providers.
-//   - OTEL_TRACES_EXPORTER: otlp (default), console or none.
+//   - OTEL_TRACES_EXPORTER: otlp, console or none. Unset, spans are exported
+//     over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
+//     or their _TRACES_ variants are set, and not at all otherwise
+//     (spans are still made, so trace context propagates and log lines
+//     carry trace IDs).
 //   - OTEL_EXPORTER_OTLP_PROTOCOL / _TRACES_PROTOCOL: http/protobuf (default) or grpc.
 //   - OTEL_EXPORTER_OTLP_ENDPOINT / _TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS / _TRACES_HEADERS.
 //   - OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on).
 //   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES.
 //   - OTEL_BSP_* for the batch span processor.
 //
-// Metrics go to a Prometheus registry served by Telemetry.MetricsHandler.
+// Metrics go to a Prometheus registry served by Telemetry.MetricsHandler,
+// without otel_scope_* labels. OpenTelemetry's internal errors (a collector
+// that cannot be reached) are logged once at warning level, then at debug
+// level for an hour, when Setup installs the globals.
 // The returned shutdown function flushes buffered spans and stops both
 // providers; it is safe to call more than once.
 func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Context) error, error) {
@@ -181,13 +190,16 @@ func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Cont
 		return nil, nil, &ConfigError{Setting: "OTEL_TRACES_SAMPLER", Value: s}
 	}
 	exp := c.exporter
-	if exp == nil {
+	if exp == nil && tracesRequested() {
 		exp, err = autoexport.NewSpanExporter(ctx)
 		if err != nil {
 			return nil, nil, &ConfigError{Setting: "OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_PROTOCOL", Err: err}
 		}
 	}
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithBatcher(exp)}
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if exp != nil {
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+	}
 	// Without WithSampler, the SDK reads OTEL_TRACES_SAMPLER(_ARG) itself.
 	if c.sampler != nil {
 		tpOpts = append(tpOpts, sdktrace.WithSampler(c.sampler))
@@ -197,6 +209,10 @@ func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Cont
 	promExp, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		// Every series would carry otel_scope_name, otel_scope_version and
+		// otel_scope_schema_url labels: noise in PromQL, and leasehold's
+		// metric names are unique across its meters already.
+		otelprom.WithoutScopeInfo(),
 	)
 	if err != nil {
 		_ = tp.Shutdown(ctx)
@@ -224,10 +240,26 @@ func (c *setupCfg) install(tel *Telemetry) {
 	otel.SetTracerProvider(tel.TracerProvider)
 	otel.SetMeterProvider(tel.MeterProvider)
 	otel.SetTextMapPropagator(tel.Propagator)
-	l := c.logger
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		l.Warn("opentelemetry", slog.Any("err", err))
-	}))
+	otel.SetErrorHandler(newErrorLogger(c.logger, time.Now))
+}
+
+// tracesRequested reports whether the environment asks for spans to be
+// exported: OTEL_TRACES_EXPORTER names an exporter (none included), or an
+// OTLP endpoint or protocol is configured (a protocol alone means a local
+// collector on the default port). Without any there is no collector to send
+// to, and an OTLP exporter aimed at its default localhost:4318 would only
+// fail every few seconds.
+func tracesRequested() bool {
+	for _, k := range []string{
+		"OTEL_TRACES_EXPORTER",
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	} {
+		if strings.TrimSpace(os.Getenv(k)) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func newResource(ctx context.Context, c *setupCfg) (*resource.Resource, error) {
