@@ -106,7 +106,9 @@ func WithShutdownTimeout(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.shutdownTimeout = d })
 }
 
-// WithLogger sets the logger. Default: a logger that discards.
+// WithLogger sets the logger. The worker's lines logged under a job carry
+// the job span's trace_id and span_id (with [WithTracing]); handlers log
+// through [Job.Logger] to get them too. Default: slog.Default() at [New].
 func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l }) }
 
 // WithMiddleware wraps every handler; the first middleware given is the

@@ -2,10 +2,20 @@ package leasehold
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/leasehold/leasehold/tracing"
@@ -51,4 +61,98 @@ func TestDeadLetteredZeroAtStart(t *testing.T) {
 	if len(deadLetterReasons) < 11 {
 		t.Errorf("deadLetterReasons lists %d reasons, want the 11 Reason* constants", len(deadLetterReasons))
 	}
+}
+
+// TestJobLogsCarryTraceIDs: a worker built without WithLogger logs to
+// slog.Default(), and a handler's lines through Job.Logger carry the trace
+// and span IDs of the job's span, or, logged with the handler's context, of
+// the handler span.
+func TestJobLogsCarryTraceIDs(t *testing.T) {
+	var buf lockedBuf
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	h := setup(t, 1)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	tr, err := tracing.New(tracing.WithTracerProvider(tp), tracing.WithMeterProvider(metricnoop.NewMeterProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var handlerSpan trace.SpanContext
+	w := h.start(t, h.rdb, func(w *Worker) {
+		must(t, w.Register("test.op", func(ctx context.Context, j *Job) ([]byte, error) {
+			handlerSpan = trace.SpanContextFromContext(ctx)
+			j.Logger().Info("job line")
+			j.Logger().InfoContext(ctx, "ctx line")
+			close(done)
+			return nil, nil
+		}))
+	}, WithTracing(tr))
+	if _, err := Enqueue(context.Background(), h.kafka.Client(t, kgo.DefaultProduceTopic(h.topic)),
+		NewJob{Type: "test.op", Key: "logged-1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not run")
+	}
+	waitFor(t, 10*time.Second, "the job to finish", func() bool { return w.Stats().Succeeded == 1 })
+
+	var jobSpan trace.SpanContext
+	for _, s := range rec.Ended() {
+		if s.SpanContext().SpanID() == handlerSpan.SpanID() {
+			jobSpan = s.Parent()
+		}
+	}
+	if !jobSpan.IsValid() {
+		t.Fatal("no handler span recorded")
+	}
+	lines := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		m := map[string]any{}
+		if json.Unmarshal([]byte(line), &m) == nil {
+			if msg, _ := m["msg"].(string); msg != "" {
+				lines[msg] = m
+			}
+		}
+	}
+	if lines["worker started"] == nil {
+		t.Errorf("no \"worker started\" line in slog.Default()'s output:\n%s", buf.String())
+	}
+	for msg, want := range map[string]trace.SpanContext{"job line": jobSpan, "ctx line": handlerSpan} {
+		l := lines[msg]
+		if l == nil {
+			t.Errorf("no %q line in slog.Default()'s output:\n%s", msg, buf.String())
+			continue
+		}
+		if l[tracing.LogTraceID] != want.TraceID().String() || l[tracing.LogSpanID] != want.SpanID().String() {
+			t.Errorf("%q: trace_id %v span_id %v, want %s %s", msg, l[tracing.LogTraceID], l[tracing.LogSpanID],
+				want.TraceID(), want.SpanID())
+		}
+		if l["key"] != "logged-1" || l["job_type"] != "test.op" {
+			t.Errorf("%q lacks the job's key and type: %v", msg, l)
+		}
+	}
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

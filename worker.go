@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -128,9 +127,7 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	c.probeMin = cmp.Or(c.probeMin, 100*time.Millisecond)
 	c.probeMax = cmp.Or(c.probeMax, 2*time.Second)
 	c.keyPrefix = cmp.Or(c.keyPrefix, "lh:")
-	if c.logger == nil {
-		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	c.logger = workerLogger(c.logger)
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
 	}
