@@ -1,6 +1,10 @@
-// Command worker runs leasehold workers and the tools around them: run,
-// enqueue, inspect, leases, expire, dev-broker, payment-stub and demo.
-// `worker help` lists the commands; `worker <command> -h` their flags.
+// Command worker runs leasehold workers and the tools around them. It is a
+// program built with package workercmd, like a team's own binary: the
+// worker's commands (run, enqueue, inspect, leases, expire, reset, dlq,
+// capacity, compensations, ...) plus the demo's job types (demo.sleep, and
+// demo.transfer with --pg and --payment-stub) and commands (demo,
+// payment-stub). `worker help` lists the commands; `worker <command> -h`
+// their flags; docs/flags.md all of them.
 //
 // The first SIGINT or SIGTERM shuts a command down gracefully (`worker run`
 // lets running jobs finish within --shutdown-timeout); a second one forces
@@ -9,25 +13,10 @@
 package main
 
 import (
-	"context"
-	"os"
-	"syscall"
-
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/workercmd"
 )
 
-// quiet drops go-redis's internal log lines (dial retries and the like):
-// failures reach the user once, as the command's one-line error.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func main() {
-	redis.SetLogger(quiet{})
-	ctx, force, stop := cli.NotifySignals(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Force: force})
-	stop()
-	os.Exit(code)
+	workercmd.Main(append(cli.DemoOptions(), workercmd.WithName("worker"))...)
 }

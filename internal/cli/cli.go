@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +24,17 @@ type Env struct {
 	// leases (closed at a second SIGINT or SIGTERM, see [NotifySignals]).
 	// Nil: never.
 	Force <-chan struct{}
+
+	app      *App         // set by Run
+	describe func(*flags) // set by describeCommands: -h hands over the flags instead of printing them
+}
+
+// application returns the app Run set, or this package's commands alone.
+func (e *Env) application() *App {
+	if e.app == nil {
+		e.app = newApp()
+	}
+	return e.app
 }
 
 type command struct {
@@ -37,7 +47,7 @@ var commands map[string]command
 func init() {
 	commands = map[string]command{
 		"run":           {"consume jobs: Kafka consumer group + Redis leases (--brokers, or --embedded-kafka for development)", cmdRun},
-		"enqueue":       {"produce demo jobs, with a duplicate fraction and a rate, showing progress", cmdEnqueue},
+		"enqueue":       {"produce test jobs (demo.sleep, or --type T with payloads {\"n\": N}), with a duplicate fraction and a rate, showing progress", cmdEnqueue},
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
@@ -46,35 +56,41 @@ func init() {
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
 		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
-		"payment-stub":  {"run the local payment provider stub used by demo.transfer", cmdPaymentStub},
-		"demo":          {"the make run demo: embedded Kafka, Redis, producer with duplicates, workers, live view", cmdDemo},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
 		"ui":            {"serve the web console: overview, running jobs, keys, compensations, dead letters (read-only unless --actions)", cmdUI},
 	}
 }
 
-// Main runs the worker command line and returns the process exit code: 0 on
-// success, 1 when the command failed, 2 for usage errors. Errors are printed
-// on one line to e.Stderr.
+// Main runs cmd/worker's command line (this package's commands and the
+// demo's, see [DemoOptions]) and returns the process exit code, as [Run].
 func Main(ctx context.Context, args []string, e *Env) int {
+	return Run(ctx, args, e, DemoOptions()...)
+}
+
+// Run runs the command line of the application opts make and returns the
+// process exit code: 0 on success, 1 when the command failed, 2 for usage
+// errors. Errors are printed on one line to e.Stderr.
+func Run(ctx context.Context, args []string, e *Env, opts ...Option) int {
+	app := newApp(opts...)
+	e.app = app
 	if e.Getenv == nil {
 		e.Getenv = os.Getenv
 	}
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(e.Stderr, "worker: missing command (run 'worker help' for the usage)")
+		_, _ = fmt.Fprintf(e.Stderr, "%s: missing command (run '%[1]s help' for the usage)\n", app.name)
 		return 2
 	}
 	name := args[0]
 	switch name {
 	case "-h", "-help", "--help", "help":
-		usage(e.Stdout)
+		app.usage(e.Stdout)
 		return 0
 	case "-version", "--version":
 		name = "version"
 	}
-	cmd, ok := commands[name]
+	cmd, ok := app.commands[name]
 	if !ok {
-		_, _ = fmt.Fprintf(e.Stderr, "worker: unknown command %q (run 'worker help')\n", name)
+		_, _ = fmt.Fprintf(e.Stderr, "%s: unknown command %q (run '%[1]s help')\n", app.name, name)
 		return 2
 	}
 	err := cmd.run(ctx, e, args[1:])
@@ -82,24 +98,19 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(*usageError)):
-		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, userMessage(ctx, err))
+		_, _ = fmt.Fprintf(e.Stderr, "%s %s: %s\n", app.name, name, userMessage(ctx, err))
 		return 2
 	default:
-		_, _ = fmt.Fprintf(e.Stderr, "worker %s: %s\n", name, userMessage(ctx, err))
+		_, _ = fmt.Fprintf(e.Stderr, "%s %s: %s\n", app.name, name, userMessage(ctx, err))
 		return 1
 	}
 }
 
-func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: worker <command> [flags]   (worker <command> -h for its flags)")
+func (a *App) usage(w io.Writer) {
+	_, _ = fmt.Fprintf(w, "usage: %s <command> [flags]   (%[1]s <command> -h for its flags)\n", a.name)
 	_, _ = fmt.Fprintln(w)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		_, _ = fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+	for _, n := range a.names() {
+		_, _ = fmt.Fprintf(w, "  %-14s %s\n", n, a.commands[n].summary)
 	}
 }
 
@@ -121,11 +132,15 @@ func oneLine(err error) string {
 }
 
 // flags wraps a FlagSet whose defaults may come from environment variables.
+// Define flags with stringVar, intVar, durationVar and boolVar
+// (flagspec.go), which name the environment variable once.
 type flags struct {
 	*flag.FlagSet
 	e          *Env
 	name, args string
-	bad        error // a bad environment value
+	bad        error           // a bad environment value
+	specs      map[string]spec // flagspec.go
+	own        bool            // the program's own flags are being defined (App.defineFlags)
 }
 
 func newFlags(e *Env, name, args string) *flags {
@@ -137,7 +152,7 @@ func newFlags(e *Env, name, args string) *flags {
 
 // usage prints the command's flags on stdout (for -h).
 func (f *flags) usage() {
-	_, _ = fmt.Fprintf(f.e.Stdout, "usage: worker %s [flags] %s\n", f.name, f.args)
+	_, _ = fmt.Fprintf(f.e.Stdout, "usage: %s %s [flags] %s\n", f.e.application().name, f.name, f.args)
 	f.SetOutput(f.e.Stdout)
 	f.PrintDefaults()
 	f.SetOutput(io.Discard)
@@ -150,7 +165,11 @@ func (f *flags) parse(args []string) error {
 	}
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			f.usage()
+			if f.e.describe != nil {
+				f.e.describe(f)
+			} else {
+				f.usage()
+			}
 			return err
 		}
 		return &usageError{err}

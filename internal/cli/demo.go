@@ -45,7 +45,7 @@ type demoConfig struct {
 func cmdDemo(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "demo", "")
 	var c demoConfig
-	f.StringVar(&c.redisURL, "redis", f.env("REDIS_URL", ""), "Redis URL; default 127.0.0.1:6379 if it answers, else a redis-server started on a free port (env REDIS_URL)")
+	f.stringVar(&c.redisURL, "redis", "REDIS_URL", "", "Redis URL; default 127.0.0.1:6379 if it answers, else a redis-server started on a free port")
 	f.IntVar(&c.jobs, "jobs", 24, "distinct jobs, 4 to 1000")
 	f.Float64Var(&c.dup, "dup", 0.25, "fraction of duplicate records")
 	f.IntVar(&c.workers, "workers", 3, "workers in the group")

@@ -21,7 +21,7 @@ const DefaultGroupMinSessionTimeout = 6 * time.Second
 
 func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "dev-broker", "")
-	listen := f.String("listen", f.env("LEASEHOLD_DEV_BROKER", "127.0.0.1:9092"), "address to listen on (env LEASEHOLD_DEV_BROKER)")
+	listen := f.str("listen", "LEASEHOLD_DEV_BROKER", "127.0.0.1:9092", "address to listen on")
 	topics := f.String("topics", leasehold.DefaultTopic+":6,"+leasehold.DefaultTopic+".dlq:1", "topics to create: name[:partitions],...")
 	minSession := f.Duration("group-min-session-timeout", DefaultGroupMinSessionTimeout,
 		"smallest session timeout a group member may ask for (group.min.session.timeout.ms); lower it to let members that die leave the group sooner")
@@ -51,7 +51,7 @@ func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
 
 func cmdPaymentStub(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "payment-stub", "")
-	listen := f.String("listen", f.env("LEASEHOLD_PAYSTUB_LISTEN", "127.0.0.1:8099"), "address to listen on (env LEASEHOLD_PAYSTUB_LISTEN)")
+	listen := f.str("listen", "LEASEHOLD_PAYSTUB_LISTEN", "127.0.0.1:8099", "address to listen on")
 	level := f.String("log-level", "info", "debug, info, warn or error")
 	if err := f.parse(args); err != nil {
 		return err

@@ -22,9 +22,9 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "dlq", "list|replay   (flags after the subcommand)")
 	var o opsFlags
 	o.define(f)
-	brokers := f.String("brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, host:port comma-separated (env LEASEHOLD_BROKERS)")
-	topics := f.String("topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "the worker's topics; the dead-letter topic defaults to the first + .dlq (env LEASEHOLD_TOPICS)")
-	dlq := f.String("dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
+	brokers := f.str("brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated")
+	topics := f.str("topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "the worker's topics; the dead-letter topic defaults to the first + .dlq")
+	dlq := f.str("dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
 	var filter leasehold.DeadLetterFilter
 	f.StringVar(&filter.Reason, "reason", "", "only records dead-lettered for this reason (e.g. permanent-failure, fingerprint-mismatch)")
 	f.StringVar(&filter.Type, "type", "", "only records of this job type")

@@ -37,13 +37,13 @@ type enqueueConfig struct {
 func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "enqueue", "")
 	var c enqueueConfig
-	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", "127.0.0.1:9092"), "Kafka seed brokers, host:port comma-separated (env LEASEHOLD_BROKERS)")
+	f.stringVar(&c.brokers, "brokers", "LEASEHOLD_BROKERS", "127.0.0.1:9092", "Kafka seed brokers, host:port comma-separated")
 	// --topics and LEASEHOLD_TOPICS as for `worker run`, naming one topic;
 	// --topic and LEASEHOLD_TOPIC are the older spellings, still read.
 	deprecatedEnv := f.env("LEASEHOLD_TOPIC", "")
-	f.StringVar(&c.topic, "topics", f.env("LEASEHOLD_TOPICS", cmp.Or(deprecatedEnv, leasehold.DefaultTopic)), "the topic to produce to; it must exist (env LEASEHOLD_TOPICS)")
-	oldTopic := f.String("topic", "", "deprecated spelling of --topics (env LEASEHOLD_TOPIC, also deprecated)")
-	f.StringVar(&c.typ, "type", "demo.sleep", "job type")
+	f.stringVar(&c.topic, "topics", "LEASEHOLD_TOPICS", cmp.Or(deprecatedEnv, leasehold.DefaultTopic), "the topic to produce to; it must exist")
+	oldTopic := f.str("topic", "", "", "deprecated spelling of --topics (LEASEHOLD_TOPIC, its environment variable, is deprecated too)")
+	f.StringVar(&c.typ, "type", "demo.sleep", "job type; types other than demo.sleep and demo.transfer get the payload {\"n\": N}, N the job's number")
 	f.StringVar(&c.keyPrefix, "key-prefix", "", "idempotency key prefix; keys are PREFIX-N (default: a random run id, so each run enqueues new jobs)")
 	f.IntVar(&c.count, "count", 100, "distinct jobs to enqueue")
 	f.Float64Var(&c.dup, "dup", 0, "fraction of extra duplicate records, 0 to 1 (0.2: 20 duplicates per 100 jobs)")

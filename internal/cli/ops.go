@@ -20,8 +20,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/internal/demo"
-	"github.com/leasehold/leasehold/internal/paystub"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -32,8 +30,8 @@ type opsFlags struct {
 }
 
 func (o *opsFlags) define(f *flags) {
-	f.StringVar(&o.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL (env REDIS_URL)")
-	f.StringVar(&o.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix (env LEASEHOLD_PREFIX)")
+	f.stringVar(&o.redisURL, "redis", "REDIS_URL", DefaultRedisURL, "Redis URL")
+	f.stringVar(&o.prefix, "prefix", "LEASEHOLD_PREFIX", "lh:", "Redis key prefix")
 	o.policy = policyFlag(f)
 }
 
@@ -407,14 +405,15 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 	var o opsFlags
 	o.define(f)
 	rate := f.Float64("rate", 1000, "messages per second")
-	retention := f.Duration("retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys are kept, as worker run's --retention (env LEASEHOLD_RETENTION)")
+	var retention time.Duration
+	f.durationVar(&retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "how long finished keys are kept, as run's --retention")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if err := f.noArgs(); err != nil {
 		return err
 	}
-	if *rate <= 0 || *retention < time.Second {
+	if *rate <= 0 || retention < time.Second {
 		return usagef("want a positive --rate and a --retention of at least 1s")
 	}
 	ops, err := openOps(ctx, o)
@@ -422,13 +421,13 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer ops.close(ctx)
-	r, err := ops.s.Capacity(ctx, *rate, *retention)
+	r, err := ops.s.Capacity(ctx, *rate, retention)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintf(tw, "rate\t%.0f msg/s\n", *rate)
-	_, _ = fmt.Fprintf(tw, "retention\t%s\n", *retention)
+	_, _ = fmt.Fprintf(tw, "retention\t%s\n", retention)
 	_, _ = fmt.Fprintf(tw, "bytes per record\t%.1f (measured on %d sample records)\n", r.BytesPerRecord, r.SampleRecords)
 	_, _ = fmt.Fprintf(tw, "records per bucket\t%.1f (listpack: %v; min shards %d)\n", r.RecordsPerBucket, r.Listpack, r.MinShards)
 	_, _ = fmt.Fprintf(tw, "peak records\t%.0f\n", r.PeakRecords)
@@ -440,7 +439,8 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "compensations", "[retry KEY]")
 	var o opsFlags
 	o.define(f)
-	payURL := f.String("payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", "http://127.0.0.1:8099"), "payment stub base URL, for retrying demo.transfer refunds (env LEASEHOLD_PAYSTUB_URL)")
+	app := e.application()
+	app.defineFlags(f)
 	limit := f.Int("limit", 100, "list at most this many, at least 1")
 	if err := f.parse(args); err != nil {
 		return err
@@ -465,7 +465,9 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	}
 	defer ops.close(ctx)
 	reg := compensation.NewRegistry()
-	if err := demo.RegisterCompensations(reg, paystub.NewClient(*payURL, nil)); err != nil {
+	setup := &Setup{Log: slog.New(slog.NewTextHandler(e.Stderr, nil)), Command: "compensations"}
+	defer setup.close()
+	if err := app.registerCompensations(ctx, reg, setup); err != nil {
 		return err
 	}
 	r, err := compensation.NewRunner(ops.rdb, ops.m, reg, compensation.WithPrefix(o.prefix))

@@ -18,9 +18,9 @@ var maxmemoryPolicies = []string{"noeviction", "allkeys-lru", "allkeys-lfu", "al
 // a stated noeviction on a server that evicts lets leases and records
 // vanish. A stated evicting policy is refused like a read one.
 func policyFlag(f *flags) *string {
-	return f.String("redis-maxmemory-policy", f.env("LEASEHOLD_REDIS_MAXMEMORY_POLICY", ""),
+	return f.str("redis-maxmemory-policy", "LEASEHOLD_REDIS_MAXMEMORY_POLICY", "",
 		"state Redis's maxmemory-policy instead of reading it (CONFIG GET, else INFO), for a Redis user or "+
-			"managed service that allows neither; you vouch for it (env LEASEHOLD_REDIS_MAXMEMORY_POLICY)")
+			"managed service that allows neither; you vouch for it")
 }
 
 // policyOpts checks a stated policy and returns the store option for it (none

@@ -41,36 +41,34 @@ type runConfig struct {
 	logLevel, logFormat                                     string
 	embedded                                                string
 	embeddedKafka                                           bool
-	pgURL, payURL                                           string
 	maxmemoryPolicy                                         *string // policy.go
 }
 
 func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "run", "")
 	var c runConfig
-	f.StringVar(&c.brokers, "brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, host:port comma-separated; required unless --embedded-kafka (env LEASEHOLD_BROKERS)")
-	f.BoolVar(&c.embeddedKafka, "embedded-kafka", f.envBool("LEASEHOLD_EMBEDDED_KAFKA", false), "instead of --brokers, start an in-memory Kafka (kfake) with the topics and the dead-letter topic, for development: it keeps nothing when the worker stops (env LEASEHOLD_EMBEDDED_KAFKA)")
-	f.StringVar(&c.embedded, "embedded-listen", "127.0.0.1:0", "address of the in-memory Kafka of --embedded-kafka; port 0 picks a free one")
-	f.StringVar(&c.topics, "topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "topics to consume, comma-separated; they and the dead-letter topic must exist (env LEASEHOLD_TOPICS)")
-	f.StringVar(&c.group, "group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "consumer group; must not be empty (env LEASEHOLD_GROUP)")
-	f.StringVar(&c.redisURL, "redis", f.env("REDIS_URL", DefaultRedisURL), "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL (env REDIS_URL)")
-	f.StringVar(&c.dlq, "dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
-	f.StringVar(&c.httpAddr, "http", f.env("LEASEHOLD_HTTP", ""), "HTTP listen address for /healthz, /readyz and /metrics; empty disables (env LEASEHOLD_HTTP)")
-	f.StringVar(&c.prefix, "prefix", f.env("LEASEHOLD_PREFIX", "lh:"), "Redis key prefix; must not be empty (env LEASEHOLD_PREFIX)")
-	f.IntVar(&c.concurrency, "concurrency", f.envInt("LEASEHOLD_CONCURRENCY", leasehold.DefaultConcurrency), "handlers running at once (env LEASEHOLD_CONCURRENCY)")
-	f.DurationVar(&c.leaseTTL, "lease-ttl", f.envDur("LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL), "lease TTL; renewed every TTL/3 (env LEASEHOLD_LEASE_TTL)")
-	f.DurationVar(&c.retention, "retention", f.envDur("LEASEHOLD_RETENTION", leasehold.DefaultRetention), "how long finished keys answer duplicates (env LEASEHOLD_RETENTION)")
-	f.DurationVar(&c.shutdown, "shutdown-timeout", f.envDur("LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout), "how long running jobs may finish after SIGTERM or SIGINT, more than 0 (env LEASEHOLD_SHUTDOWN_TIMEOUT)")
-	f.StringVar(&c.pgURL, "pg", f.env("PG_URL", ""), "PostgreSQL URL for demo.transfer (env PG_URL)")
-	f.StringVar(&c.payURL, "payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", ""), "payment stub base URL for demo.transfer, e.g. http://127.0.0.1:8099 (env LEASEHOLD_PAYSTUB_URL)")
-	f.DurationVar(&c.sessionTimeout, "session-timeout", f.envDur("LEASEHOLD_SESSION_TIMEOUT", 45*time.Second), "Kafka group session timeout: how long a dead member keeps its partitions (env LEASEHOLD_SESSION_TIMEOUT)")
-	f.DurationVar(&c.rebalanceTimeout, "rebalance-timeout", f.envDur("LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second), "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin (env LEASEHOLD_REBALANCE_TIMEOUT)")
-	f.DurationVar(&c.heartbeatInterval, "heartbeat-interval", f.envDur("LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval), "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout (env LEASEHOLD_HEARTBEAT_INTERVAL)")
-	f.DurationVar(&c.fetchMaxWait, "fetch-max-wait", f.envDur("LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait), "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it (env LEASEHOLD_FETCH_MAX_WAIT)")
-	f.DurationVar(&c.sweepInterval, "sweep-interval", f.envDur("LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval), "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down (env LEASEHOLD_SWEEP_INTERVAL)")
+	f.stringVar(&c.brokers, "brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated; required unless --embedded-kafka")
+	f.boolVar(&c.embeddedKafka, "embedded-kafka", "LEASEHOLD_EMBEDDED_KAFKA", false, "instead of --brokers, start an in-memory Kafka (kfake) with the topics and the dead-letter topic, for development: it keeps nothing when the worker stops")
+	f.stringVar(&c.embedded, "embedded-listen", "", "127.0.0.1:0", "address of the in-memory Kafka of --embedded-kafka; port 0 picks a free one")
+	f.stringVar(&c.topics, "topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "topics to consume, comma-separated; they and the dead-letter topic must exist")
+	f.stringVar(&c.group, "group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "consumer group; must not be empty")
+	f.stringVar(&c.redisURL, "redis", "REDIS_URL", DefaultRedisURL, "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL")
+	f.stringVar(&c.dlq, "dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
+	f.stringVar(&c.httpAddr, "http", "LEASEHOLD_HTTP", "", "HTTP listen address for /healthz, /readyz and /metrics; empty disables")
+	f.stringVar(&c.prefix, "prefix", "LEASEHOLD_PREFIX", "lh:", "Redis key prefix; must not be empty")
+	f.intVar(&c.concurrency, "concurrency", "LEASEHOLD_CONCURRENCY", leasehold.DefaultConcurrency, "handlers running at once")
+	f.durationVar(&c.leaseTTL, "lease-ttl", "LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL, "lease TTL; renewed every TTL/3")
+	f.durationVar(&c.retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "how long finished keys answer duplicates")
+	f.durationVar(&c.shutdown, "shutdown-timeout", "LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout, "how long running jobs may finish after SIGTERM or SIGINT, more than 0")
+	f.durationVar(&c.sessionTimeout, "session-timeout", "LEASEHOLD_SESSION_TIMEOUT", 45*time.Second, "Kafka group session timeout: how long a dead member keeps its partitions")
+	f.durationVar(&c.rebalanceTimeout, "rebalance-timeout", "LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second, "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin")
+	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout")
+	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
+	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
 	c.maxmemoryPolicy = policyFlag(f)
-	f.StringVar(&c.logLevel, "log-level", f.env("LEASEHOLD_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEHOLD_LOG_LEVEL)")
-	f.StringVar(&c.logFormat, "log-format", f.env("LEASEHOLD_LOG_FORMAT", "text"), "text or json (env LEASEHOLD_LOG_FORMAT)")
+	f.stringVar(&c.logLevel, "log-level", "LEASEHOLD_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.stringVar(&c.logFormat, "log-format", "LEASEHOLD_LOG_FORMAT", "text", "text or json")
+	e.application().defineFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -157,17 +155,16 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 	defer func() { _ = rdb.Close() }()
 
+	// The application's handlers: compensations first (the recovery
+	// sweep starts with the worker), then job types; what they open is
+	// closed when the worker has shut down.
+	app := e.application()
+	setup := &Setup{Log: log, Command: "run"}
+	defer setup.close()
 	reg := compensation.NewRegistry()
-	if err := registerDemoCompensations(reg, func(_ context.Context, a ReleaseArgs) {
-		log.Info("demo.sleep reservation released", slog.Uint64("fence", a.Fence))
-	}); err != nil {
+	if err := app.registerCompensations(ctx, reg, setup); err != nil {
 		return err
 	}
-	tr, err := openTransfer(ctx, c.pgURL, c.payURL, reg)
-	if err != nil {
-		return err
-	}
-	defer tr.close()
 
 	brokers := splitList(c.brokers)
 	if c.embeddedKafka {
@@ -223,14 +220,8 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := registerDemoJobs(w); err != nil {
+	if err := app.registerJobs(ctx, w, setup); err != nil {
 		return err
-	}
-	if tr != nil {
-		if err := tr.register(w, log); err != nil {
-			return err
-		}
-		log.Info("demo.transfer enabled", slog.String("payment_stub", c.payURL))
 	}
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err = policyHint(w.Start(sctx))

@@ -10,24 +10,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/internal/paystub"
 )
 
 // transferSetup is what demo.transfer needs: a PostgreSQL pool and the
-// payment stub, plus the compensation registry holding its refund handler.
+// payment stub (its refund handler is registered by [DemoOptions]).
 type transferSetup struct {
 	pool *pgxpool.Pool
 	pay  *paystub.Client
-	reg  *compensation.Registry
 }
 
 // openTransfer connects to PostgreSQL (migrating the demo tables) and builds
-// the payment stub client, registering the refund handler in reg. Both URLs
-// are required for demo.transfer; with neither it returns nil.
-func openTransfer(ctx context.Context, pgURL, payURL string, reg *compensation.Registry) (*transferSetup, error) {
+// the payment stub client. Both URLs are required for demo.transfer; with
+// neither it returns nil.
+func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, error) {
 	switch {
 	case pgURL == "" && payURL == "":
 		return nil, nil
@@ -54,12 +52,7 @@ func openTransfer(ctx context.Context, pgURL, payURL string, reg *compensation.R
 		pool.Close()
 		return nil, err
 	}
-	pay := paystub.NewClient(payURL, nil)
-	if err := demo.RegisterCompensations(reg, pay); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &transferSetup{pool: pool, pay: pay, reg: reg}, nil
+	return &transferSetup{pool: pool, pay: paystub.NewClient(payURL, nil)}, nil
 }
 
 func (t *transferSetup) close() {
