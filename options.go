@@ -222,9 +222,10 @@ func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt 
 
 // WithTracing traces and measures the worker with t (see package tracing):
 // kotel hooks on the Kafka client carry the producer's trace into a span
-// `job <type>` per attempt, with children for each claim, the handler and
-// the fenced commit, and events for heartbeats, a lost lease, a takeover, a
-// duplicate replay and dead-lettering; claims, job durations, dead letters
+// `process <topic>` per attempt (the job type is an attribute), with
+// children for each claim, the handler and the fenced commit, and events for
+// heartbeats, a lost lease, a takeover, a duplicate replay and
+// dead-lettering; claims, job durations, dead letters
 // and compensations are counted in t's metrics. Pass the same telemetry's
 // providers to the lease manager with [WithLeaseOptions] for lease metrics.
 // Default: no tracing.

@@ -18,7 +18,7 @@ import (
 )
 
 // TestTracingSpans runs a heartbeating job, a duplicate of it and a poison
-// job through a traced worker and checks the spans: `job <type>` per attempt
+// job through a traced worker and checks the spans: `process <topic>` per attempt
 // with claim, handler and commit children, the producer's trace carried
 // through Kafka, and the heartbeat, replay and dead-letter events.
 func TestTracingSpans(t *testing.T) {
@@ -68,8 +68,13 @@ func TestTracingSpans(t *testing.T) {
 	var jobs []sdktrace.ReadOnlySpan
 	children := map[string][]string{} // job span id -> child names
 	for _, s := range spans {
-		if s.Name() == "job test.op" {
+		if s.Name() == "process "+h.topic {
 			jobs = append(jobs, s)
+			for _, a := range s.Attributes() {
+				if a.Key == tracing.AttrJobType && a.Value.AsString() != "test.op" {
+					t.Errorf("job span %s = %q, want test.op", a.Key, a.Value.AsString())
+				}
+			}
 		}
 	}
 	for _, s := range spans {

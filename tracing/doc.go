@@ -8,27 +8,34 @@
 // Prometheus text format by Telemetry.MetricsHandler.
 //
 // [New] returns a [Tracer] that wires franz-go's kotel plugin into Kafka
-// clients ([Tracer.KgoOpt]): kotel creates the publish, receive and process
-// spans and carries the trace context in record headers. On top of kotel's
-// process span, [Tracer.StartJob] makes the span `job <type>`, whose children
-// are the claim, the handler, the fenced commit and each compensation step, and
-// whose events mark heartbeats (throttled), a lost lease (with its cause), a
-// takeover (with the previous fence), a duplicate replay and dead-lettering:
+// clients ([Tracer.KgoOpt]): kotel creates the publish and receive spans and
+// carries the trace context in record headers. Under kotel's receive span,
+// [Tracer.StartJob] makes the job's span `process <topic>` (the OpenTelemetry
+// messaging conventions' consumer span; the job type is an attribute), whose
+// children are the claim, the handler, the fenced commit and each
+// compensation step, and whose events mark heartbeats (throttled), a lost
+// lease (with its cause), a takeover (with the previous fence), a duplicate
+// replay and dead-lettering:
 //
 //	enqueue video.transcode            (producer, StartEnqueue)
 //	└─ jobs publish                    (kotel)
 //	   └─ jobs receive                 (kotel)
-//	      └─ job video.transcode       (kotel's process span, StartJob)
+//	      └─ process jobs              (StartJob; leasehold.job.type=video.transcode)
 //	         ├─ claim                  outcome=acquired fence=...
 //	         ├─ handler                events: heartbeat, lease lost
 //	         ├─ compensate refund      outcome=compensated
 //	         └─ commit                 outcome=committed
 //
-// Spans carry the messaging.* attributes kotel sets, the job type, the
-// idempotency key (hashed by default; see [Redaction]), the fence, the attempt
+// The job span carries the messaging.* attributes of semantic conventions
+// 1.43 (messaging.operation.type, messaging.destination.name,
+// messaging.consumer.group.name, ...). Leasehold's spans also carry the job
+// type, the idempotency key (hashed by default; see [Redaction]), the fence, the attempt
 // and the outcome. They never carry payloads, results, heartbeat details or
 // credentials; error messages are truncated and have the raw key replaced by
 // its redacted form.
+//
+// [NewLogHandler] puts the trace_id and span_id of the span in a log call's
+// context on the line (logger.InfoContext(ctx, ...)).
 //
 // [Metrics] holds the worker's instruments; [Catalog] lists every leasehold
 // metric with its unit and Prometheus name, including the lease metrics that

@@ -73,5 +73,5 @@ func ExampleTracer_StartJob() {
 	// claim
 	// handler
 	// commit
-	// job video.transcode
+	// process jobs
 }

@@ -1,10 +1,12 @@
 package tracing
 
-// Span names. Job and enqueue spans are named "<name> <job type>", a
+// Span names. A job span is named "process <topic>" (the OpenTelemetry
+// messaging conventions' "{operation} {destination}"; its job type is the
+// leasehold.job.type attribute), an enqueue span "enqueue <job type>", a
 // compensation span "compensate <step>".
 const (
 	SpanEnqueue      = "enqueue"
-	SpanJob          = "job"
+	SpanProcess      = "process"
 	SpanClaim        = "claim"
 	SpanHandler      = "handler"
 	SpanCommit       = "commit"
@@ -20,8 +22,9 @@ const (
 	EventDeadLettered    = "dead-lettered"
 )
 
-// Span and event attribute keys. Kafka attributes (messaging.*) come from
-// kotel. No attribute ever holds a job's payload, its result, heartbeat
+// Span and event attribute keys. A job span's messaging.* attributes are
+// the OpenTelemetry semantic conventions' (go.opentelemetry.io/otel/semconv);
+// kotel's publish and receive spans carry kotel's own (older) ones. No attribute ever holds a job's payload, its result, heartbeat
 // details or credentials.
 const (
 	AttrJobType          = "leasehold.job.type"

@@ -40,7 +40,7 @@ func TestKeyRedaction(t *testing.T) {
 			job.End(tracing.OutcomeFailed, err)
 
 			spans := f.spans.GetSpans()
-			ja := attrs(tree(spans).one(t, "job mail").Attributes)
+			ja := attrs(tree(spans).one(t, "process jobs").Attributes)
 			for _, k := range []string{tracing.AttrIdempotencyKey, "messaging.kafka.message.key"} {
 				got, ok := ja[k]
 				switch {

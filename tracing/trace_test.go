@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -180,8 +182,8 @@ func TestJobTrace(t *testing.T) {
 	job.End(tracing.OutcomeLeaseLost, lost)
 
 	st := tree(f.spans.GetSpans())
-	jobSpan := st.one(t, "job video.transcode")
-	want := []string{"job video.transcode", topic + " receive", topic + " publish", "enqueue video.transcode"}
+	jobSpan := st.one(t, "process "+topic)
+	want := []string{"process " + topic, topic + " receive", topic + " publish", "enqueue video.transcode"}
 	if diff := cmp.Diff(want, st.ancestry(jobSpan)); diff != "" {
 		t.Errorf("job span ancestry (-want +got):\n%s", diff)
 	}
@@ -202,23 +204,35 @@ func TestJobTrace(t *testing.T) {
 
 	ja := attrs(jobSpan.Attributes)
 	for k, v := range map[string]string{
-		"messaging.system":                 "kafka",
-		"messaging.source.name":            topic,
-		"messaging.operation":              "process",
-		"messaging.kafka.consumer.group":   "workers",
-		"messaging.kafka.message.key":      key,
-		"messaging.kafka.message.offset":   "0",
-		tracing.AttrJobType:                "video.transcode",
-		tracing.AttrIdempotencyKey:         key,
-		tracing.AttrFence:                  "1700000000000123",
-		tracing.AttrAttempt:                "1",
-		tracing.AttrOutcome:                tracing.OutcomeLeaseLost,
-		tracing.AttrErrorType:              "*lease.lostError",
-		"messaging.kafka.source.partition": "0",
+		"messaging.system":                   "kafka",
+		"messaging.destination.name":         topic,
+		"messaging.operation.type":           "process",
+		"messaging.operation.name":           "process",
+		"messaging.consumer.group.name":      "workers",
+		"messaging.kafka.message.key":        key,
+		"messaging.kafka.offset":             "0",
+		"messaging.destination.partition.id": "0",
+		"messaging.message.body.size":        strconv.Itoa(len(payload)),
+		tracing.AttrJobType:                  "video.transcode",
+		tracing.AttrIdempotencyKey:           key,
+		tracing.AttrFence:                    "1700000000000123",
+		tracing.AttrAttempt:                  "1",
+		tracing.AttrOutcome:                  tracing.OutcomeLeaseLost,
+		tracing.AttrErrorType:                "*lease.lostError",
 	} {
 		if ja[k] != v {
 			t.Errorf("job span %s = %q, want %q", k, ja[k], v)
 		}
+	}
+	// The attributes of older messaging conventions (kotel's) are gone.
+	for _, k := range []string{"messaging.source.name", "messaging.operation", "messaging.kafka.consumer.group",
+		"messaging.kafka.message.offset", "messaging.kafka.source.partition", "messaging.source.kind"} {
+		if v, ok := ja[k]; ok {
+			t.Errorf("job span has the deprecated attribute %s = %q", k, v)
+		}
+	}
+	if jobSpan.InstrumentationScope.SchemaURL != semconv.SchemaURL {
+		t.Errorf("job span schema URL %q, want %q", jobSpan.InstrumentationScope.SchemaURL, semconv.SchemaURL)
 	}
 	if jobSpan.SpanKind != trace.SpanKindConsumer {
 		t.Errorf("job span kind %v, want consumer", jobSpan.SpanKind)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -83,13 +85,15 @@ func WithHeartbeatEventInterval(d time.Duration) Opt {
 	return optFunc(func(c *cfg) { c.beatEvery = d })
 }
 
-// WithConsumerGroup sets the consumer group recorded by kotel on consumer
-// spans. Default: none.
+// WithConsumerGroup sets the consumer group recorded on consumer spans
+// (messaging.consumer.group.name on job spans, kotel's attribute on its
+// receive spans). Default: none.
 func WithConsumerGroup(group string) Opt {
 	return optFunc(func(c *cfg) { c.group = group })
 }
 
-// WithClientID sets the Kafka client ID recorded by kotel. Default: none.
+// WithClientID sets the Kafka client ID recorded on spans
+// (messaging.client.id on job spans). Default: none.
 func WithClientID(id string) Opt {
 	return optFunc(func(c *cfg) { c.clientID = id })
 }
@@ -101,13 +105,13 @@ func WithClock(now func() time.Time) Opt {
 }
 
 // Tracer makes leasehold's spans and records its metrics. It wires franz-go's
-// kotel plugin, which creates the publish, receive and process spans and
-// carries the trace context in record headers, and adds the job's own spans
-// and events under kotel's process span. It is safe for concurrent use.
+// kotel plugin, which creates the publish and receive spans and carries the
+// trace context in record headers, and makes each job's span (`process
+// <topic>`) under kotel's receive span, with the job's own child spans and
+// events. It is safe for concurrent use.
 type Tracer struct {
 	cfg     cfg
 	tracer  trace.Tracer
-	kotel   *kotel.Tracer
 	hooks   []kgo.Hook
 	metrics *Metrics
 }
@@ -159,8 +163,7 @@ func New(opts ...Opt) (*Tracer, error) {
 	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
 	return &Tracer{
 		cfg:     c,
-		tracer:  c.tp.Tracer(instrumentationName),
-		kotel:   kt,
+		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildVersion()), trace.WithSchemaURL(semconv.SchemaURL)),
 		hooks:   kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(),
 		metrics: m,
 	}, nil
@@ -194,12 +197,16 @@ func (t *Tracer) StartEnqueue(ctx context.Context, jobType, key string) (context
 	return context.WithValue(ctx, spanKey{}, s), s
 }
 
-// StartJob starts the span `job <type>` for a consumed record. The span is
-// kotel's process span (messaging.* attributes, child of the receive span
-// whose parent is the producer's publish span), renamed and given the job
-// type, the redacted idempotency key and, later, the fence, attempt and
-// outcome. The returned context carries ctx's deadline and values with the
-// job span and the record's baggage.
+// StartJob starts the span `process <topic>` of one attempt at a consumed
+// record: a consumer span following the OpenTelemetry messaging conventions
+// (messaging.system kafka, messaging.operation.type and .name process,
+// messaging.destination.name, messaging.destination.partition.id,
+// messaging.kafka.offset, messaging.consumer.group.name, the redacted
+// messaging.kafka.message.key), a child of kotel's receive span (whose
+// parent is the producer's publish span), with the job type, the redacted
+// idempotency key and, later, the fence, attempt and outcome. The returned
+// context carries ctx's deadline and values with the job span and the
+// record's baggage.
 //
 // If the consuming client has no kotel hooks, the trace context is read from
 // the record's headers with the same carrier kotel uses.
@@ -207,15 +214,44 @@ func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key strin
 	if r.Context == nil || !trace.SpanContextFromContext(r.Context).IsValid() {
 		r.Context = t.cfg.prop.Extract(cmp.Or(r.Context, context.Background()), kotel.NewRecordCarrier(r))
 	}
-	rctx, sp := t.kotel.WithProcessSpan(r)
-	sp.SetName(SpanJob + " " + truncate(jobType, maxNameLen))
-	sp.SetAttributes(t.jobAttrs(jobType, key)...)
+	_, sp := t.tracer.Start(r.Context, SpanProcess+" "+truncate(r.Topic, maxNameLen),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(append(t.consumerAttrs(r), t.jobAttrs(jobType, key)...)...))
 	ctx = trace.ContextWithSpan(ctx, sp)
-	if b := baggage.FromContext(rctx); b.Len() > 0 {
+	if b := baggage.FromContext(r.Context); b.Len() > 0 {
 		ctx = baggage.ContextWithBaggage(ctx, b)
 	}
 	j := &Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}
 	return context.WithValue(ctx, jobKey{}, j), j
+}
+
+// consumerAttrs are the messaging attributes of a job span (semantic
+// conventions 1.43).
+func (t *Tracer) consumerAttrs(r *kgo.Record) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemKafka,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName(SpanProcess),
+		semconv.MessagingDestinationName(truncate(r.Topic, maxNameLen)),
+		semconv.MessagingDestinationPartitionID(strconv.FormatInt(int64(r.Partition), 10)),
+		semconv.MessagingKafkaOffset(int(r.Offset)),
+		semconv.MessagingMessageBodySize(len(r.Value)),
+	}
+	if t.cfg.group != "" {
+		attrs = append(attrs, semconv.MessagingConsumerGroupName(t.cfg.group))
+	}
+	if t.cfg.clientID != "" {
+		attrs = append(attrs, semconv.MessagingClientID(t.cfg.clientID))
+	}
+	if r.Key != nil {
+		if k, ok := t.cfg.redact.redact(string(r.Key)); ok {
+			attrs = append(attrs, semconv.MessagingKafkaMessageKey(k))
+		}
+		if r.Value == nil {
+			attrs = append(attrs, semconv.MessagingKafkaMessageTombstone(true))
+		}
+	}
+	return attrs
 }
 
 type (

@@ -103,7 +103,7 @@ func TestWorkerKeepsSecretsOutOfLogsAndSpans(t *testing.T) {
 	// Wait until the jobs have run: their spans are printed as they end.
 	waitFor(t, 90*time.Second, "job spans in the worker output", func() bool {
 		b, _ := os.ReadFile(worker.LogPath)
-		return strings.Count(string(b), "secret-test-") >= 5 && strings.Contains(string(b), "job demo.sleep")
+		return strings.Count(string(b), "secret-test-") >= 5 && strings.Contains(string(b), "process "+leasehold.DefaultTopic)
 	})
 	if err := worker.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)

@@ -161,12 +161,16 @@ func newE2ETrace(tr testkit.JaegerTrace) e2eTrace {
 	return e
 }
 
+// jobOperation is the name of every job span: `process <topic>`, the job
+// type being the leasehold.job.type attribute.
+const jobOperation = tracing.SpanProcess + " leasehold.jobs"
+
 // jobSpans returns the job spans of the idempotency key (hashed as the worker
 // records it by default), oldest first.
 func (e e2eTrace) jobSpans(key string) []testkit.JaegerSpan {
 	var out []testkit.JaegerSpan
 	for _, s := range e.tr.Spans {
-		if v, _ := s.Tag(tracing.AttrIdempotencyKey); v == hashedKey(key) && strings.HasPrefix(s.OperationName, tracing.SpanJob+" ") {
+		if v, _ := s.Tag(tracing.AttrIdempotencyKey); v == hashedKey(key) && s.OperationName == jobOperation {
 			out = append(out, s)
 		}
 	}
@@ -314,7 +318,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	okKey := run + "-ok-0"
 	enqueue("--count", "1", "--sleep", "300ms", "--steps", "3", "--key-prefix", run+"-ok")
 	enqueueRoot := tracing.SpanEnqueue + " demo.sleep"
-	ts := waitTraces(t, j, "job demo.sleep", "the job "+okKey+" committed, under its enqueue span", 90*time.Second, func(ts []e2eTrace) bool {
+	ts := waitTraces(t, j, jobOperation, "the job "+okKey+" committed, under its enqueue span", 90*time.Second, func(ts []e2eTrace) bool {
 		tr, js := findJob(ts, okKey)
 		return len(js) > 0 && has(tr.children(js[0]), tracing.SpanCommit) && has(tr.ancestry(js[0]), enqueueRoot)
 	})
@@ -343,6 +347,8 @@ func TestJaegerEndToEnd(t *testing.T) {
 	}
 	for tag, want := range map[string]string{
 		tracing.AttrOutcome: tracing.OutcomeCompleted, "messaging.system": "kafka", tracing.AttrJobType: "demo.sleep",
+		"messaging.operation.type": "process", "messaging.destination.name": "leasehold.jobs",
+		"messaging.consumer.group.name": "leasehold",
 	} {
 		if got, _ := job.Tag(tag); got != want {
 			t.Errorf("job span %s = %q, want %q", tag, got, want)
@@ -357,7 +363,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 
 	// 2. A duplicate of the completed job replays its outcome.
 	enqueue("--count", "1", "--sleep", "300ms", "--steps", "3", "--key-prefix", run+"-ok")
-	ts = waitTraces(t, j, "job demo.sleep", "the duplicate replay of "+okKey, 60*time.Second, func(ts []e2eTrace) bool {
+	ts = waitTraces(t, j, jobOperation, "the duplicate replay of "+okKey, 60*time.Second, func(ts []e2eTrace) bool {
 		for _, tr := range ts {
 			for _, s := range tr.jobSpans(okKey) {
 				if has(events(s), tracing.EventDuplicateReplay) {
@@ -400,7 +406,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	ts = waitTraces(t, j, "job demo.transfer", "the lease-lost event of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
+	ts = waitTraces(t, j, jobOperation, "the lease-lost event of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
 		_, js := findJob(ts, lostKey)
 		for _, s := range js {
 			if has(events(s), tracing.EventLeaseLost) {
@@ -435,13 +441,13 @@ func TestJaegerEndToEnd(t *testing.T) {
 		}
 		return out
 	}
-	ts = waitTraces(t, j, "job demo.transfer", "the compensate span of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
+	ts = waitTraces(t, j, jobOperation, "the compensate span of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
 		tr, js := findJob(ts, lostKey)
 		return len(js) > 0 && len(compensated(tr)) > 0
 	})
 	tr, _ = findJob(ts, lostKey)
 	for _, s := range compensated(tr) {
-		if anc := tr.ancestry(s); !has(anc, tracing.SpanJob+" "+demo.TransferType) || anc[len(anc)-1] != tracing.SpanEnqueue+" "+demo.TransferType {
+		if anc := tr.ancestry(s); !has(anc, jobOperation) || anc[len(anc)-1] != tracing.SpanEnqueue+" "+demo.TransferType {
 			t.Errorf("compensate span ancestry %v: want it under the transfer's job span, in the enqueued trace", anc)
 		}
 		if st, _ := s.Tag(tracing.AttrStep); st == "" {
@@ -458,7 +464,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	// With PostgreSQL back, the next attempt takes the record over (a higher
 	// fence) and completes, in the same trace.
 	stall.release()
-	ts = waitTraces(t, j, "job demo.transfer", "the takeover and completion of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
+	ts = waitTraces(t, j, jobOperation, "the takeover and completion of "+lostKey, 60*time.Second, func(ts []e2eTrace) bool {
 		for _, tr := range ts {
 			for _, s := range tr.jobSpans(lostKey) {
 				o, _ := s.Tag(tracing.AttrOutcome)
