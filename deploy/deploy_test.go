@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
-	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/workercmd"
 )
 
 // doc is a decoded YAML or JSON document.
@@ -190,8 +190,29 @@ func TestCompose(t *testing.T) {
 		}
 		checkWorkerEnv(t, name, we)
 	}
-	if got := list(services["producer"], "command"); len(got) == 0 || got[0] != "enqueue" {
-		t.Errorf("producer command %v, want enqueue", got)
+	// The producer enqueues jobs of a type the deployed program registers,
+	// with settings its enqueue reads (LEASEHOLD_TOPICS, not the deprecated
+	// LEASEHOLD_TOPIC).
+	producer := services["producer"]
+	cmd := list(producer, "command")
+	if len(cmd) == 0 || cmd[0] != "enqueue" {
+		t.Errorf("producer command %v, want enqueue", cmd)
+	}
+	checkEnv(t, "producer", "enqueue", env(producer))
+	if _, old := env(producer)["LEASEHOLD_TOPIC"]; old {
+		t.Errorf("producer sets LEASEHOLD_TOPIC, deprecated: set LEASEHOLD_TOPICS")
+	}
+	if env(producer)["LEASEHOLD_TOPICS"] != env(services["worker-1"])["LEASEHOLD_TOPICS"] {
+		t.Errorf("producer LEASEHOLD_TOPICS %q, workers consume %q", env(producer)["LEASEHOLD_TOPICS"], env(services["worker-1"])["LEASEHOLD_TOPICS"])
+	}
+	if str(producer, "image") != str(services["worker-1"], "image") {
+		t.Errorf("producer image %q, want the workers' %q", str(producer, "image"), str(services["worker-1"], "image"))
+	}
+	typ := ""
+	for i, a := range cmd {
+		if fmt.Sprint(a) == "--type" && i+1 < len(cmd) {
+			typ = fmt.Sprint(cmd[i+1])
+		}
 	}
 
 	// Prometheus scrapes exactly the two workers on their HTTP port.
@@ -212,38 +233,75 @@ func TestCompose(t *testing.T) {
 		t.Errorf("prometheus targets %v, want %v", targets, want)
 	}
 
-	// The build context holds the Dockerfile and the worker's main package.
-	if get(services["worker-1"], "build") != nil {
-		ctx := filepath.Join(".", str(services["worker-1"], "build.context"))
-		for _, f := range []string{str(services["worker-1"], "build.dockerfile"), "cmd/worker/main.go", "go.mod"} {
-			if _, err := os.Stat(filepath.Join(ctx, f)); err != nil {
-				t.Errorf("build context: %v", err)
-			}
+	// The build context holds the Dockerfile and the program's main
+	// package (build argument PKG, the Dockerfile's default too), which
+	// registers the producer's job type.
+	w1 := services["worker-1"]
+	if get(w1, "build") == nil {
+		t.Fatal("worker-1 has no build section")
+	}
+	ctx := filepath.Join(".", str(w1, "build.context"))
+	pkg := str(w1, "build.args.PKG")
+	if pkg == "" || pkg != dockerfileArg(t, filepath.Join(ctx, str(w1, "build.dockerfile")), "PKG") {
+		t.Errorf("build argument PKG %q, want the Dockerfile's default %q", pkg, dockerfileArg(t, filepath.Join(ctx, str(w1, "build.dockerfile")), "PKG"))
+	}
+	for _, f := range []string{str(w1, "build.dockerfile"), filepath.Join(pkg, "main.go"), "go.mod"} {
+		if _, err := os.Stat(filepath.Join(ctx, f)); err != nil {
+			t.Errorf("build context: %v", err)
 		}
+	}
+	main, _ := os.ReadFile(filepath.Join(ctx, pkg, "main.go"))
+	if !bytes.Contains(main, []byte("workercmd.Main(")) {
+		t.Errorf("%s is not a program built with workercmd.Main", pkg)
+	}
+	if typ == "" || !bytes.Contains(main, []byte(`w.Register("`+typ+`"`)) {
+		t.Errorf("the producer enqueues --type %q, which %s does not register", typ, pkg)
 	}
 }
 
-// workerFlags is the worker's `run -h` text, which names every environment
-// variable it reads as "(env NAME)".
-func workerFlags(t *testing.T) string {
+// dockerfileArg returns the default of the build argument name in a
+// Dockerfile ("ARG name=default").
+func dockerfileArg(t *testing.T, path, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ARG\s+` + name + `=(\S+)\s*$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no ARG %s=default", path, name)
+	}
+	return string(m[1])
+}
+
+// commandFlags is the `-h` text of a command of the deployed program
+// (examples/myworker: the worker's command line without flags of its own),
+// which names every environment variable it reads as "(env NAME)".
+func commandFlags(t *testing.T, command string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cli.Main(context.Background(), []string{"run", "-h"}, &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	workercmd.Run(context.Background(), []string{command, "-h"}, &workercmd.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 	text := out.String() + errb.String()
 	if !strings.Contains(text, "(env ") {
-		t.Fatalf("worker run -h names no environment variables:\n%s", text)
+		t.Fatalf("%s -h names no environment variables:\n%s", command, text)
 	}
 	return text
 }
 
-// checkWorkerEnv fails for a LEASEHOLD_* variable the worker does not read:
-// a typo there is a setting silently ignored.
+// checkWorkerEnv fails for a LEASEHOLD_* variable `run` does not read: a
+// typo there is a setting silently ignored.
 func checkWorkerEnv(t *testing.T, where string, vars map[string]string) {
 	t.Helper()
-	help := workerFlags(t)
+	checkEnv(t, where, "run", vars)
+}
+
+// checkEnv fails for a LEASEHOLD_* variable command does not read.
+func checkEnv(t *testing.T, where, command string, vars map[string]string) {
+	t.Helper()
+	help := commandFlags(t, command)
 	for k := range vars {
 		if (strings.HasPrefix(k, "LEASEHOLD_") || k == "REDIS_URL") && !strings.Contains(help, "(env "+k+")") {
-			t.Errorf("%s sets %s, which `worker run` does not read", where, k)
+			t.Errorf("%s sets %s, which `%s` does not read", where, k, command)
 		}
 	}
 }
