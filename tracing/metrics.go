@@ -142,6 +142,8 @@ type Metrics struct {
 
 // NewMetrics creates the worker's instruments on mp's meter named
 // "github.com/leasehold/leasehold".
+//
+//nolint:contextcheck // the zero series are set once at construction, under no caller's request
 func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m := &Metrics{meter: mp.Meter(instrumentationName), types: make(map[string]attribute.KeyValue)}
 	info := make(map[string]MetricInfo)
@@ -183,6 +185,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 // ZeroDeadLettered records leasehold.dead_lettered at 0 for each reason, so
 // that its series exist before the first record is dead-lettered. The worker
 // calls it at start with every reason it uses.
+//
+//nolint:contextcheck // the zero series are set once at start, under no caller's request
 func (m *Metrics) ZeroDeadLettered(reasons ...string) {
 	if m == nil {
 		return

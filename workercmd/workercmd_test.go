@@ -194,7 +194,7 @@ func TestOwnBinary(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		t.Logf("exit after kill: %v", <-exited)
 	}()
 	logs.wait(t, "embedded kafka started")
 

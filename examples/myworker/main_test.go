@@ -75,7 +75,7 @@ func TestMyWorker(t *testing.T) {
 	go func() { exited <- worker.Wait() }()
 	defer func() {
 		_ = worker.Process.Kill()
-		<-exited
+		t.Logf("worker exit after kill: %v", <-exited)
 	}()
 	waitFor(t, "the embedded Kafka", &logs, func() bool { return strings.Contains(logs.String(), "embedded kafka started") })
 
