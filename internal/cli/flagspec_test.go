@@ -32,15 +32,14 @@ func TestFlagsDoc(t *testing.T) {
 
 // TestFlagsHaveOneSource checks that every command's help shows each
 // flag's environment variable as its spec names it, once, and that no flag
-// of this package's commands (ui apart, until it moves to specs) writes
-// "(env X)" by hand.
+// of this package's commands writes "(env X)" by hand.
 func TestFlagsHaveOneSource(t *testing.T) {
 	a := newApp(DemoOptions()...)
 	seen := 0
 	describeCommands(a, func(name string, f *flags) {
 		for _, d := range f.docs() {
 			seen++
-			if d.legacy && name != "ui" {
+			if d.legacy {
 				t.Errorf("%s --%s: \"(env %s)\" written by hand; define the flag with stringVar, intVar, durationVar or boolVar", name, d.name, d.env)
 			}
 			fl := f.Lookup(d.name)

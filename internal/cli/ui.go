@@ -13,8 +13,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/console"
-	"github.com/leasehold/leasehold/internal/demo"
-	"github.com/leasehold/leasehold/internal/paystub"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -24,16 +22,19 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "ui", "")
 	var o opsFlags
 	o.define(f)
-	listen := f.String("listen", f.env("LEASEHOLD_UI_LISTEN", "127.0.0.1:8090"), "HTTP listen address of the console (env LEASEHOLD_UI_LISTEN)")
-	actions := f.Bool("actions", f.envBool("LEASEHOLD_UI_ACTIONS", false), "offer expire, reset, compensation retry and dead-letter replay, "+
-		"to those who sign in with LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD (env LEASEHOLD_UI_ACTIONS)")
-	brokers := f.String("brokers", f.env("LEASEHOLD_BROKERS", ""), "Kafka seed brokers, host:port comma-separated, for commit lag and dead letters; empty: no Kafka views (env LEASEHOLD_BROKERS)")
-	topics := f.String("topics", f.env("LEASEHOLD_TOPICS", leasehold.DefaultTopic), "the workers' topics (env LEASEHOLD_TOPICS)")
-	dlq := f.String("dlq", f.env("LEASEHOLD_DLQ", ""), "dead-letter topic (default: first topic + .dlq) (env LEASEHOLD_DLQ)")
-	group := f.String("group", f.env("LEASEHOLD_GROUP", leasehold.DefaultGroup), "the workers' consumer group (env LEASEHOLD_GROUP)")
-	jaeger := f.String("jaeger-url", f.env("LEASEHOLD_JAEGER_URL", ""), "Jaeger UI base URL for trace links, e.g. http://127.0.0.1:16686 (env LEASEHOLD_JAEGER_URL)")
-	poll := f.Duration("poll", f.envDur("LEASEHOLD_UI_POLL", console.DefaultPollInterval), "how often an open page reads fresh data, at least 500ms (env LEASEHOLD_UI_POLL)")
-	payURL := f.String("payment-stub", f.env("LEASEHOLD_PAYSTUB_URL", "http://127.0.0.1:8099"), "payment stub base URL, for retrying demo.transfer refunds (env LEASEHOLD_PAYSTUB_URL)")
+	app := e.application()
+	app.defineFlags(f)
+	listen := f.str("listen", "LEASEHOLD_UI_LISTEN", "127.0.0.1:8090", "HTTP listen address of the console")
+	var actions bool
+	f.boolVar(&actions, "actions", "LEASEHOLD_UI_ACTIONS", false, "offer expire, reset, compensation retry and dead-letter replay, "+
+		"to those who sign in with LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD")
+	brokers := f.str("brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated, for commit lag and dead letters; empty: no Kafka views")
+	topics := f.str("topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "the workers' topics")
+	dlq := f.str("dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
+	group := f.str("group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "the workers' consumer group")
+	jaeger := f.str("jaeger-url", "LEASEHOLD_JAEGER_URL", "", "Jaeger UI base URL for trace links, e.g. http://127.0.0.1:16686")
+	var poll time.Duration
+	f.durationVar(&poll, "poll", "LEASEHOLD_UI_POLL", console.DefaultPollInterval, "how often an open page reads fresh data, at least 500ms")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -44,11 +45,11 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	switch {
 	case len(ts) == 0 || *group == "" || o.prefix == "":
 		return usagef("want --topics, --group and --prefix, the workers' own")
-	case *poll < 500*time.Millisecond:
-		return usagef("poll %v: want at least 500ms", *poll)
+	case poll < 500*time.Millisecond:
+		return usagef("poll %v: want at least 500ms", poll)
 	}
 	auth := console.AuthFromEnv(e.Getenv)
-	if *actions && auth.Token == "" && auth.User == "" {
+	if actions && auth.Token == "" && auth.User == "" {
 		return usagef("--actions needs authentication: set LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD")
 	}
 	policy, err := policyOpts(*o.policy)
@@ -77,12 +78,16 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The program's own compensation handlers, so that a retry from the
+	// console runs them.
 	reg := compensation.NewRegistry()
-	if err := demo.RegisterCompensations(reg, paystub.NewClient(*payURL, nil)); err != nil {
+	setup := &Setup{Log: log, Command: "ui"}
+	defer setup.close()
+	if err := app.registerCompensations(ctx, reg, setup); err != nil {
 		return err
 	}
 	cfg := console.Config{Redis: rdb, KeyPrefix: o.prefix, Topics: ts, DLQ: *dlq, Group: *group, JaegerURL: *jaeger,
-		Actions: *actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: *poll}
+		Actions: actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: poll}
 	if bs := splitList(*brokers); len(bs) > 0 {
 		cfg.Kafka = []kgo.Opt{kgo.SeedBrokers(bs...)}
 	}
@@ -97,7 +102,7 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	}
 	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	mode := "read-only"
-	if *actions {
+	if actions {
 		mode = "actions on, for signed-in users"
 	}
 	_, _ = fmt.Fprintf(e.Stdout, "console on http://%s/ (%s; Redis prefix %s)\n", ln.Addr(), mode, o.prefix)
