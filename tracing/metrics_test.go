@@ -229,7 +229,8 @@ func TestPrometheusNames(t *testing.T) {
 		tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		b, _ := io.ReadAll(rec.Result().Body)
 		body = string(b)
-		if strings.Contains(body, "leasehold_lease_lost_total{") || time.Now().After(deadline) {
+		// Every cause's series shows from the start at 0: wait for this one's 1.
+		if hasSample(body, "leasehold_lease_lost_total", `cause="expired"`, "1") || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
