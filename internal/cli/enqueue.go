@@ -120,19 +120,11 @@ func enqueue(ctx context.Context, e *Env, c enqueueConfig) error {
 	}
 	// Traces go where the OTEL_* environment says, as for `worker run`
 	// (OTEL_TRACES_EXPORTER=none turns them off); they are flushed on return.
-	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-producer"))
+	_, tr, stopTracing, err := startTracing(ctx, "leasehold-producer", nil)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(sctx)
-	}()
-	tr, err := tracing.New(tracing.WithTelemetry(tel))
-	if err != nil {
-		return err
-	}
+	defer stopTracing()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(splitList(c.brokers)...), kgo.DefaultProduceTopic(c.topic),
 		kgo.ProducerLinger(5*time.Millisecond), tr.KgoOpt())
 	if err != nil {

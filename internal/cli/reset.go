@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // operatorWorker opens Redis and builds a worker (never started) with the
@@ -26,21 +25,14 @@ func operatorWorker(ctx context.Context, e *Env, o opsFlags, extra ...leasehold.
 		return nil, nil, err
 	}
 	log := slog.New(slog.NewTextHandler(e.Stderr, nil))
-	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-worker"), tracing.WithSetupLogger(log))
+	_, tracer, stopTracing, err := startTracing(ctx, "leasehold-worker", log)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err
 	}
 	closeAll := func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(sctx)
+		stopTracing()
 		_ = rdb.Close()
-	}
-	tracer, err := tracing.New(tracing.WithTelemetry(tel))
-	if err != nil {
-		closeAll()
-		return nil, nil, err
 	}
 	opts := append([]leasehold.Opt{leasehold.WithKeyPrefix(o.prefix), leasehold.WithLogger(log),
 		leasehold.WithTracing(tracer), leasehold.WithIdempotencyOptions(policy...)}, extra...)

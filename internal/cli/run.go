@@ -182,22 +182,13 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 			slog.Any("brokers", brokers), slog.Any("topics", topics), slog.String("dlq", dlq))
 	}
 
-	// Traces go where the OTEL_* environment says (OTLP by default; set
-	// OTEL_TRACES_EXPORTER=none to turn them off); metrics are served at
-	// /metrics.
-	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-worker"), tracing.WithSetupLogger(log))
+	// Traces are exported where the OTEL_* environment asks (nowhere when it
+	// names no exporter or endpoint); metrics are served at /metrics.
+	tel, tracer, stopTracing, err := startTracing(ctx, "leasehold-worker", log, tracing.WithConsumerGroup(c.group))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(sctx)
-	}()
-	tracer, err := tracing.New(tracing.WithTelemetry(tel), tracing.WithConsumerGroup(c.group))
-	if err != nil {
-		return err
-	}
+	defer stopTracing()
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
 		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),

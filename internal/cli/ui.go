@@ -13,7 +13,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/console"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // cmdUI serves the web console (package console) on its own: what Redis
@@ -65,19 +64,11 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer func() { _ = rdb.Close() }()
-	tel, shutdownTel, err := tracing.Setup(ctx, tracing.WithServiceName("leasehold-worker"), tracing.WithSetupLogger(log))
+	_, tracer, stopTracing, err := startTracing(ctx, "leasehold-worker", log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(sctx)
-	}()
-	tracer, err := tracing.New(tracing.WithTelemetry(tel))
-	if err != nil {
-		return err
-	}
+	defer stopTracing()
 	// The program's own compensation handlers, so that a retry from the
 	// console runs them.
 	reg := compensation.NewRegistry()
