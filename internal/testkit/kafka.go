@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -188,6 +190,13 @@ func (k *Kafka) Committed(t testing.TB, group, topic string) map[int32]int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := adm.FetchOffsets(ctx, group)
+	// A real broker answers for a group whose coordinator is not ready yet
+	// (just created, or the offsets topic still loading) with a retriable
+	// error: nothing is committed for it yet.
+	if errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator) {
+		return map[int32]int64{}
+	}
 	if err != nil {
 		t.Fatalf("testkit: fetch offsets of %s: %v", group, err)
 	}
