@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -17,12 +18,15 @@ import (
 // to reach every broker.
 const topicWait = 5 * time.Second
 
-// checkTopics fails with [ErrTopicMissing] when any of topics is unknown to
-// the brokers, after waiting up to topicWait for it to appear. Other metadata
-// errors are returned as they are. It asks through a client of its own, made
-// from the worker's connection options (kopts), before the group client
-// exists: a group client joins at once.
-func checkTopics(ctx context.Context, kopts []kgo.Opt, topics []string) error {
+// checkTopics fails with [ErrTopicMissing] when the brokers answer that any
+// of topics does not exist, after waiting up to topicWait for it to appear.
+// Brokers that cannot be reached within topicWait say nothing about the
+// topics: the check is skipped (logged at WARN) and the worker starts as it
+// would without it, its client retrying until Kafka is back (a worker
+// restarted during a broker outage must not exit). It asks through a client
+// of its own, made from the worker's connection options (kopts), before the
+// group client exists: a group client joins at once.
+func checkTopics(ctx context.Context, log *slog.Logger, kopts []kgo.Opt, topics []string) error {
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return fmt.Errorf("leasehold: kafka client: %w", err)
@@ -31,9 +35,16 @@ func checkTopics(ctx context.Context, kopts []kgo.Opt, topics []string) error {
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(topicWait)
 	for {
-		details, err := adm.ListTopics(ctx, topics...)
+		lctx, cancel := context.WithTimeout(ctx, topicWait)
+		details, err := adm.ListTopics(lctx, topics...)
+		cancel()
 		if err != nil {
-			return fmt.Errorf("leasehold: read topic metadata from Kafka: %w", err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			log.Warn("could not read topic metadata from Kafka; starting without checking that the topics exist",
+				slog.Any("topics", topics), slog.Any("err", err))
+			return nil
 		}
 		var missing []string
 		for _, t := range topics {

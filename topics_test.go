@@ -3,9 +3,12 @@ package leasehold
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestStartRefusesMissingTopics: a worker whose topic or dead-letter topic
@@ -43,5 +46,26 @@ func TestStartRefusesMissingTopics(t *testing.T) {
 	}
 	if err := try(); err != nil {
 		t.Errorf("both topics exist: Start = %v", err)
+	}
+}
+
+// TestStartWhileKafkaUnreachable: a worker started while no broker answers
+// (a restart during a broker outage) starts, logging that it could not check
+// its topics, instead of exiting; its client retries until Kafka is back.
+func TestStartWhileKafkaUnreachable(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 1)
+	logs := &logSink{}
+	w, err := New(h.rdb, h.opts(WithKafka(kgo.SeedBrokers("127.0.0.1:1")), WithLogger(slog.New(logs)))...)
+	must(t, err)
+	must(t, w.Register("t", func(context.Context, *Job) ([]byte, error) { return nil, nil }))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("Start with no broker answering = %v, want a started worker", err)
+	}
+	_ = w.Shutdown(ctx)
+	if !logs.has("could not read topic metadata from Kafka; starting without checking that the topics exist") {
+		t.Error("the skipped topic check was not logged")
 	}
 }

@@ -278,7 +278,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	// lets in (the caller's options may override it).
 	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
 		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...)
-	if err := checkTopics(ctx, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
+	if err := checkTopics(ctx, w.log, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
 		return fail(err)
 	}
 	if w.cfg.tracer != nil {
