@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -28,8 +26,7 @@ type dlqCase struct {
 	h      *harness
 	orig   *kgo.Record
 	origin recordOrigin
-	cl     *kgo.Client // manual partitioner: records go to rec.Partition
-	adm    *kadm.Client
+	cl     *kgo.Client    // manual partitioner: records go to rec.Partition
 	m      *lease.Manager // the other worker's, for its lock (see lock)
 	marker string
 	decoys int
@@ -52,7 +49,6 @@ func setupDLQCase(t *testing.T) *dlqCase {
 		orig:   recs[0],
 		origin: origin,
 		cl:     h.kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())),
-		adm:    kadm.NewClient(h.kafka.Client(t)),
 		marker: deadLetterMarkerKey(h.prefix, h.dlq, origin, recs[0]),
 	}
 	c.produceDecoys(t)
@@ -186,19 +182,7 @@ func (c *dlqCase) start(t *testing.T, rdb redis.UniversalClient, extra ...Opt) *
 // partition (0 before the group exists).
 func (c *dlqCase) committed(t *testing.T) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	resp, err := c.adm.FetchOffsets(ctx, c.h.group)
-	if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
-		// No group yet, or (a fresh broker) no group coordinator yet.
-		return 0
-	}
-	must(t, err)
-	o, ok := resp.Lookup(c.orig.Topic, c.orig.Partition)
-	if !ok || o.Err != nil {
-		return 0
-	}
-	return o.At
+	return c.h.kafka.Committed(t, c.h.group, c.orig.Topic)[c.orig.Partition]
 }
 
 // waitFinished waits until the poison record is committed.
@@ -368,7 +352,7 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 200*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := &dlqCase{h: h, adm: kadm.NewClient(h.kafka.Client(t))}
+	c := &dlqCase{h: h}
 	h.rdb = rdb
 
 	logs := &logSink{}

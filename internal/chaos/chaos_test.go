@@ -35,27 +35,11 @@ func TestChaosShortRun(t *testing.T) {
 		Worker:       bin,
 		Dir:          filepath.Join(dir, "run"),
 	}
-	if err := c.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed=%d (replay: CHAOS_SEED=%d go test -run TestChaosShortRun ./internal/chaos)", c.Seed, c.Seed)
-	var progress bytes.Buffer
-	f, err := Run(t.Context(), c, slog.New(slog.NewTextHandler(&progress, nil)))
-	var figures strings.Builder
-	_ = f.Write(&figures)
-	t.Logf("figures:\n%s", figures.String())
-	if err != nil {
-		t.Logf("progress:\n%s", progress.String())
-		dumpLogs(t, c.Dir)
-		t.Fatalf("chaos run: %v", err)
-	}
-	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
-		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
-	}
+	f, progress := runChaos(t, &c)
 	// The schedule must really have injected its faults.
 	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added"} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("progress log lacks %s:\n%s", want, progress.String())
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress log lacks %s:\n%s", want, progress)
 		}
 	}
 	if f.RedisOutage <= 0 {
@@ -93,38 +77,51 @@ func TestChaosApacheRun(t *testing.T) {
 		Worker:           bin,
 		Dir:              filepath.Join(dir, "run"),
 	}
-	if err := c.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed=%d (replay: CHAOS_SEED=%d go test -run TestChaosApacheRun ./internal/chaos)", c.Seed, c.Seed)
-	var progress bytes.Buffer
-	f, err := Run(t.Context(), c, slog.New(slog.NewTextHandler(&progress, nil)))
-	var figures strings.Builder
-	_ = f.Write(&figures)
-	t.Logf("figures:\n%s", figures.String())
-	if err != nil {
-		t.Logf("progress:\n%s", progress.String())
-		dumpLogs(t, c.Dir)
-		dumpLogs(t, filepath.Join(c.Dir, "kafka"))
-		t.Fatalf("chaos run on Apache Kafka: %v", err)
-	}
-	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
-		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
-	}
+	f, progress := runChaos(t, &c, filepath.Join(c.Dir, "kafka"))
 	// The broker faults must really have happened, not only been scheduled.
 	if f.BrokerKills < 1 || f.BrokerPauses < 1 {
 		t.Fatalf("broker_kills=%d broker_pauses=%d, want at least one of each:\n%s",
-			f.BrokerKills, f.BrokerPauses, progress.String())
+			f.BrokerKills, f.BrokerPauses, progress)
 	}
 	for _, want := range []string{`msg="broker killed"`, `msg="broker restarted"`, `msg="broker paused"`,
 		`msg="broker resumed"`, "msg=killed", "msg=paused", `msg="redis restarted"`} {
-		if !strings.Contains(progress.String(), want) {
-			t.Errorf("progress log lacks %s:\n%s", want, progress.String())
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress log lacks %s:\n%s", want, progress)
 		}
 	}
 	if f.BrokerOutage < c.BrokerPause {
 		t.Errorf("broker_outage_ms = %s, want at least the pause %s", f.BrokerOutage, c.BrokerPause)
 	}
+}
+
+// runChaos finishes c's settings (in place, so that the caller sees the
+// defaults) and runs it, logging the seed (with the
+// command that replays it) and the figures. It fails the test, with the
+// progress log and the process logs under c.Dir and dumpDirs, when the run
+// fails or does not complete every job; else it returns the figures and the
+// progress log.
+func runChaos(t *testing.T, c *Config, dumpDirs ...string) (Figures, string) {
+	t.Helper()
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed=%d (replay: CHAOS_SEED=%d go test -run %s ./internal/chaos)", c.Seed, c.Seed, t.Name())
+	var progress bytes.Buffer
+	f, err := Run(t.Context(), *c, slog.New(slog.NewTextHandler(&progress, nil)))
+	var figures strings.Builder
+	_ = f.Write(&figures)
+	t.Logf("figures:\n%s", figures.String())
+	if err != nil {
+		t.Logf("progress:\n%s", progress.String())
+		for _, d := range append([]string{c.Dir}, dumpDirs...) {
+			dumpLogs(t, d)
+		}
+		t.Fatalf("chaos run (kafka %s): %v", c.Kafka, err)
+	}
+	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
+		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
+	}
+	return f, progress.String()
 }
 
 func envUint(t *testing.T, name string, def uint64) uint64 {

@@ -372,18 +372,7 @@ func TestOpsCommands(t *testing.T) {
 	ctx := context.Background()
 
 	// Hold the lease of one key as the worker would.
-	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix), lease.WithTTL(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := workerStore(t, rdb, prefix)
 	fpr, err := idempotency.PayloadFingerprint([]byte("order"))
 	if err != nil {
 		t.Fatal(err)
@@ -544,4 +533,24 @@ func TestPrintableDetails(t *testing.T) {
 			t.Errorf("printable(%q, %d, %d) = %s, want %s", tc.in, tc.total, tc.n, got, tc.want)
 		}
 	}
+}
+
+// workerStore returns an idempotency store under prefix whose leases, of a
+// 20s TTL, are renewed until the test ends: a worker's view, for tests that
+// hold or finish keys for the operator commands to find.
+func workerStore(t *testing.T, rdb redis.UniversalClient, prefix string) *idempotency.Store {
+	t.Helper()
+	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix), lease.WithTTL(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	s, err := idempotency.New(t.Context(), rdb, m, idempotency.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -83,18 +82,7 @@ func TestLeasesNaturalOrderAndJSON(t *testing.T) {
 	url, prefix, rdb := sharedRedisURL(t)
 	env := map[string]string{"REDIS_URL": url, "LEASEHOLD_PREFIX": prefix}
 	ctx := context.Background()
-	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix), lease.WithTTL(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := workerStore(t, rdb, prefix)
 	fpr, err := idempotency.PayloadFingerprint([]byte("x"))
 	if err != nil {
 		t.Fatal(err)

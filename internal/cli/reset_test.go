@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/lease"
 )
 
 // TestResetCommand: `worker reset KEY` forgets a terminal failure (the key
@@ -20,18 +19,7 @@ func TestResetCommand(t *testing.T) {
 	url, prefix, rdb := sharedRedisURL(t)
 	env := map[string]string{"REDIS_URL": url, "LEASEHOLD_PREFIX": prefix}
 	ctx := context.Background()
-	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix), lease.WithTTL(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := workerStore(t, rdb, prefix)
 	claim := func(k, payload string, want idempotency.Outcome) *idempotency.Claim {
 		t.Helper()
 		fpr, _ := idempotency.PayloadFingerprint([]byte(payload))

@@ -190,11 +190,10 @@ func (k *Kafka) Committed(t testing.TB, group, topic string) map[int32]int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := adm.FetchOffsets(ctx, group)
-	// A real broker answers for a group whose coordinator is not ready yet
-	// (just created, or the offsets topic still loading) with a retriable
-	// error: nothing is committed for it yet.
-	if errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
-		errors.Is(err, kerr.NotCoordinator) {
+	// No group yet, or a group whose coordinator is not ready yet (a real
+	// broker answers COORDINATOR_NOT_AVAILABLE, a retriable error, while it
+	// loads): nothing is committed for it yet.
+	if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
 		return map[int32]int64{}
 	}
 	if err != nil {
