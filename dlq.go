@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -150,7 +149,7 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 // record is finished; when then reports false the record is not finished
 // (then has arranged what happens to it).
 func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then func() bool) {
-	base := w.traceDeadLetter(context.WithoutCancel(w.stopCtx), d, reason, cause)
+	base := w.obs.deadLetterDecided(context.WithoutCancel(w.stopCtx), d, reason, cause)
 	w.aux.Add(1)
 	go func() {
 		defer w.aux.Done()
@@ -167,18 +166,8 @@ func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then fu
 			return
 		}
 		if wrote != dlqFound {
-			w.stats.deadLettered.Add(1)
-			w.countDeadLetter(base, reason)
-			attrs := []any{slog.String("reason", reason), slog.String("topic", d.rec.Topic),
-				slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", cause)}
-			if wrote == dlqTruncated {
-				w.stats.deadLettersTruncated.Add(1)
-				w.log.Warn("dead-letter copy refused as too large: wrote a truncated copy", append(attrs,
-					slog.String("dlq_topic", w.cfg.dlqTopic), slog.Int("value_bytes", len(d.rec.Value)))...)
-			} else {
-				w.log.Warn("dead-lettered", attrs...)
-			}
-			w.hooks.deadLetter(w.stopCtx, d.info(), reason, cause) //nolint:contextcheck // hooks get the worker's context, cancelled when shutdown begins, as before
+			w.obs.deadLetterWritten(base, d, deadLettered{reason: reason, cause: cause,
+				truncated: wrote == dlqTruncated, dlqTopic: w.cfg.dlqTopic})
 		}
 		w.finish(d)
 	}()

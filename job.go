@@ -42,6 +42,7 @@ type Job struct {
 	last  []byte
 	ctx   context.Context // the job context (lease-bound)
 	c     *claim
+	d     *delivery
 	w     *Worker
 	act   *activeJob
 	hb    heartbeats
@@ -112,16 +113,19 @@ func (j *Job) Step(ctx context.Context, name string, do func(context.Context) er
 }
 
 func (j *Job) journalFor() (*compensation.Journal, error) {
-	if j.w == nil || j.w.comp == nil || j.c == nil || j.c.Lease == nil {
+	if j.w == nil || j.w.comp == nil || j.c == nil || j.c.run == nil || j.c.run.Lease() == nil {
 		return nil, ErrNoCompensation
 	}
 	j.jmu.Lock()
 	defer j.jmu.Unlock()
 	if j.journal == nil {
-		j.journal = j.w.comp.Journal(j.c.Lease)
+		j.journal = j.w.comp.Journal(j.c.run.Lease())
 	}
 	return j.journal, nil
 }
+
+// info describes the job's record and claim.
+func (j *Job) info() ClaimInfo { return claimInfo(j.d, j.c) }
 
 // stepped returns the journal if the job ran any step.
 func (j *Job) stepped() *compensation.Journal {
@@ -175,7 +179,7 @@ func (h *heartbeats) flush(ctx context.Context, j *Job) error {
 	h.lastSent = time.Now()
 	h.mu.Unlock()
 
-	err := j.w.store.Heartbeat(context.WithoutCancel(ctx), j.c, d)
+	err := j.c.run.SaveDetails(context.WithoutCancel(ctx), d)
 	h.mu.Lock()
 	h.err = err
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
@@ -186,10 +190,7 @@ func (h *heartbeats) flush(ctx context.Context, j *Job) error {
 	}
 	h.mu.Unlock()
 	if err == nil {
-		if j.tj != nil {
-			j.tj.Heartbeat()
-		}
-		j.w.hooks.heartbeat(ctx, j, d)
+		j.w.obs.heartbeated(ctx, j, d)
 	}
 	return err
 }

@@ -2,7 +2,9 @@ package leasehold
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -26,4 +28,45 @@ func (j *Job) Logger() *slog.Logger {
 	h := tracing.NewLogHandlerWithSpan(j.w.log.Handler(), trace.SpanContextFromContext(j.ctx))
 	return slog.New(h).With(slog.String("job_type", j.Type), slog.String("key", j.Key),
 		slog.Uint64("fence", j.fence), slog.Int("attempt", j.Attempt))
+}
+
+// logObserver logs the worker's events that an operator acts on: lost
+// leases, failed compensations, dead letters, pauses and resumes.
+type logObserver struct{ log *slog.Logger }
+
+var (
+	_ leaseLostObserver    = logObserver{}
+	_ compensatedObserver  = logObserver{}
+	_ deadLetteredObserver = logObserver{}
+	_ pauseObserver        = logObserver{}
+	_ resumeObserver       = logObserver{}
+)
+
+func (l logObserver) observeLeaseLost(ctx context.Context, d *delivery, j *Job, cause error) {
+	l.log.WarnContext(ctx, "lease lost", slog.String("key", d.key), slog.Uint64("fence", j.fence), slog.Any("cause", cause))
+}
+
+func (l logObserver) observeCompensated(ctx context.Context, j *Job, err error) {
+	if err != nil {
+		l.log.ErrorContext(ctx, "compensation failed", slog.String("key", j.Key), slog.Uint64("fence", j.fence), slog.Any("err", err))
+	}
+}
+
+func (l logObserver) observeDeadLettered(ctx context.Context, d *delivery, dl deadLettered) {
+	attrs := []any{slog.String("reason", dl.reason), slog.String("topic", d.rec.Topic),
+		slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset), slog.Any("err", dl.cause)}
+	if dl.truncated {
+		l.log.WarnContext(ctx, "dead-letter copy refused as too large: wrote a truncated copy", append(attrs,
+			slog.String("dlq_topic", dl.dlqTopic), slog.Int("value_bytes", len(d.rec.Value)))...)
+		return
+	}
+	l.log.WarnContext(ctx, "dead-lettered", attrs...)
+}
+
+func (l logObserver) observePause(cause error) {
+	l.log.Warn("redis unreachable: fetching paused", slog.Any("err", cause))
+}
+
+func (l logObserver) observeResume(paused time.Duration) {
+	l.log.Info("redis answers again: fetching resumed", slog.Duration("paused", paused))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
 // Handler runs one job. It returns the result to cache under the job's key
@@ -52,41 +51,6 @@ func Typed[In, Out any](fn func(ctx context.Context, job *Job, in In) (Out, erro
 		}
 		return b, nil
 	}
-}
-
-// Hooks observe the worker's decisions. Every field is optional; hooks run
-// synchronously on the worker's goroutines and must not block. Tracing,
-// metrics, compensation triggers and terminal views plug in here;
-// [WithHooks] may be given several times and every set runs.
-type Hooks struct {
-	// OnClaim runs after the claim of a record is decided.
-	OnClaim func(ctx context.Context, info ClaimInfo)
-	// OnStart runs just before a handler starts.
-	OnStart func(ctx context.Context, job *Job)
-	// OnHeartbeat runs after heartbeat details were stored.
-	OnHeartbeat func(ctx context.Context, job *Job, details []byte)
-	// OnDone runs after a handler returned and its outcome was recorded; err
-	// is the handler's error (nil on success).
-	OnDone func(ctx context.Context, job *Job, result []byte, err error)
-	// OnReplay runs for a duplicate whose key already completed or failed
-	// terminally: result is the cached result, failure the cached failure.
-	OnReplay func(ctx context.Context, info ClaimInfo, result []byte, failure string)
-	// OnRetry runs when a job or a held claim is parked to be tried again
-	// after delay.
-	OnRetry func(ctx context.Context, info ClaimInfo, delay time.Duration, err error)
-	// OnLeaseLost runs once when a running job's lease is lost, with the
-	// cancellation cause. Compensation runners hook in here.
-	OnLeaseLost func(ctx context.Context, job *Job, err error)
-	// OnCompensated runs after the saga steps of a job's attempt were
-	// compensated (err nil) or their compensation failed (err, e.g. a
-	// dead-lettered journal). Only with WithCompensation.
-	OnCompensated func(ctx context.Context, job *Job, err error)
-	// OnDeadLetter runs after a record was written to the dead-letter topic.
-	OnDeadLetter func(ctx context.Context, info ClaimInfo, reason string, err error)
-	// OnPause runs when fetching pauses because Redis is unreachable, and
-	// OnResume when it resumes.
-	OnPause  func(err error)
-	OnResume func(paused time.Duration)
 }
 
 // ClaimInfo identifies a record and the claim decided for it.
@@ -141,94 +105,4 @@ func (o Outcome) String() string {
 		return "undecodable"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
-}
-
-type hookList []Hooks
-
-func (hl hookList) claim(ctx context.Context, info ClaimInfo) {
-	for _, h := range hl {
-		if h.OnClaim != nil {
-			h.OnClaim(ctx, info)
-		}
-	}
-}
-
-func (hl hookList) start(ctx context.Context, j *Job) {
-	for _, h := range hl {
-		if h.OnStart != nil {
-			h.OnStart(ctx, j)
-		}
-	}
-}
-
-func (hl hookList) heartbeat(ctx context.Context, j *Job, d []byte) {
-	for _, h := range hl {
-		if h.OnHeartbeat != nil {
-			h.OnHeartbeat(ctx, j, d)
-		}
-	}
-}
-
-func (hl hookList) done(ctx context.Context, j *Job, res []byte, err error) {
-	for _, h := range hl {
-		if h.OnDone != nil {
-			h.OnDone(ctx, j, res, err)
-		}
-	}
-}
-
-func (hl hookList) replay(ctx context.Context, info ClaimInfo, res []byte, failure string) {
-	for _, h := range hl {
-		if h.OnReplay != nil {
-			h.OnReplay(ctx, info, res, failure)
-		}
-	}
-}
-
-func (hl hookList) retry(ctx context.Context, info ClaimInfo, d time.Duration, err error) {
-	for _, h := range hl {
-		if h.OnRetry != nil {
-			h.OnRetry(ctx, info, d, err)
-		}
-	}
-}
-
-func (hl hookList) leaseLost(ctx context.Context, j *Job, err error) {
-	for _, h := range hl {
-		if h.OnLeaseLost != nil {
-			h.OnLeaseLost(ctx, j, err)
-		}
-	}
-}
-
-func (hl hookList) compensated(ctx context.Context, j *Job, err error) {
-	for _, h := range hl {
-		if h.OnCompensated != nil {
-			h.OnCompensated(ctx, j, err)
-		}
-	}
-}
-
-func (hl hookList) deadLetter(ctx context.Context, info ClaimInfo, reason string, err error) {
-	for _, h := range hl {
-		if h.OnDeadLetter != nil {
-			h.OnDeadLetter(ctx, info, reason, err)
-		}
-	}
-}
-
-func (hl hookList) pause(err error) {
-	for _, h := range hl {
-		if h.OnPause != nil {
-			h.OnPause(err)
-		}
-	}
-}
-
-func (hl hookList) resume(d time.Duration) {
-	for _, h := range hl {
-		if h.OnResume != nil {
-			h.OnResume(d)
-		}
-	}
 }

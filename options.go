@@ -45,7 +45,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
 	middleware      []Middleware
-	hooks           hookList
+	hooks           []Hooks
 	leaseTTL        time.Duration
 	retention       time.Duration
 	hbThrottle      time.Duration

@@ -30,6 +30,13 @@ func (d *delivery) info() ClaimInfo {
 	return ClaimInfo{Key: d.key, Type: d.typ, Topic: d.rec.Topic, Partition: d.rec.Partition, Offset: d.rec.Offset}
 }
 
+// claimInfo is d's info with the claim decided for it.
+func claimInfo(d *delivery, c *claim) ClaimInfo {
+	info := d.info()
+	info.Outcome, info.Fence, info.Attempt = c.Outcome, c.Fence, c.Attempt
+	return info
+}
+
 // schedule holds deliveries waiting to be claimed: parked ones (held keys,
 // retries after backoff, claims that failed while Redis was down), ordered by
 // due time, and, with per-key ordering, the records queued behind a key that

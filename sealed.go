@@ -55,13 +55,6 @@ func (rs *redisStore) commitLanded(ctx context.Context, ref compensation.Ref) (b
 		compensation.ErrCommitUnknown, ref, age.Round(time.Second), state, rs.s.Retention())
 }
 
-// Committed reports whether c's commit landed (see commitLanded for why the
-// record proves it either way while it is retained).
-func (rs *redisStore) Committed(ctx context.Context, c *claim) (bool, error) {
-	landed, _, err := rs.completedWith(ctx, c.ref.(*idempotency.Claim).Key, c.Fence)
-	return landed, err
-}
-
 // completedWith reads key k's record: landed is true when it is COMPLETED
 // under fence; state is the record's state either way.
 func (rs *redisStore) completedWith(ctx context.Context, k string, fence uint64) (landed bool, state idempotency.State, err error) {

@@ -16,45 +16,58 @@ type claimRequest struct {
 }
 
 // claim is the store's answer for one key. For OutcomeAcquired and
-// OutcomeTakeover it carries a live lease: Context is cancelled (with a cause
-// matching ErrLeaseLost) when the lease is lost.
+// OutcomeTakeover it carries the running attempt's handle.
 type claim struct {
-	Outcome       Outcome
-	Fence         uint64
-	PrevFence     uint64        // for OutcomeTakeover: the fence taken over
-	Attempt       int           // 1 for the first run of the key
-	LastHeartbeat []byte        // details stored by the previous attempt
-	Result        []byte        // cached result for OutcomeDuplicate
-	Failure       string        // cached terminal failure for OutcomeDuplicate
-	Remaining     time.Duration // for OutcomeHeld: the holder's lease time left, when known
-	Err           error         // a per-key failure (the key could not be claimed)
+	Outcome   Outcome
+	Fence     uint64
+	PrevFence uint64        // for OutcomeTakeover: the fence taken over
+	Attempt   int           // 1 for the first run of the key
+	LastBeat  []byte        // details stored by the previous attempt
+	Result    []byte        // cached result for OutcomeDuplicate
+	Failure   string        // cached terminal failure for OutcomeDuplicate
+	Remaining time.Duration // for OutcomeHeld: the holder's lease time left, when known
+	Err       error         // a per-key failure (the key could not be claimed)
 
-	Context context.Context // lease-bound context for running outcomes
-	Lease   *lease.Lease    // the key's lease for running outcomes
-	ref     any             // the store's own handle
+	run attempt // for running outcomes: the attempt's fenced writes; nil otherwise
 }
 
-// store is the seam between the Kafka side and the idempotency records. It is
-// implemented over idempotency.Store; errors that mean "Redis cannot be
-// reached" wrap ErrUnavailable and errors that mean "no longer the owner" wrap
-// ErrLeaseLost.
+// store is the seam between the Kafka side and Redis: the worker's
+// dispatcher claims through it and every running attempt writes through the
+// attempt handle its claim carries. It is implemented over
+// idempotency.Store (store_redis.go) and, in tests, by a fake. Errors that
+// mean "Redis cannot be reached" match ErrUnavailable and errors that mean
+// "no longer the owner" match ErrLeaseLost.
 type store interface {
 	// ClaimBatch claims every request in one round trip where it can; the
 	// answer is in request order. An error applies to the whole batch.
 	ClaimBatch(ctx context.Context, reqs []claimRequest) ([]claim, error)
-	// Complete records the result, fenced: ErrLeaseLost if not the owner.
-	Complete(ctx context.Context, c *claim, result []byte) error
-	// Fail records a failure: terminal caches it like a result, otherwise
-	// the lease is released so that the next claim proceeds.
-	Fail(ctx context.Context, c *claim, cause error, terminal bool) error
-	// Heartbeat stores progress details under the lease, fenced.
-	Heartbeat(ctx context.Context, c *claim, details []byte) error
-	// Committed reports whether c's commit landed: the key's record is
-	// COMPLETED under c's fence. It settles a commit whose answer was lost.
-	Committed(ctx context.Context, c *claim) (bool, error)
-	// Abandon stops tracking a claim whose lease the worker gives up without
-	// recording anything (the lease expires and the next claim takes over).
-	Abandon(c *claim)
 	// Ping reports whether Redis answers.
 	Ping(ctx context.Context) error
+}
+
+// attempt is one running attempt at a key: its lease-bound context and its
+// writes, each fenced by the attempt's lease.
+type attempt interface {
+	// Context is cancelled, with a cause matching ErrLeaseLost, when the
+	// lease is lost.
+	Context() context.Context
+	// TTL is the lease's time to live.
+	TTL() time.Duration
+	// Lease is the attempt's lease, which saga journals are bound to; nil
+	// when the store has none (tests).
+	Lease() *lease.Lease
+	// Complete records the result, fenced: ErrLeaseLost if not the owner.
+	Complete(ctx context.Context, result []byte) error
+	// Fail records a failure: terminal caches it like a result, otherwise
+	// the lease is released so that the next claim proceeds.
+	Fail(ctx context.Context, cause error, terminal bool) error
+	// SaveDetails stores heartbeat details under the lease, fenced.
+	SaveDetails(ctx context.Context, details []byte) error
+	// Committed reports whether the attempt's commit landed: the key's
+	// record is COMPLETED under its fence. It settles a commit whose answer
+	// was lost.
+	Committed(ctx context.Context) (bool, error)
+	// Abandon gives the lease up without recording anything (the next
+	// claim takes over); it does nothing once the lease is lost.
+	Abandon()
 }

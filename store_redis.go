@@ -168,15 +168,14 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 	for j, ic := range rs.s.ClaimBatch(ctx, ireqs) {
 		i := idx[j]
 		c := &out[i]
-		c.ref = ic
 		switch ic.Outcome {
 		case idempotency.Acquired, idempotency.Takeover:
 			c.Outcome = OutcomeAcquired
 			if ic.Outcome == idempotency.Takeover {
 				c.Outcome = OutcomeTakeover
 			}
-			c.Fence, c.Attempt, c.LastHeartbeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
-			c.Context, c.Lease = ic.Lease.Context(), ic.Lease
+			c.Fence, c.Attempt, c.LastBeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
+			c.run = &redisAttempt{rs: rs, ic: ic}
 		case idempotency.Held:
 			c.Outcome, c.Remaining = OutcomeHeld, ic.Remaining
 		case idempotency.Duplicate:
@@ -205,20 +204,6 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 		return nil, out[idx[0]].Err
 	}
 	return out, nil
-}
-
-// Complete hands the completion to the batcher, which sends what is queued
-// in one pipeline (idempotency.CompleteBatch): with many jobs finishing at
-// once, completions cost a round trip per batch instead of one per job, and
-// an idle worker adds no delay.
-func (rs *redisStore) Complete(ctx context.Context, c *claim, result []byte) error {
-	req := completion{c: c.ref.(*idempotency.Claim), result: result, done: make(chan error, 1)}
-	select {
-	case rs.completions <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return mapStoreErr(<-req.done)
 }
 
 type completion struct {
@@ -265,28 +250,62 @@ func (rs *redisStore) completeLoop(base context.Context, stop <-chan struct{}) {
 	}
 }
 
-func (rs *redisStore) Fail(ctx context.Context, c *claim, cause error, terminal bool) error {
+func (rs *redisStore) Ping(ctx context.Context) error {
+	return mapStoreErr(rs.rdb.Ping(ctx).Err())
+}
+
+// redisAttempt is a running attempt's handle over its idempotency claim.
+type redisAttempt struct {
+	rs *redisStore
+	ic *idempotency.Claim
+}
+
+var _ attempt = (*redisAttempt)(nil)
+
+func (a *redisAttempt) Context() context.Context { return a.ic.Lease.Context() }
+func (a *redisAttempt) TTL() time.Duration       { return a.ic.Lease.TTL() }
+func (a *redisAttempt) Lease() *lease.Lease      { return a.ic.Lease }
+
+// Complete hands the completion to the batcher, which sends what is queued
+// in one pipeline (idempotency.CompleteBatch): with many jobs finishing at
+// once, completions cost a round trip per batch instead of one per job, and
+// an idle worker adds no delay.
+func (a *redisAttempt) Complete(ctx context.Context, result []byte) error {
+	req := completion{c: a.ic, result: result, done: make(chan error, 1)}
+	select {
+	case a.rs.completions <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return mapStoreErr(<-req.done)
+}
+
+func (a *redisAttempt) Fail(ctx context.Context, cause error, terminal bool) error {
 	p := idempotency.Retryable
 	if terminal {
 		p = idempotency.Terminal
 	}
-	return mapStoreErr(rs.s.Fail(ctx, c.ref.(*idempotency.Claim), p, cause))
+	return mapStoreErr(a.rs.s.Fail(ctx, a.ic, p, cause))
 }
 
-func (rs *redisStore) Heartbeat(ctx context.Context, c *claim, details []byte) error {
-	return mapStoreErr(rs.s.SaveDetails(ctx, c.ref.(*idempotency.Claim), details))
+func (a *redisAttempt) SaveDetails(ctx context.Context, details []byte) error {
+	return mapStoreErr(a.rs.s.SaveDetails(ctx, a.ic, details))
 }
 
-func (rs *redisStore) Abandon(c *claim) {
-	ic, ok := c.ref.(*idempotency.Claim)
-	if !ok || ic.Lease == nil || ic.Lease.Err() != nil {
+// Committed reports whether the attempt's commit landed (see commitLanded
+// in sealed.go for why the record proves it either way while it is
+// retained).
+func (a *redisAttempt) Committed(ctx context.Context) (bool, error) {
+	landed, _, err := a.rs.completedWith(ctx, a.ic.Key, a.ic.Fence)
+	return landed, err
+}
+
+func (a *redisAttempt) Abandon() {
+	l := a.ic.Lease
+	if l == nil || l.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ic.Lease.TTL())
+	ctx, cancel := context.WithTimeout(context.Background(), l.TTL())
 	defer cancel()
-	_ = ic.Lease.Release(ctx) // best effort: otherwise it expires after its TTL
-}
-
-func (rs *redisStore) Ping(ctx context.Context) error {
-	return mapStoreErr(rs.rdb.Ping(ctx).Err())
+	_ = l.Release(ctx) // best effort: otherwise it expires after its TTL
 }

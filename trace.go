@@ -10,10 +10,24 @@ import (
 	"github.com/leasehold/leasehold/tracing"
 )
 
-// Tracing glue: every function is a no-op without WithTracing. A delivery
-// carries the span of its current attempt (d.tj) from its first claim to the
-// attempt's end; parking a held record keeps the span open, and a new
-// attempt (after a retry or a lost lease) starts a new span.
+// traceObserver traces every record and counts it in the worker's metrics
+// (WithTracing): an observer of the worker's events. A delivery carries the
+// span of its current attempt (d.tj) from its first claim to the attempt's
+// end; parking a held record keeps the span open, and a new attempt (after a
+// retry or a lost lease) starts a new span.
+type traceObserver struct {
+	tr   *tracing.Tracer
+	base context.Context // parents job spans
+}
+
+var (
+	_ claimObserver             = traceObserver{}
+	_ heartbeatObserver         = traceObserver{}
+	_ leaseLostObserver         = traceObserver{}
+	_ endObserver               = traceObserver{}
+	_ deadLetterDecidedObserver = traceObserver{}
+	_ deadLetteredObserver      = traceObserver{}
+)
 
 // deadLetterReasons are every reason the worker dead-letters a record for:
 // leasehold.dead_lettered shows each at 0 from the worker's start.
@@ -23,69 +37,77 @@ var deadLetterReasons = []string{
 	ReasonResultTooLarge,
 }
 
-// traceClaim records one batched claim of d.
-func (w *Worker) traceClaim(d *delivery, start time.Time, c *claim) {
-	if w.cfg.tracer == nil {
-		return
-	}
+// span returns d's attempt span, starting it if the attempt has none yet.
+func (t traceObserver) span(d *delivery) *tracing.Job {
 	if d.tj == nil {
-		d.tctx, d.tj = w.cfg.tracer.StartJob(w.baseCtx, d.rec, d.typ, d.key)
+		d.tctx, d.tj = t.tr.StartJob(t.base, d.rec, d.typ, d.key)
 	}
+	return d.tj
+}
+
+func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, start time.Time) {
+	tj := t.span(d)
 	outcome := c.Outcome.String()
 	if c.Err != nil && c.Outcome == 0 {
 		outcome = "error"
 	}
-	d.tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err)
+	tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err)
 	switch c.Outcome {
 	case OutcomeAcquired, OutcomeTakeover:
-		d.tj.SetFence(c.Fence)
-		d.tj.SetAttempt(max(c.Attempt, 1))
+		tj.SetFence(c.Fence)
+		tj.SetAttempt(max(c.Attempt, 1))
 		if c.Outcome == OutcomeTakeover {
-			d.tj.Takeover(c.PrevFence)
+			tj.Takeover(c.PrevFence)
 		}
 	case OutcomeDuplicate:
 		cached := "completed"
 		if c.Failure != "" {
 			cached = "failed"
 		}
-		d.tj.DuplicateReplay(cached)
+		tj.DuplicateReplay(cached)
 	}
 }
 
-// traceEnd ends d's attempt span with outcome.
-func (w *Worker) traceEnd(d *delivery, outcome string, err error) {
+func (t traceObserver) observeHeartbeat(_ context.Context, j *Job, _ []byte) {
+	if j.tj != nil {
+		j.tj.Heartbeat()
+	}
+}
+
+func (t traceObserver) observeLeaseLost(_ context.Context, d *delivery, _ *Job, cause error) {
+	if d.tj != nil {
+		d.tj.LeaseLost(cause)
+	}
+}
+
+func (t traceObserver) observeEnd(_ context.Context, d *delivery, e attemptEnd) {
+	endSpan(d, e.kind.String(), e.err)
+}
+
+// observeDeadLetterDecided records the decision on d's span (starting one
+// for a record rejected before any claim) and ends it; the copy is counted
+// by observeDeadLettered once the broker acknowledged it. The returned
+// context carries d's span, for the dead-lettering's own spans and the
+// count's exemplar.
+func (t traceObserver) observeDeadLetterDecided(ctx context.Context, d *delivery, reason string, err error) context.Context {
+	tj := t.span(d)
+	ctx = trace.ContextWithSpan(ctx, tj.Span())
+	tj.Span().AddEvent(tracing.EventDeadLettered, trace.WithAttributes(attribute.String(tracing.AttrReason, reason)))
+	endSpan(d, endDeadLettered.String(), err)
+	return ctx
+}
+
+func (t traceObserver) observeDeadLettered(ctx context.Context, _ *delivery, dl deadLettered) {
+	t.tr.Metrics().DeadLettered(ctx, dl.reason)
+}
+
+// endSpan ends d's attempt span, if it has one.
+func endSpan(d *delivery, outcome string, err error) {
 	if d.tj == nil {
 		return
 	}
 	d.tj.End(outcome, err)
 	d.tj, d.tctx = nil, nil
-}
-
-// traceDeadLetter records the decision to dead-letter d (starting a span for
-// a record rejected before any claim): the dead-lettered event on d's span.
-// The copy is counted in leasehold.dead_lettered by countDeadLetter, once the
-// broker acknowledged it. It returns ctx with d's span, for the
-// dead-lettering's own spans and the count's exemplar.
-func (w *Worker) traceDeadLetter(ctx context.Context, d *delivery, reason string, err error) context.Context {
-	if w.cfg.tracer == nil {
-		return ctx
-	}
-	if d.tj == nil {
-		d.tctx, d.tj = w.cfg.tracer.StartJob(w.baseCtx, d.rec, d.typ, d.key)
-	}
-	ctx = traceContext(ctx, d)
-	d.tj.Span().AddEvent(tracing.EventDeadLettered, trace.WithAttributes(attribute.String(tracing.AttrReason, reason)))
-	w.traceEnd(d, "dead_lettered", err)
-	return ctx
-}
-
-// countDeadLetter counts a dead-letter copy the broker acknowledged in
-// leasehold.dead_lettered; ctx carries the record's span for exemplars.
-func (w *Worker) countDeadLetter(ctx context.Context, reason string) {
-	if w.cfg.tracer == nil {
-		return
-	}
-	w.cfg.tracer.Metrics().DeadLettered(ctx, reason)
 }
 
 // traceContext puts d's job span into ctx, so that the handler's spans are
@@ -97,8 +119,9 @@ func traceContext(ctx context.Context, d *delivery) context.Context {
 	return trace.ContextWithSpan(ctx, d.tj.Span())
 }
 
-// traceSpan is a child span (handler, commit) or nil.
-type traceSpan interface {
+// childSpan is a child of a job span (handler, commit): an operation's
+// span, not an event.
+type childSpan interface {
 	End(outcome string, err error)
 }
 
@@ -106,16 +129,11 @@ type noSpan struct{}
 
 func (noSpan) End(string, error) {}
 
-func (w *Worker) traceHandler(ctx context.Context, d *delivery) (context.Context, traceSpan) {
-	if d.tj == nil {
+// startChild starts the handler or commit span of job's attempt (noSpan
+// without tracing).
+func startChild(ctx context.Context, job *Job, start func(*tracing.Job, context.Context) (context.Context, *tracing.Span)) (context.Context, childSpan) {
+	if job.tj == nil {
 		return ctx, noSpan{}
 	}
-	return d.tj.StartHandler(ctx)
-}
-
-func (w *Worker) traceCommit(ctx context.Context, d *delivery) (context.Context, traceSpan) {
-	if d.tj == nil {
-		return ctx, noSpan{}
-	}
-	return d.tj.StartCommit(ctx)
+	return start(job.tj, ctx)
 }

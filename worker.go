@@ -46,7 +46,7 @@ type Worker struct {
 	rdb   redis.UniversalClient
 	store store
 	comp  *compensation.Runner // nil without WithCompensation
-	hooks hookList
+	obs   *observers           // built by Start
 	log   *slog.Logger
 
 	// lifeMu serializes Start and Shutdown: a Shutdown called while Start
@@ -144,7 +144,6 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	w := &Worker{
 		cfg:      c,
 		rdb:      rdb,
-		hooks:    c.hooks,
 		log:      c.logger,
 		handlers: make(map[string]*registration),
 		active:   make(map[*Job]*activeJob),
@@ -234,23 +233,11 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) Start(ctx context.Context) error {
 	w.lifeMu.Lock()
 	defer w.lifeMu.Unlock()
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return ErrClosed
+	if err := w.markStarted(); err != nil {
+		return err
 	}
-	if w.started {
-		w.mu.Unlock()
-		return errors.New("leasehold: worker already started")
-	}
-	if len(w.handlers) == 0 {
-		w.mu.Unlock()
-		return ErrNoHandlers
-	}
-	w.started = true
-	w.mu.Unlock()
-	// A failed start leaves the worker as it was: not started, nothing held.
-	fail := func(err error) error {
+	if err := w.start(ctx); err != nil {
+		// A failed start leaves the worker as it was: not started, nothing held.
 		_ = w.closeStore(context.WithoutCancel(ctx))
 		w.closeStore = func(context.Context) error { return nil }
 		w.store, w.comp = nil, nil
@@ -259,27 +246,77 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Unlock()
 		return err
 	}
+	// Publish the started worker: Ready, Stats and Client read the fields
+	// set by start only once live is true (under mu).
+	w.mu.Lock()
+	w.live = true
+	close(w.startCh)
+	w.mu.Unlock()
+	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
+		slog.Int("concurrency", w.cfg.concurrency))
+	return nil
+}
 
+// markStarted refuses a closed, started or empty worker, else marks it
+// started.
+func (w *Worker) markStarted() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.started:
+		return errors.New("leasehold: worker already started")
+	case len(w.handlers) == 0:
+		return ErrNoHandlers
+	}
+	w.started = true
+	return nil
+}
+
+// start builds the store, the Kafka client and the metrics, then starts the
+// dispatcher.
+func (w *Worker) start(ctx context.Context) error {
 	if w.store == nil {
 		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		w.store, w.closeStore, w.comp = s, closeFn, s.comp
 	}
 	if err := w.store.Ping(ctx); err != nil {
-		return fail(err)
+		return err
 	}
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
-	// franz-go logs its group lifecycle (joins, syncs, heartbeat errors)
-	// through the worker's logger unless the caller's options say otherwise.
-	// The producer takes a dead-letter copy of any record the payload bound
-	// lets in (the caller's options may override it).
+	cl, err := w.kafkaClient(ctx)
+	if err != nil {
+		return err
+	}
+	w.cl = cl
+	w.offs = newOffsets(cl.MarkCommitOffsets)
+	if err := w.startMetrics(); err != nil {
+		cl.Close()
+		return err
+	}
+	w.baseCtx = context.WithoutCancel(ctx)
+	w.obs = w.newObservers()
+	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
+	w.loopDone = make(chan struct{})
+	go w.loop() //nolint:contextcheck // the dispatcher runs on the worker's own contexts (baseCtx, stopCtx)
+	return nil
+}
+
+// kafkaClient checks the topics and builds the consumer-group client.
+// franz-go logs its group lifecycle (joins, syncs, heartbeat errors) through
+// the worker's logger unless the caller's options say otherwise. The
+// producer takes a dead-letter copy of any record the payload bound lets in
+// (the caller's options may override it).
+func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
 		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...)
 	if err := checkTopics(ctx, w.log, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if w.cfg.tracer != nil {
 		kopts = append(kopts, w.cfg.tracer.KgoOpt())
@@ -298,33 +335,25 @@ func (w *Worker) Start(ctx context.Context) error {
 	)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		return fail(fmt.Errorf("leasehold: kafka client: %w", err))
+		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
-	w.cl = cl
-	w.offs = newOffsets(cl.MarkCommitOffsets)
-	if w.cfg.tracer != nil {
-		w.cfg.tracer.Metrics().ZeroDeadLettered(deadLetterReasons...)
-		reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
-			return w.offs.commitLag(cl.CommittedOffsets())
-		})
-		if err != nil {
-			cl.Close()
-			return fail(fmt.Errorf("leasehold: commit lag metric: %w", err))
-		}
-		w.lagReg = reg
+	return cl, nil
+}
+
+// startMetrics shows every dead-letter reason at 0 and registers the commit
+// lag gauge (WithTracing).
+func (w *Worker) startMetrics() error {
+	if w.cfg.tracer == nil {
+		return nil
 	}
-	w.baseCtx = context.WithoutCancel(ctx)
-	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
-	w.loopDone = make(chan struct{})
-	go w.loop() //nolint:contextcheck // the dispatcher runs on the worker's own contexts (baseCtx, stopCtx)
-	// Publish the started worker: Ready, Stats and Client read the fields
-	// set above only once live is true (under mu).
-	w.mu.Lock()
-	w.live = true
-	close(w.startCh)
-	w.mu.Unlock()
-	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
-		slog.Int("concurrency", w.cfg.concurrency))
+	w.cfg.tracer.Metrics().ZeroDeadLettered(deadLetterReasons...)
+	reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
+		return w.offs.commitLag(w.cl.CommittedOffsets())
+	})
+	if err != nil {
+		return fmt.Errorf("leasehold: commit lag metric: %w", err)
+	}
+	w.lagReg = reg
 	return nil
 }
 
@@ -353,30 +382,10 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	w.cl.PauseFetchTopics(w.cfg.topics...)
 	<-w.loopDone
 
-	// 2. Drain running jobs until the drain deadline.
-	drain := time.Now().Add(w.cfg.shutdownTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(drain) {
-		drain = dl
-	}
-	drained := make(chan struct{})
-	go func() { w.running.Wait(); w.aux.Wait(); close(drained) }()
-	timer := time.NewTimer(time.Until(drain))
-	defer timer.Stop()
+	// 2. and 3. Drain running jobs; cancel what still runs at the deadline.
 	var errs []error
-	select {
-	case <-drained:
-	case <-timer.C:
-		// 3. Cancel what is still running; its leases are given up.
-		n := w.cancelActive(ErrShutdown)
-		w.log.Warn("drain timeout: cancelled running jobs", slog.Int("jobs", n))
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("leasehold: handlers ignored cancellation: %w", ctx.Err()))
-		}
-	case <-ctx.Done():
-		w.cancelActive(ErrShutdown)
-		errs = append(errs, ctx.Err())
+	if err := w.drain(ctx); err != nil {
+		errs = append(errs, err)
 	}
 
 	// 4. Commit what is finished.
@@ -398,6 +407,50 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	}
 	w.log.Info("worker stopped")
 	return errors.Join(errs...)
+}
+
+// newObservers builds the worker's observers: counting, logging, tracing
+// (WithTracing), then the user's hooks in the order given.
+func (w *Worker) newObservers() *observers {
+	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}}
+	if w.cfg.tracer != nil {
+		os = append(os, traceObserver{tr: w.cfg.tracer, base: w.baseCtx})
+	}
+	for _, h := range w.cfg.hooks {
+		os = append(os, h)
+	}
+	return newObservers(os...)
+}
+
+// drain waits for running jobs and dead-letter writers until the drain
+// deadline (the earlier of ctx's deadline and the shutdown timeout), then
+// cancels the jobs still running with cause ErrShutdown: their leases are
+// given up.
+func (w *Worker) drain(ctx context.Context) error {
+	deadline := time.Now().Add(w.cfg.shutdownTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	drained := make(chan struct{})
+	go func() { w.running.Wait(); w.aux.Wait(); close(drained) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-drained:
+		return nil
+	case <-timer.C:
+		n := w.cancelActive(ErrShutdown)
+		w.log.Warn("drain timeout: cancelled running jobs", slog.Int("jobs", n))
+		select {
+		case <-drained:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("leasehold: handlers ignored cancellation: %w", ctx.Err())
+		}
+	case <-ctx.Done():
+		w.cancelActive(ErrShutdown)
+		return ctx.Err()
+	}
 }
 
 // Started returns a channel that is closed once the worker has started:
@@ -482,56 +535,4 @@ func (w *Worker) Running() []RunningJob {
 			Takeover: j.Takeover, Started: a.started, Progress: p})
 	}
 	return out
-}
-
-// Stats counts what the worker did since it started.
-type Stats struct {
-	Claimed      map[Outcome]int64
-	Started      int64
-	Succeeded    int64
-	Retried      int64 // retryable failures parked for another attempt
-	Failed       int64 // terminal failures (permanent or attempts exhausted)
-	DeadLettered int64 // dead-letter copies this worker wrote and the broker acknowledged
-	// DeadLettersTruncated counts, of DeadLettered, the stand-in copies
-	// (HeaderDLQTruncated) written because the dead-letter topic refused
-	// the whole copy as too large.
-	DeadLettersTruncated int64
-	Replayed             int64
-	LeasesLost           int64
-	Pauses               int64
-	Parked               int // records waiting to be claimed again
-	InFlight             int // polled records not yet committed
-}
-
-type counters struct {
-	claimed                                    [OutcomeUndecodable + 1]atomic.Int64
-	started, succeeded, retried, failed        atomic.Int64
-	deadLettered, replayed, leasesLost, pauses atomic.Int64
-	deadLettersTruncated                       atomic.Int64
-}
-
-// Stats returns the worker's counters. Safe to call at any time, from any
-// goroutine; before the worker has started, Parked and InFlight are zero.
-func (w *Worker) Stats() Stats {
-	w.mu.Lock()
-	live := w.live
-	w.mu.Unlock()
-	s := Stats{Claimed: make(map[Outcome]int64)}
-	for o := OutcomeAcquired; o <= OutcomeUndecodable; o++ {
-		s.Claimed[o] = w.stats.claimed[o].Load()
-	}
-	s.Started = w.stats.started.Load()
-	s.Succeeded = w.stats.succeeded.Load()
-	s.Retried = w.stats.retried.Load()
-	s.Failed = w.stats.failed.Load()
-	s.DeadLettered = w.stats.deadLettered.Load()
-	s.DeadLettersTruncated = w.stats.deadLettersTruncated.Load()
-	s.Replayed = w.stats.replayed.Load()
-	s.LeasesLost = w.stats.leasesLost.Load()
-	s.Pauses = w.stats.pauses.Load()
-	if live { // sched and offs are set and no longer written
-		s.Parked = w.sched.len()
-		s.InFlight = w.offs.inFlight()
-	}
-	return s
 }
