@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -49,8 +50,8 @@ func TestTakeoverPastLastAttempt(t *testing.T) {
 	blog := newClaimLog()
 	b := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.once", count, WithMaxAttempts(1))) },
 		append(opts, WithGroup(h.group+"-b"), WithHooks(blog.hooks()))...)
-	waitFor(t, 20*time.Second, "b takes the key over", func() bool { _, ok := blog.takeover("once-1"); return ok })
-	waitFor(t, 20*time.Second, "b dead-letters the record", func() bool { return b.Stats().DeadLettered == 1 })
+	testkit.Eventually(t, 20*time.Second, "b takes the key over", func() bool { _, ok := blog.takeover("once-1"); return ok })
+	testkit.Eventually(t, 20*time.Second, "b dead-letters the record", func() bool { return b.Stats().DeadLettered == 1 })
 	if n := bRuns.Load(); n != 0 {
 		t.Fatalf("b ran the handler %d times past the last attempt", n)
 	}
@@ -63,7 +64,7 @@ func TestTakeoverPastLastAttempt(t *testing.T) {
 	}
 	// The failure is recorded: a duplicate record replays it.
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.once", Key: "once-1"})})
-	waitFor(t, 20*time.Second, "b replays the recorded failure", func() bool { return blog.saw("once-1", OutcomeDuplicate) })
+	testkit.Eventually(t, 20*time.Second, "b replays the recorded failure", func() bool { return blog.saw("once-1", OutcomeDuplicate) })
 	if n := bRuns.Load(); n != 0 || aRuns.Load() != 1 {
 		t.Fatalf("handler runs: a %d, b %d; want 1 and 0", aRuns.Load(), n)
 	}

@@ -12,6 +12,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -86,7 +87,7 @@ func TestCommitLagMetric(t *testing.T) {
 	}
 
 	close(release)
-	waitFor(t, 20*time.Second, "all jobs", func() bool { return w.Stats().Succeeded == n })
+	testkit.Eventually(t, 20*time.Second, "all jobs", func() bool { return w.Stats().Succeeded == n })
 	h.waitCommitted(t, 20*time.Second)
 	want = map[string]int64{"0": 0}
 	deadline = time.Now().Add(20 * time.Second)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lua"
 )
 
@@ -111,7 +112,7 @@ func TestCommitAnswerLost(t *testing.T) {
 		}))
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.lost-answer", Key: "answer-lost"})})
 
-	waitFor(t, 30*time.Second, "the job is settled", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the job is settled", func() bool {
 		s := w.Stats()
 		return s.Succeeded+s.LeasesLost > 0
 	})

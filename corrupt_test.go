@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestCorruptRecordDeadLettered: a key whose stored idempotency record was
@@ -29,7 +31,7 @@ func TestCorruptRecordDeadLettered(t *testing.T) {
 	payload := []byte(`{"n":1}`)
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.op", Key: victim, Payload: payload})})
 	w := h.start(t, h.rdb, reg)
-	waitFor(t, 20*time.Second, "the first run of the victim", func() bool { return fx.count(victim) == 1 })
+	testkit.Eventually(t, 20*time.Second, "the first run of the victim", func() bool { return fx.count(victim) == 1 })
 	h.waitCommitted(t, 20*time.Second)
 
 	// Damage the victim's record in every bucket that holds it: the bucket
@@ -53,9 +55,9 @@ func TestCorruptRecordDeadLettered(t *testing.T) {
 		jobRecord(t, NewJob{Type: "test.op", Key: victim, Payload: payload}),
 		jobRecord(t, NewJob{Type: "test.op", Key: "after-victim", Payload: payload}),
 	})
-	waitFor(t, 20*time.Second, "the job after the victim", func() bool { return fx.count("after-victim") == 1 })
+	testkit.Eventually(t, 20*time.Second, "the job after the victim", func() bool { return fx.count("after-victim") == 1 })
 	h.waitCommitted(t, 20*time.Second)
-	waitFor(t, 20*time.Second, "the dead letter", func() bool { return w.Stats().DeadLettered == 1 })
+	testkit.Eventually(t, 20*time.Second, "the dead letter", func() bool { return w.Stats().DeadLettered == 1 })
 
 	got := map[string]string{}
 	for _, r := range h.kafka.ReadAll(t, h.dlq) {

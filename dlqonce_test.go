@@ -188,7 +188,7 @@ func (c *dlqCase) committed(t *testing.T) int64 {
 // waitFinished waits until the poison record is committed.
 func (c *dlqCase) waitFinished(t *testing.T) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "the poison record committed", func() bool { return c.committed(t) > c.orig.Offset })
+	testkit.Eventually(t, 30*time.Second, "the poison record committed", func() bool { return c.committed(t) > c.orig.Offset })
 }
 
 // notFinished checks, for hold, that the poison record is neither
@@ -281,7 +281,7 @@ func TestDeadLetterWaitsForLockHolder(t *testing.T) {
 
 	logs := &logSink{}
 	w := c.start(t, c.h.rdb, WithLogger(slog.New(logs)))
-	waitFor(t, 20*time.Second, "the worker to find the lock held", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the worker to find the lock held", func() bool {
 		return logs.has("dead-letter lock held by another worker")
 	})
 	c.notFinished(t, time.Second, "lock held, no marker")
@@ -324,7 +324,7 @@ func TestDeadLetterWaitsOutProduceWindow(t *testing.T) {
 
 	logs := &logSink{}
 	w := c.start(t, c.h.rdb, WithLogger(slog.New(logs)))
-	waitFor(t, 20*time.Second, "the worker to wait for the open window", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the worker to wait for the open window", func() bool {
 		return logs.has("dead-letter marker pending: waiting for the earlier attempt's produce window to close")
 	})
 	time.Sleep(time.Until(opened.Add(window / 2)))
@@ -370,7 +370,7 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	origin, err := fetchOrigin(t.Context(), h.kafka.Client(t), h.topic)
 	must(t, err)
 	c.origin = origin
-	waitFor(t, 20*time.Second, "a dead-letter attempt to fail on Redis", func() bool {
+	testkit.Eventually(t, 20*time.Second, "a dead-letter attempt to fail on Redis", func() bool {
 		return logs.has("dead-letter lock not taken")
 	})
 	c.notFinished(t, 1500*time.Millisecond, "Redis stopped")

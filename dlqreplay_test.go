@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestReplayAtMostOnce: each dead-letter record is replayed at most once:
@@ -25,7 +27,7 @@ func TestReplayAtMostOnce(t *testing.T) {
 		jobRecord(t, NewJob{Type: "test.unknown", Key: "u-1", Topic: h.topic}),
 		jobRecord(t, NewJob{Type: "test.unknown", Key: "u-2", Topic: h.topic}),
 	})
-	waitFor(t, 20*time.Second, "two dead letters", func() bool { return w.Stats().DeadLettered == 2 })
+	testkit.Eventually(t, 20*time.Second, "two dead letters", func() bool { return w.Stats().DeadLettered == 2 })
 
 	ops, err := New(h.rdb, h.opts()...)
 	must(t, err)

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // crash stops w like a process that dies after its running jobs finished but
@@ -25,6 +29,48 @@ func crash(t *testing.T, w *Worker) {
 	if err := w.Shutdown(ctx); err != nil {
 		t.Fatalf("crash shutdown: %v", err)
 	}
+}
+
+// position is one record's place in its topic.
+type position struct {
+	partition int32
+	offset    int64
+}
+
+// finishedUncommitted lists the records w finished whose offsets are not
+// committed yet: what a crash now would deliver again.
+func finishedUncommitted(w *Worker) []position {
+	committed := w.cl.CommittedOffsets()
+	w.offs.mu.Lock()
+	defer w.offs.mu.Unlock()
+	var out []position
+	for tp, pt := range w.offs.parts {
+		from := pt.first
+		if eo, ok := committed[tp.topic][tp.partition]; ok && eo.Offset >= 0 {
+			from = eo.Offset
+		}
+		for o := from; o < pt.marked; o++ {
+			out = append(out, position{tp.partition, o})
+		}
+	}
+	return out
+}
+
+// positionLog records the positions of the records a worker claimed, once on.
+type positionLog struct {
+	on  atomic.Bool
+	mu  sync.Mutex
+	pos map[position]bool
+}
+
+func (l *positionLog) hooks() Hooks {
+	return Hooks{OnClaim: func(_ context.Context, i ClaimInfo) {
+		if l.on.Load() {
+			l.mu.Lock()
+			l.pos[position{i.Partition, i.Offset}] = true
+			l.mu.Unlock()
+		}
+	}}
 }
 
 // TestExactlyOnceUnderDuplicatesAndRedelivery sends 10,000 jobs plus 20%
@@ -97,24 +143,52 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	reg := func(w *Worker) { must(t, w.Register("test.op", handler)) }
 	h.produce(t, mixed)
 
-	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour))
-	w2 := h.start(t, h.rdb, reg, WithConcurrency(8))
-	w3 := h.start(t, h.rdb, reg, WithConcurrency(8))
+	// w1 commits nothing by itself (only on a rebalance); the others log
+	// what they claim after the crash.
+	w1claims, reclaims := &positionLog{pos: map[position]bool{}}, &positionLog{pos: map[position]bool{}}
+	w1claims.on.Store(true)
+	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour), WithHooks(w1claims.hooks()))
+	w2 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
+	w3 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
 	done := func() int {
 		s := fx.snapshot()
 		return len(s)
 	}
-	waitFor(t, 60*time.Second, "a third of the jobs", func() bool { return done() >= jobs/3 })
+	// Crash w1 once it holds at least 50 finished, uncommitted records
+	// (jobs it claimed and ran): their redelivery is the scenario.
+	var pending []position
+	testkit.Eventually(t, 60*time.Second, "a third of the jobs, 50 of them finished by w1 and not committed", func() bool {
+		if done() < jobs/3 {
+			return false
+		}
+		pending = pending[:0]
+		w1claims.mu.Lock()
+		defer w1claims.mu.Unlock()
+		for _, p := range finishedUncommitted(w1) {
+			if w1claims.pos[p] {
+				pending = append(pending, p)
+			}
+		}
+		return len(pending) >= 50
+	})
 	before := w1.Stats().Succeeded
+	reclaims.on.Store(true)
 	crash(t, w1)
-	if before == 0 {
-		t.Log("the crashed worker had finished nothing; redelivery not exercised this run")
-	}
-	w4 := h.start(t, h.rdb, reg, WithConcurrency(8))
+	w4 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
 
-	waitFor(t, 120*time.Second, "every job's effect", func() bool { return done() >= jobs })
+	testkit.Eventually(t, 120*time.Second, "every job's effect", func() bool { return done() >= jobs })
 	h.waitCommitted(t, 30*time.Second)
 
+	// Every record w1 claimed and finished but did not commit was delivered
+	// again and claimed by another worker (as a duplicate: its effect
+	// happened once, checked below).
+	reclaims.mu.Lock()
+	for _, p := range pending {
+		if !reclaims.pos[p] {
+			t.Errorf("record %d/%d, finished by the crashed worker and not committed, was not claimed again", p.partition, p.offset)
+		}
+	}
+	reclaims.mu.Unlock()
 	for i := range jobs {
 		k := fmt.Sprintf("job-%05d", i)
 		if n := fx.count(k); n != 1 {
@@ -161,7 +235,7 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	if replayed < dups {
 		t.Errorf("replayed %d duplicates, want at least %d", replayed, dups)
 	}
-	t.Logf("crashed worker finished %d jobs before the crash; duplicates replayed: %d", before, replayed)
+	t.Logf("crashed worker finished %d jobs, %d of its records were redelivered; duplicates replayed: %d", before, len(pending), replayed)
 }
 
 // sortOriginalsFirst reorders recs so that, for every key, the record

@@ -135,23 +135,11 @@ func (e *effects) snapshot() map[string]int {
 	return out
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitCommitted waits until the group committed the end of every partition.
 func (h *harness) waitCommitted(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	end := h.kafka.EndOffsets(t, h.topic)
-	waitFor(t, timeout, "offsets committed to the end", func() bool {
+	testkit.Eventually(t, timeout, "offsets committed to the end", func() bool {
 		got := h.kafka.Committed(t, h.group, h.topic)
 		for p, e := range end {
 			if got[p] != e {

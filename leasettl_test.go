@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -118,7 +119,7 @@ func TestJobLeaseTTLPerType(t *testing.T) {
 		jobRecord(t, NewJob{Type: "test.short", Key: "short-1"}),
 		jobRecord(t, NewJob{Type: "test.long", Key: "long-1"}),
 	})
-	waitFor(t, 20*time.Second, "both jobs running on a", func() bool { return len(a.Running()) == 2 })
+	testkit.Eventually(t, 20*time.Second, "both jobs running on a", func() bool { return len(a.Running()) == 2 })
 
 	rs := a.store.(*redisStore)
 	pttl := func(key string) time.Duration {
@@ -141,14 +142,14 @@ func TestJobLeaseTTLPerType(t *testing.T) {
 	}
 
 	b := h.start(t, h.rdb, register(quick), append(opts, WithGroup(h.group+"-b"), WithHooks(blog.hooks()))...)
-	waitFor(t, 20*time.Second, "b finds both keys held", func() bool {
+	testkit.Eventually(t, 20*time.Second, "b finds both keys held", func() bool {
 		return blog.saw("short-1", OutcomeHeld) && blog.saw("long-1", OutcomeHeld)
 	})
 
 	// a stalls: it cannot reach Redis, so its renewals stop.
 	proxy.Block()
 	blocked := time.Now()
-	waitFor(t, 3*workerTTL, "b takes the short job over", func() bool { _, ok := blog.takeover("short-1"); return ok })
+	testkit.Eventually(t, 3*workerTTL, "b takes the short job over", func() bool { _, ok := blog.takeover("short-1"); return ok })
 	at, _ := blog.takeover("short-1")
 	took := at.Sub(blocked)
 	t.Logf("short job taken over %s after a stalled", took)
@@ -161,8 +162,8 @@ func TestJobLeaseTTLPerType(t *testing.T) {
 	if fx.count("long-1") != 0 || blog.saw("long-1", OutcomeTakeover) {
 		t.Error("b ran the long job while a's lease on it stood")
 	}
-	waitFor(t, 5*time.Second, "b completes the short job", func() bool { return fx.count("short-1") == 1 })
-	waitFor(t, 5*time.Second, "a gives the short job's lease up", func() bool { return alog.lostErr("short-1") != nil })
+	testkit.Eventually(t, 5*time.Second, "b completes the short job", func() bool { return fx.count("short-1") == 1 })
+	testkit.Eventually(t, 5*time.Second, "a gives the short job's lease up", func() bool { return alog.lostErr("short-1") != nil })
 	if err := alog.lostErr("short-1"); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("a's short job ended with %v, want ErrLeaseLost", err)
 	}
@@ -174,7 +175,7 @@ func TestJobLeaseTTLPerType(t *testing.T) {
 	// then replays it.
 	proxy.Unblock()
 	close(finish)
-	waitFor(t, 20*time.Second, "b replays the long job", func() bool { return blog.saw("long-1", OutcomeDuplicate) })
+	testkit.Eventually(t, 20*time.Second, "b replays the long job", func() bool { return blog.saw("long-1", OutcomeDuplicate) })
 	if n := a.Stats().Succeeded; n != 1 {
 		t.Errorf("a completed %d jobs, want 1 (the long one)", n)
 	}

@@ -61,7 +61,7 @@ func TestLongJobsWhileMembersJoinAndLeave(t *testing.T) {
 	b := h.start(t, h.rdb, reg, opts...)
 	h.produce(t, recs)
 
-	waitFor(t, 20*time.Second, "jobs running", func() bool { return len(a.Running())+len(b.Running()) >= jobs/2 })
+	testkit.Eventually(t, 20*time.Second, "jobs running", func() bool { return len(a.Running())+len(b.Running()) >= jobs/2 })
 	c := h.start(t, h.rdb, reg, opts...) // joins: partitions move while jobs run
 	time.Sleep(ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -70,7 +70,7 @@ func TestLongJobsWhileMembersJoinAndLeave(t *testing.T) {
 		t.Fatalf("shutdown of the leaving worker: %v", err)
 	}
 
-	waitFor(t, 60*time.Second, "every job done", func() bool { return len(fx.snapshot()) == jobs })
+	testkit.Eventually(t, 60*time.Second, "every job done", func() bool { return len(fx.snapshot()) == jobs })
 	h.waitCommitted(t, 30*time.Second)
 	for i := range jobs {
 		if n := fx.count(fmt.Sprintf("long-%02d", i)); n != 1 {
@@ -139,7 +139,7 @@ func TestRedisDownPausesConsumption(t *testing.T) {
 		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("r-%02d", i)}))
 	}
 	h.produce(t, recs)
-	waitFor(t, 20*time.Second, "a few jobs done", func() bool { return len(commits.snapshot()) >= 8 })
+	testkit.Eventually(t, 20*time.Second, "a few jobs done", func() bool { return len(commits.snapshot()) >= 8 })
 
 	srv.Pause()
 	downAt := time.Now()
@@ -154,7 +154,7 @@ func TestRedisDownPausesConsumption(t *testing.T) {
 	upAt := time.Now()
 	srv.Resume()
 
-	waitFor(t, 60*time.Second, "every job completed", func() bool { return len(commits.snapshot()) == jobs })
+	testkit.Eventually(t, 60*time.Second, "every job completed", func() bool { return len(commits.snapshot()) == jobs })
 	h.waitCommitted(t, 30*time.Second)
 
 	mu.Lock()
@@ -201,7 +201,7 @@ func TestShutdownDrainsRunningJobs(t *testing.T) {
 		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("d-%d", i)}))
 	}
 	h.produce(t, recs)
-	waitFor(t, 20*time.Second, "all jobs running", func() bool { return len(w.Running()) == 6 })
+	testkit.Eventually(t, 20*time.Second, "all jobs running", func() bool { return len(w.Running()) == 6 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.Shutdown(ctx); err != nil {
@@ -239,7 +239,7 @@ func TestShutdownCancelsJobsPastTheDrainTimeout(t *testing.T) {
 		recs = append(recs, jobRecord(t, NewJob{Type: "test.op", Key: fmt.Sprintf("c-%d", i)}))
 	}
 	h.produce(t, recs)
-	waitFor(t, 20*time.Second, "jobs running", func() bool { return len(w.Running()) == 3 })
+	testkit.Eventually(t, 20*time.Second, "jobs running", func() bool { return len(w.Running()) == 3 })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

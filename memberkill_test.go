@@ -58,7 +58,7 @@ func TestKilledMemberEvictedBySessionTimeout(t *testing.T) {
 		}
 		return len(g.Members), g.Err == nil && g.State == "Stable" && assigned
 	}
-	waitFor(t, 30*time.Second, "both workers assigned partitions", func() bool {
+	testkit.Eventually(t, 30*time.Second, "both workers assigned partitions", func() bool {
 		n, ok := members()
 		return ok && n == 2
 	})
@@ -68,7 +68,7 @@ func TestKilledMemberEvictedBySessionTimeout(t *testing.T) {
 		recs = append(recs, jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("k-%02d", i)}))
 	}
 	h.produce(t, recs)
-	waitFor(t, 30*time.Second, "jobs running on both workers", func() bool {
+	testkit.Eventually(t, 30*time.Second, "jobs running on both workers", func() bool {
 		return len(doomed.Running()) > 0 && len(survivor.Running()) > 0
 	})
 	if s := doomed.Stats(); s.Succeeded != 0 {
@@ -81,7 +81,7 @@ func TestKilledMemberEvictedBySessionTimeout(t *testing.T) {
 
 	// The frozen member never leaves: the group shrinks to one member only
 	// when its session times out.
-	waitFor(t, session+20*time.Second, "the frozen member evicted", func() bool {
+	testkit.Eventually(t, session+20*time.Second, "the frozen member evicted", func() bool {
 		n, ok := members()
 		return ok && n == 1
 	})
@@ -90,7 +90,7 @@ func TestKilledMemberEvictedBySessionTimeout(t *testing.T) {
 		t.Errorf("the frozen member left the group %v after the freeze, before its %v session timeout", evicted, session)
 	}
 
-	waitFor(t, 60*time.Second, "every job done once", func() bool { return len(fx.snapshot()) == jobs })
+	testkit.Eventually(t, 60*time.Second, "every job done once", func() bool { return len(fx.snapshot()) == jobs })
 	h.waitCommitted(t, 30*time.Second)
 	for i := range jobs {
 		if n := fx.count(fmt.Sprintf("k-%02d", i)); n != 1 {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -40,9 +41,9 @@ func TestResetRunsFixedJob(t *testing.T) {
 	}
 	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.fix", handler)) })
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.fix", Key: "fix-1", Payload: []byte("bad")})})
-	waitFor(t, 20*time.Second, "the job fails terminally", func() bool { return w.Stats().DeadLettered == 1 })
+	testkit.Eventually(t, 20*time.Second, "the job fails terminally", func() bool { return w.Stats().DeadLettered == 1 })
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.fix", Key: "fix-1", Payload: []byte("fixed")})})
-	waitFor(t, 20*time.Second, "the fixed payload is dead-lettered", func() bool { return w.Stats().DeadLettered == 2 })
+	testkit.Eventually(t, 20*time.Second, "the fixed payload is dead-lettered", func() bool { return w.Stats().DeadLettered == 2 })
 	if got := string(headerValue(h.kafka.ReadAll(t, h.dlq)[1].Headers, HeaderDLQReason)); got != ReasonMismatch {
 		t.Fatalf("fixed payload dead-lettered as %q, want %q", got, ReasonMismatch)
 	}
@@ -65,7 +66,7 @@ func TestResetRunsFixedJob(t *testing.T) {
 	}
 
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.fix", Key: "fix-1", Payload: []byte("fixed")})})
-	waitFor(t, 20*time.Second, "the fixed payload runs", func() bool { return w.Stats().Succeeded == 1 })
+	testkit.Eventually(t, 20*time.Second, "the fixed payload runs", func() bool { return w.Stats().Succeeded == 1 })
 	mu.Lock()
 	bad, fixed := fences["bad"], fences["fixed"]
 	mu.Unlock()
@@ -131,7 +132,7 @@ func TestResetForcedEndsLease(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the handler kept running after a forced reset")
 	}
-	waitFor(t, 20*time.Second, "the lease loss is counted", func() bool { return w.Stats().LeasesLost == 1 })
+	testkit.Eventually(t, 20*time.Second, "the lease loss is counted", func() bool { return w.Stats().LeasesLost == 1 })
 	// The job runs again (the record was forgotten) under a higher fence.
 	select {
 	case again := <-started:

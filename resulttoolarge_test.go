@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestResultTooLarge: a handler that returns one byte more than the result
@@ -29,7 +31,7 @@ func TestResultTooLarge(t *testing.T) {
 	h.produce(t, []*kgo.Record{
 		jobRecord(t, NewJob{Type: "test.big", Key: "big-1"}),
 	})
-	waitFor(t, 20*time.Second, "the job fails terminally", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the job fails terminally", func() bool {
 		s := w.Stats()
 		return s.Failed == 1 && s.DeadLettered == 1
 	})
@@ -45,7 +47,7 @@ func TestResultTooLarge(t *testing.T) {
 
 	// The failure is recorded: a redelivery replays it, the handler does not run again.
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.big", Key: "big-1"})})
-	waitFor(t, 20*time.Second, "the redelivery is replayed", func() bool { return log.saw("big-1", OutcomeDuplicate) })
+	testkit.Eventually(t, 20*time.Second, "the redelivery is replayed", func() bool { return log.saw("big-1", OutcomeDuplicate) })
 	h.waitCommitted(t, 20*time.Second)
 	if n := runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)

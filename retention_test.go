@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestRetentionChangeReplays: a key completed by a worker with a 24h
@@ -25,7 +27,7 @@ func TestRetentionChangeReplays(t *testing.T) {
 	}
 	first := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.ret", handler)) }, WithRetention(24*time.Hour))
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.ret", Key: "ret-1"})})
-	waitFor(t, 20*time.Second, "the job completes", func() bool { return first.Stats().Succeeded == 1 })
+	testkit.Eventually(t, 20*time.Second, "the job completes", func() bool { return first.Stats().Succeeded == 1 })
 	h.waitCommitted(t, 20*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -35,7 +37,7 @@ func TestRetentionChangeReplays(t *testing.T) {
 	second := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.ret", handler)) },
 		WithRetention(10*time.Hour+time.Second), WithHooks(log.hooks()))
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.ret", Key: "ret-1"})})
-	waitFor(t, 20*time.Second, "the redelivery is claimed", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the redelivery is claimed", func() bool {
 		s := second.Stats()
 		return s.Replayed+s.Started > 0
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // ledger is a toy downstream system: charges and refunds per job key.
@@ -87,7 +88,7 @@ func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
 	if err := h.rdb.PExpire(context.Background(), leaseKey, time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "both jobs completed", func() bool { return w.Stats().Succeeded == 2 })
+	testkit.Eventually(t, 30*time.Second, "both jobs completed", func() bool { return w.Stats().Succeeded == 2 })
 	h.waitCommitted(t, 20*time.Second)
 
 	for _, k := range []string{"saga-lost", "saga-fail"} {

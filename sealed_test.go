@@ -134,7 +134,7 @@ func TestSagaSealedJournalCommitMissing(t *testing.T) {
 	if err := rdb.PExpire(ctx, leaseKey, time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the owner's lease gone", func() bool { return rdb.Exists(ctx, leaseKey).Val() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the owner's lease gone", func() bool { return rdb.Exists(ctx, leaseKey).Val() == 0 })
 	fp, _ := rs.s.Fingerprint([]byte("payload of sealed-takeover"))
 	next, err := rs.s.Claim(ctx, "sealed-takeover", fp)
 	if err != nil || next.Outcome != idempotency.Takeover || next.Fence <= c.Fence {
@@ -201,7 +201,7 @@ func TestSagaSealedJournalPastRetention(t *testing.T) {
 	if err := rs.s.Complete(ctx, c, []byte("ok")); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the completed record expired", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the completed record expired", func() bool {
 		info, err := rs.s.Lookup(ctx, "sealed-old")
 		return err == nil && info.State == idempotency.Absent
 	})

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -101,7 +102,7 @@ func TestJobLogsCarryTraceIDs(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job did not run")
 	}
-	waitFor(t, 10*time.Second, "the job to finish", func() bool { return w.Stats().Succeeded == 1 })
+	testkit.Eventually(t, 10*time.Second, "the job to finish", func() bool { return w.Stats().Succeeded == 1 })
 
 	var jobSpan trace.SpanContext
 	for _, s := range rec.Ended() {

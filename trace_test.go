@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -52,14 +53,14 @@ func TestTracingSpans(t *testing.T) {
 	}
 	sp.End("ok", nil)
 	traceID := sp.Span().SpanContext().TraceID()
-	waitFor(t, 20*time.Second, "the first job", func() bool { return w.Stats().Succeeded == 1 })
+	testkit.Eventually(t, 20*time.Second, "the first job", func() bool { return w.Stats().Succeeded == 1 })
 	if _, err := Enqueue(context.Background(), prod, NewJob{Type: "test.op", Key: "traced-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Enqueue(context.Background(), prod, NewJob{Type: "test.op", Key: "traced-2", Payload: []byte("poison")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the duplicate and the poison job", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the duplicate and the poison job", func() bool {
 		s := w.Stats()
 		return s.Replayed == 1 && s.DeadLettered == 1
 	})

@@ -102,7 +102,7 @@ func TestWorkerOnCluster(t *testing.T) {
 	for i := range jobs - 1 {
 		all = append(all, key(i))
 	}
-	waitFor(t, 30*time.Second, "every job's effect standing", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every job's effect standing", func() bool {
 		for _, k := range all {
 			if c, r := led.net(k); c-r != 1 {
 				return false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/console"
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -141,7 +142,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	wd.enqueue(t, leasehold.NewJob{Type: "test.long", Key: "video-7", Payload: []byte(`{"file":"a.mp4"}`)},
 		leasehold.NewJob{Type: "test.pay", Key: "pay-1", Payload: []byte(`{"amount":5}`)})
-	waitFor(t, 20*time.Second, "the long job to start and the payment to be dead-lettered", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the long job to start and the payment to be dead-lettered", func() bool {
 		return wd.longStarted.Load() == 1 && wd.w.Stats().DeadLettered == 1
 	})
 	ownerToken, err := wd.rdb.HGet(context.Background(), wd.prefix+"lease:"+leaseName(t, wd, "video-7"), "tok").Result()
@@ -185,7 +186,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	click(ctx, t, "expire", `#key-view button[data-action="expire"]`)
 	waitText(ctx, t, "the expire answer", "#flash", func(s string) bool { return strings.Contains(s, "expired the lease of video-7") })
-	waitFor(t, 20*time.Second, "the lease lost and the step compensated", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the lease lost and the step compensated", func() bool {
 		return wd.w.Stats().LeasesLost == 1 && wd.undone.Load() == 1
 	})
 	waitText(ctx, t, "the journal compensated on the page", `#key-view .journal-head`, func(s string) bool { return strings.Contains(s, "done") })
@@ -205,7 +206,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitText(ctx, t, "the replay button back", dl+` button[data-action="replay"]`, func(s string) bool { return s != "" })
 	click(ctx, t, "replay", dl+` button[data-action="replay"]`)
 	waitText(ctx, t, "the replay answer", "#flash", func(s string) bool { return strings.Contains(s, "1 of 1 dead-letter records of pay-1 replayed") })
-	waitFor(t, 20*time.Second, "the replayed job to run", func() bool { return wd.paid.Load() == 1 })
+	testkit.Eventually(t, 20*time.Second, "the replayed job to run", func() bool { return wd.paid.Load() == 1 })
 	waitText(ctx, t, "the replay marker", dl+` td.replay`, func(s string) bool { return s == "done" })
 
 	run(ctx, t, "open compensations", chromedp.Navigate(srv.URL+"/#compensations"))

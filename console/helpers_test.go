@@ -120,17 +120,6 @@ func (wd *world) enqueue(t *testing.T, jobs ...leasehold.NewJob) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // screenshotDir is where browser tests write their screenshots: docs/console
 // when LEASEHOLD_CONSOLE_SCREENSHOTS=1 (to refresh the docs), else a
 // temporary directory.

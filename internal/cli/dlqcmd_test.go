@@ -62,7 +62,7 @@ func TestDLQListReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, "two dead letters", func() bool { return w.Stats().DeadLettered == 2 })
+	testkit.Eventually(t, 30*time.Second, "two dead letters", func() bool { return w.Stats().DeadLettered == 2 })
 
 	env := map[string]string{"REDIS_URL": url, "LEASEHOLD_PREFIX": prefix, "LEASEHOLD_BROKERS": strings.Join(k.Brokers(), ","),
 		"LEASEHOLD_TOPICS": topic}
@@ -129,7 +129,7 @@ func TestDLQListReplay(t *testing.T) {
 	if !strings.Contains(r.stderr, "dead letter replayed") {
 		t.Errorf("replay not logged: %q", r.stderr)
 	}
-	waitFor(t, 30*time.Second, "the replayed job runs", func() bool { return ran.Load() == 1 })
+	testkit.Eventually(t, 30*time.Second, "the replayed job runs", func() bool { return ran.Load() == 1 })
 
 	// The copy went to the original partition with the original headers.
 	var copied *kgo.Record
@@ -189,15 +189,4 @@ func equalOffsets(a, b map[int32]int64) bool {
 		}
 	}
 	return true
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
