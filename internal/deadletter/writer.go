@@ -111,13 +111,13 @@ func New(cfg Config) (*Writer, error) {
 type Result uint8
 
 const (
-	// Written: this call wrote the copy.
+	// Written means this call wrote the copy.
 	Written Result = iota + 1
-	// WrittenTruncated: this call wrote a stand-in (HeaderTruncated), the
-	// whole copy being refused as too large.
+	// WrittenTruncated means this call wrote a stand-in (HeaderTruncated),
+	// the whole copy being refused as too large.
 	WrittenTruncated
-	// AlreadyWritten: the copy existed already (an earlier attempt wrote
-	// it); nothing was written.
+	// AlreadyWritten means the copy existed already (an earlier attempt
+	// wrote it); nothing was written.
 	AlreadyWritten
 )
 
@@ -216,7 +216,7 @@ func (w *Writer) writeOnce(ctx context.Context, j *job) (Result, error) {
 			}
 		}
 		if l != nil {
-			res, err := w.attempt(ctx, l, j)
+			res, err := w.attempt(l.Context(), ctx, l, j) //nolint:contextcheck // under the lock's own context: a produce under way outlives ctx
 			if err == nil {
 				return res, nil
 			}
@@ -230,13 +230,13 @@ func (w *Writer) writeOnce(ctx context.Context, j *job) (Result, error) {
 	}
 }
 
-// attempt runs one attempt under the lock l: it reads the marker, waits out
-// an earlier attempt's produce window and scans for its copy, or lists the
-// offsets a later scan would start at, then opens its own window and
-// produces. Waiting and scanning also end when ctx ends (they write
-// nothing); the produce ends only when the lock is lost.
-func (w *Writer) attempt(ctx context.Context, l *lease.Lease, j *job) (Result, error) {
-	lctx := l.Context() // cancelled if the lock is lost: an unsent copy is then not sent
+// attempt runs one attempt under the lock l, whose context lctx is
+// cancelled when the lock is lost (an unsent copy is then not sent): it
+// reads the marker, waits out an earlier attempt's produce window and scans
+// for its copy, or lists the offsets a later scan would start at, then opens
+// its own window and produces. Waiting and scanning also end when stop ends
+// (they write nothing); the produce does not.
+func (w *Writer) attempt(lctx, stop context.Context, l *lease.Lease, j *job) (Result, error) {
 	m, err := w.readMarker(lctx, j.marker)
 	if err != nil {
 		return 0, err
@@ -245,7 +245,7 @@ func (w *Writer) attempt(ctx context.Context, l *lease.Lease, j *job) (Result, e
 	case done:
 		return AlreadyWritten, nil
 	case pending:
-		found, err := w.findEarlierCopy(ctx, lctx, j, m)
+		found, err := w.findEarlierCopy(lctx, stop, j, m)
 		if err != nil {
 			return 0, err
 		}
@@ -267,12 +267,12 @@ func (w *Writer) attempt(ctx context.Context, l *lease.Lease, j *job) (Result, e
 
 // findEarlierCopy waits until the produce window of the pending marker m
 // has closed, then scans the dead-letter topic from the offsets m recorded
-// for j's copy, within scanTimeout; both end early when ctx or lctx (the
-// lock's) ends.
-func (w *Writer) findEarlierCopy(ctx, lctx context.Context, j *job, m marker) (bool, error) {
+// for j's copy, within scanTimeout; both end early when lctx (the lock's)
+// or stop ends.
+func (w *Writer) findEarlierCopy(lctx, stop context.Context, j *job, m marker) (bool, error) {
 	sctx, cancel := context.WithCancelCause(lctx)
 	defer cancel(nil)
-	defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+	defer context.AfterFunc(stop, func() { cancel(context.Cause(stop)) })()
 	if m.open > 0 {
 		w.log.Info("dead-letter marker pending: waiting for the earlier attempt's produce window to close",
 			slog.String("marker", j.marker), slog.Duration("wait", m.open+windowMargin))
