@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -123,65 +124,19 @@ func (w *Worker) readDeadLetters(ctx context.Context, cl *kgo.Client, f DeadLett
 		return nil, "", fmt.Errorf("%w: dead-letter topic %s", ErrTopicMissing, topic)
 	}
 	id := hex.EncodeToString(d.ID[:])
-	start, err := listDLQOffsets(ctx, cl, topic, false)
+	end, err := deadletter.EndOffsets(ctx, cl, topic)
 	if err != nil {
 		return nil, "", err
-	}
-	end, err := listDLQOffsets(ctx, cl, topic, true)
-	if err != nil {
-		return nil, "", err
-	}
-	parts := make(map[int32]kgo.Offset)
-	for p, e := range end {
-		if start[p] < e {
-			parts[p] = kgo.NewOffset().At(start[p])
-		}
 	}
 	var out []DeadLetter
-	if len(parts) > 0 {
-		if out, err = w.scanDeadLetters(ctx, topic, parts, end, f, limit); err != nil {
-			return nil, "", err
+	err = deadletter.Scan(ctx, cl, w.connOpts(), topic, nil, end, func(r *kgo.Record) bool {
+		if d := parseDeadLetter(r); f.match(&d) {
+			out = append(out, d)
 		}
-	}
-	if err := w.readReplayMarkers(ctx, id, out); err != nil {
-		return nil, "", err
-	}
-	return out, id, nil
-}
-
-// scanDeadLetters reads parts of topic up to end with a client of its own.
-func (w *Worker) scanDeadLetters(ctx context.Context, topic string, parts map[int32]kgo.Offset, end map[int32]int64, f DeadLetterFilter, limit int) ([]DeadLetter, error) {
-	cl, err := kgo.NewClient(append(w.connOpts(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
+		return len(out) < limit
+	})
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
-	}
-	defer cl.Close()
-	var out []DeadLetter
-	var lastErr error
-	for len(parts) > 0 && len(out) < limit {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("leasehold: read %s: %d partitions not read to the end: %w (last fetch error: %w)",
-				topic, len(parts), err, lastErr)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { lastErr = err })
-		fs.EachRecord(func(r *kgo.Record) {
-			e, ok := end[r.Partition]
-			if !ok || r.Offset >= e {
-				return
-			}
-			if r.Offset == e-1 {
-				delete(parts, r.Partition)
-			}
-			if r.Attrs.IsControl() || len(out) >= limit {
-				return
-			}
-			if d := parseDeadLetter(r); f.match(&d) {
-				out = append(out, d)
-			}
-		})
+		return nil, "", err
 	}
 	slices.SortFunc(out, func(a, b DeadLetter) int {
 		if a.Partition != b.Partition {
@@ -189,7 +144,10 @@ func (w *Worker) scanDeadLetters(ctx context.Context, topic string, parts map[in
 		}
 		return cmp.Compare(a.Offset, b.Offset)
 	})
-	return out, nil
+	if err := w.readReplayMarkers(ctx, id, out); err != nil {
+		return nil, "", err
+	}
+	return out, id, nil
 }
 
 func parseDeadLetter(r *kgo.Record) DeadLetter {
@@ -369,7 +327,7 @@ func needsReset(ctx context.Context, s *idempotency.Store, d DeadLetter) (string
 func originalHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
 	out := make([]kgo.RecordHeader, 0, len(hs))
 	for _, h := range hs {
-		if !strings.HasPrefix(h.Key, "dlq-") {
+		if !strings.HasPrefix(h.Key, deadletter.HeaderPrefix) {
 			out = append(out, h)
 		}
 	}

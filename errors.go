@@ -97,10 +97,6 @@ var (
 	ErrNoHandlers = errors.New("leasehold: no job types registered")
 )
 
-// ReasonResultTooLarge is the dead-letter reason (HeaderDLQReason) of a job
-// whose result exceeded the store's bound ([ErrResultTooLarge]).
-const ReasonResultTooLarge = "result-too-large"
-
 // resultTooLargeError is the user-facing form of an
 // idempotency.TooLargeError met by a commit: one sentence with the fix. It
 // matches [ErrResultTooLarge] and unwraps to the store's error.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -67,7 +68,8 @@ type Worker struct {
 
 	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
 
-	origins origins // consumed topics' cluster and topic IDs, for dead-letter markers
+	origins deadletter.Origins // consumed topics' cluster and topic IDs, for dead-letter markers
+	dlq     *deadletter.Writer // dead-letter copies, exactly once; set by start
 
 	baseCtx    context.Context // parents leases; not cancelled by shutdown
 	stopCtx    context.Context // cancelled when shutdown begins
@@ -277,12 +279,13 @@ func (w *Worker) markStarted() error {
 // start builds the store, the Kafka client and the metrics, then starts the
 // dispatcher.
 func (w *Worker) start(ctx context.Context) error {
+	var leases *lease.Manager // the dead-letter writer's locks
 	if w.store == nil {
 		s, closeFn, err := newRedisStore(ctx, w.rdb, &w.cfg)
 		if err != nil {
 			return err
 		}
-		w.store, w.closeStore, w.comp = s, closeFn, s.comp
+		w.store, w.closeStore, w.comp, leases = s, closeFn, s.comp, s.m
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err
@@ -291,6 +294,10 @@ func (w *Worker) start(ctx context.Context) error {
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
 	cl, err := w.kafkaClient(ctx)
 	if err != nil {
+		return err
+	}
+	if w.dlq, err = w.newDeadLetterWriter(cl, leases); err != nil {
+		cl.Close()
 		return err
 	}
 	w.cl = cl

@@ -26,7 +26,7 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	topics := f.str("topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "the worker's topics; the dead-letter topic defaults to the first + .dlq")
 	dlq := f.str("dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
 	var filter leasehold.DeadLetterFilter
-	f.StringVar(&filter.Reason, "reason", "", "only records dead-lettered for this reason (e.g. permanent-failure, fingerprint-mismatch)")
+	f.StringVar(&filter.Reason, "reason", "", "only records dead-lettered for this reason (e.g. "+leasehold.ReasonPermanent+", "+leasehold.ReasonMismatch+")")
 	f.StringVar(&filter.Type, "type", "", "only records of this job type")
 	f.StringVar(&filter.Key, "key", "", "only records of this idempotency key")
 	f.IntVar(&filter.Limit, "limit", leasehold.DefaultDeadLetterLimit, "handle at most this many matching records, at least 1")
