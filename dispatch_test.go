@@ -23,6 +23,7 @@ import (
 // dispatchBundle is what setupDispatch builds beside the worker.
 type dispatchBundle struct {
 	store  *fakeStore
+	dlq    *fakeDeadLetters
 	events *eventLog
 	marked *markLog
 }
@@ -59,15 +60,16 @@ func errName(err error) string {
 
 func (l *eventLog) hooks() Hooks {
 	return Hooks{
-		OnClaim:     func(_ context.Context, i ClaimInfo) { l.add("claim:%s", i.Outcome) },
-		OnStart:     func(context.Context, *Job) { l.add("start") },
-		OnHeartbeat: func(context.Context, *Job, []byte) { l.add("heartbeat") },
-		OnDone:      func(_ context.Context, _ *Job, res []byte, err error) { l.add("done:%s:%s", res, errName(err)) },
-		OnReplay:    func(_ context.Context, _ ClaimInfo, res []byte, f string) { l.add("replay:%s:%s", res, f) },
-		OnRetry:     func(_ context.Context, _ ClaimInfo, _ time.Duration, err error) { l.add("retry:%s", errName(err)) },
-		OnLeaseLost: func(context.Context, *Job, error) { l.add("lease_lost") },
-		OnPause:     func(error) { l.add("pause") },
-		OnResume:    func(time.Duration) { l.add("resume") },
+		OnClaim:      func(_ context.Context, i ClaimInfo) { l.add("claim:%s", i.Outcome) },
+		OnStart:      func(context.Context, *Job) { l.add("start") },
+		OnHeartbeat:  func(context.Context, *Job, []byte) { l.add("heartbeat") },
+		OnDone:       func(_ context.Context, _ *Job, res []byte, err error) { l.add("done:%s:%s", res, errName(err)) },
+		OnReplay:     func(_ context.Context, _ ClaimInfo, res []byte, f string) { l.add("replay:%s:%s", res, f) },
+		OnRetry:      func(_ context.Context, _ ClaimInfo, _ time.Duration, err error) { l.add("retry:%s", errName(err)) },
+		OnLeaseLost:  func(context.Context, *Job, error) { l.add("lease_lost") },
+		OnPause:      func(error) { l.add("pause") },
+		OnDeadLetter: func(_ context.Context, _ ClaimInfo, reason string, _ error) { l.add("dead_letter:%s", reason) },
+		OnResume:     func(time.Duration) { l.add("resume") },
 	}
 }
 
@@ -100,7 +102,7 @@ func setupDispatch(t *testing.T, h Handler, jopts ...JobOpt) (*Worker, *dispatch
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: the fake store stands in
 	t.Cleanup(func() { _ = rdb.Close() })
-	b := &dispatchBundle{store: newFakeStore(), events: &eventLog{}, marked: &markLog{}}
+	b := &dispatchBundle{store: newFakeStore(), dlq: &fakeDeadLetters{}, events: &eventLog{}, marked: &markLog{}}
 	w, err := New(rdb, WithHooks(b.events.hooks()), WithHeldBackoff(time.Millisecond, 50*time.Millisecond),
 		WithRedisProbe(time.Millisecond, time.Millisecond), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	must(t, err)
@@ -108,7 +110,7 @@ func setupDispatch(t *testing.T, h Handler, jopts ...JobOpt) (*Worker, *dispatch
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
 	must(t, err)
 	t.Cleanup(cl.Close)
-	w.store, w.cl = b.store, cl
+	w.store, w.cl, w.dlq = b.store, cl, b.dlq
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(false, func() {})
 	w.offs = newOffsets(b.marked.mark)
@@ -134,6 +136,7 @@ func dispatchRecord(t *testing.T, w *Worker, key string, offset int64) {
 		w.sem.Release(1)
 	}
 	w.running.Wait()
+	w.aux.Wait() // dead-letter writers
 }
 
 func TestDispatchOutcomes(t *testing.T) {
@@ -156,6 +159,12 @@ func TestDispatchOutcomes(t *testing.T) {
 			[]string{"retry:err"}, 1, 0, func(s Stats) int64 { return int64(s.Parked) }},
 		{"unreachable Redis parks and pauses until it answers", claim{Err: ErrUnavailable},
 			[]string{"pause", "resume"}, 1, 0, func(s Stats) int64 { return s.Pauses }},
+		{"a payload reused with another key is dead-lettered", claim{Outcome: OutcomeMismatch},
+			[]string{"claim:mismatch", "dead_letter:" + ReasonMismatch}, 0, 1, func(s Stats) int64 { return s.DeadLettered }},
+		{"an undecodable payload is dead-lettered", claim{Outcome: OutcomeUndecodable, Err: errors.New("not JSON")},
+			[]string{"dead_letter:" + ReasonUndecodable}, 0, 1, func(s Stats) int64 { return s.Claimed[OutcomeUndecodable] }},
+		{"a corrupt record is dead-lettered", claim{Err: fmt.Errorf("%w: bad hash", ErrCorruptRecord)},
+			[]string{"dead_letter:" + ReasonCorruptRecord}, 0, 1, func(s Stats) int64 { return s.DeadLettered }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,15 +212,16 @@ func TestRunOutcomes(t *testing.T) {
 		err error
 	}
 	cases := []struct {
-		name    string
-		outcome Outcome
-		attempt func() *fakeAttempt // the attempt's answers; nil: every write succeeds
-		handler func(context.Context, *fakeAttempt) result
-		events  []string
-		parked  int
-		marked  int64
-		writes  string // completes/fails/terminal/abandoned
-		counter func(Stats) int64
+		name     string
+		outcome  Outcome
+		attempt  func() *fakeAttempt // the attempt's answers; nil: every write succeeds
+		attemptN int                 // the claim's attempt number; 0: 1
+		handler  func(context.Context, *fakeAttempt) result
+		events   []string
+		parked   int
+		marked   int64
+		writes   string // completes/fails/terminal/abandoned
+		counter  func(Stats) int64
 	}{
 		{name: "success commits and finishes", outcome: OutcomeAcquired,
 			handler: func(context.Context, *fakeAttempt) result { return result{res: []byte("ok")} },
@@ -253,6 +263,28 @@ func TestRunOutcomes(t *testing.T) {
 			handler: func(context.Context, *fakeAttempt) result { return result{err: errors.New("flaky")} },
 			events:  []string{"claim:acquired", "start", "done::err", "retry:err"}, parked: 1,
 			writes: "complete=0 fail=1 terminal=false abandoned=true", counter: func(s Stats) int64 { return s.Retried }},
+		{name: "a permanent failure is dead-lettered, then recorded", outcome: OutcomeAcquired,
+			handler: func(context.Context, *fakeAttempt) result { return result{err: Permanent(errors.New("bad input"))} },
+			events:  []string{"claim:acquired", "start", "done::permanent", "dead_letter:" + ReasonPermanent}, marked: 1,
+			writes: "complete=0 fail=1 terminal=true abandoned=false", counter: func(s Stats) int64 { return s.Failed }},
+		{name: "the last attempt's failure is dead-lettered", outcome: OutcomeAcquired, attemptN: 3,
+			handler: func(context.Context, *fakeAttempt) result { return result{err: errors.New("flaky")} },
+			events:  []string{"claim:acquired", "start", "done::err", "dead_letter:" + ReasonAttemptsExceeded}, marked: 1,
+			writes: "complete=0 fail=1 terminal=true abandoned=false", counter: func(s Stats) int64 { return s.Failed }},
+		{name: "an attempt past the limit does not run", outcome: OutcomeTakeover, attemptN: 4,
+			handler: func(context.Context, *fakeAttempt) result { panic("ran past the limit") },
+			events:  []string{"claim:takeover", "start", "done::err", "dead_letter:" + ReasonAttemptsExceeded}, marked: 1,
+			writes: "complete=0 fail=1 terminal=true abandoned=false", counter: func(s Stats) int64 { return s.Failed }},
+		{name: "a result too large fails for good", outcome: OutcomeAcquired,
+			attempt: func() *fakeAttempt { return &fakeAttempt{completeErrs: []error{ErrResultTooLarge}} },
+			handler: func(context.Context, *fakeAttempt) result { return result{res: []byte("huge")} },
+			events:  []string{"claim:acquired", "start", "done::err", "dead_letter:" + ReasonResultTooLarge}, marked: 1,
+			writes: "complete=1 fail=1 terminal=true abandoned=false", counter: func(s Stats) int64 { return s.Failed }},
+		{name: "a terminal failure that cannot be recorded is claimed again", outcome: OutcomeAcquired,
+			attempt: func() *fakeAttempt { return &fakeAttempt{failErr: ErrLeaseLost} },
+			handler: func(context.Context, *fakeAttempt) result { return result{err: Permanent(errors.New("bad input"))} },
+			events:  []string{"claim:acquired", "start", "retry:lease_lost"}, parked: 1,
+			writes: "complete=0 fail=1 terminal=true abandoned=true", counter: func(s Stats) int64 { return int64(s.Parked) }},
 		{name: "a panic is a failure", outcome: OutcomeAcquired,
 			handler: func(context.Context, *fakeAttempt) result { panic("handler bug") },
 			events:  []string{"claim:acquired", "start", "done::err", "retry:err"}, parked: 1,
@@ -269,7 +301,7 @@ func TestRunOutcomes(t *testing.T) {
 				r := tc.handler(ctx, a)
 				return r.res, r.err
 			})
-			b.store.answer("k", claim{Outcome: tc.outcome, Fence: 7, Attempt: 1}, a)
+			b.store.answer("k", claim{Outcome: tc.outcome, Fence: 7, Attempt: max(tc.attemptN, 1)}, a)
 			dispatchRecord(t, w, "k", 0)
 			if diff := cmp.Diff(tc.events, b.events.list()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)

@@ -78,6 +78,12 @@ func (w *Worker) newDeadLetterWriter(cl *kgo.Client, leases *lease.Manager) (*de
 	})
 }
 
+// deadLetterWriter writes a record's dead-letter copy exactly once: a
+// *deadletter.Writer, or a fake in tests.
+type deadLetterWriter interface {
+	Write(ctx context.Context, orig *kgo.Record, reason string, cause error) (deadletter.Result, error)
+}
+
 // deadLetter writes d's copy to the dead-letter topic once (see package
 // deadletter), retrying until the copy exists or the worker stops, then
 // marks d done. Only the worker whose produce was acknowledged counts (in

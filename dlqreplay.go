@@ -234,27 +234,10 @@ func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryR
 
 // replayOne replays one dead-letter record (see ReplayDeadLetters).
 func (w *Worker) replayOne(ctx context.Context, cl *kgo.Client, s *idempotency.Store, topicID string, d DeadLetter, dryRun bool) ReplayResult {
-	r := ReplayResult{DeadLetter: d, To: -1}
-	switch {
-	case d.Replay == "done":
-		r.Outcome = ReplayDone
-		return r
-	case d.Replay != "":
-		r.Outcome = ReplayPending
-		r.Hint = "an earlier replay did not record its end: check " + d.OrigTopic + " for the copy; delete " +
-			w.replayMarkerKey(topicID, &d) + " to replay it again"
-		return r
-	case d.OrigTopic == "":
-		r.Outcome, r.Hint = ReplayNoOriginTopic, "the record has no "+HeaderDLQTopic+" header"
-		return r
-	case d.Truncated != "":
-		// A stand-in for a copy the dead-letter topic refused as too large:
-		// its value was dropped, so a replay would run the job on nothing.
-		r.Outcome = ReplayTruncated
-		r.Hint = fmt.Sprintf("a stand-in without the original value (%s): re-enqueue the job from %s/%d@%d, "+
-			"where the original record still is while the topic retains it", d.Truncated, d.OrigTopic, d.OrigPartition, d.OrigOffset)
+	if r, refused := w.replayRefused(topicID, d); refused {
 		return r
 	}
+	r := ReplayResult{DeadLetter: d, To: -1}
 	if hint, err := needsReset(ctx, s, d); err != nil || hint != "" {
 		r.Outcome, r.Hint, r.Err = ReplayNeedsReset, hint, err
 		if err != nil {
@@ -270,33 +253,68 @@ func (w *Worker) replayOne(ctx context.Context, cl *kgo.Client, s *idempotency.S
 	if tr := w.cfg.tracer; tr != nil {
 		ctx, sp = tr.StartOperator(ctx, tracing.SpanDLQReplay, d.Key)
 	}
-	marker := w.replayMarkerKey(topicID, &d)
+	r = w.produceReplay(ctx, cl, w.replayMarkerKey(topicID, &d), r)
+	w.log.Info("dead letter replayed", slog.String("outcome", r.Outcome), slog.String("key", d.Key),
+		slog.String("reason", d.Reason), slog.Int("dlq_partition", int(d.Partition)), slog.Int64("dlq_offset", d.Offset),
+		slog.String("topic", d.OrigTopic), slog.Int("partition", int(d.OrigPartition)), slog.Int64("offset", r.To), slog.Any("err", r.Err))
+	sp.End(r.Outcome, r.Err) //nolint:contextcheck // ending a span needs no context
+	return r
+}
+
+// replayRefused answers for a dead letter that is not replayed whatever the
+// record's state: replayed already or under way, without its origin, or a
+// stand-in without the original value.
+func (w *Worker) replayRefused(topicID string, d DeadLetter) (r ReplayResult, refused bool) {
+	r = ReplayResult{DeadLetter: d, To: -1}
+	switch {
+	case d.Replay == "done":
+		r.Outcome = ReplayDone
+	case d.Replay != "":
+		r.Outcome = ReplayPending
+		r.Hint = "an earlier replay did not record its end: check " + d.OrigTopic + " for the copy; delete " +
+			w.replayMarkerKey(topicID, &d) + " to replay it again"
+	case d.OrigTopic == "":
+		r.Outcome, r.Hint = ReplayNoOriginTopic, "the record has no "+HeaderDLQTopic+" header"
+	case d.Truncated != "":
+		// A stand-in for a copy the dead-letter topic refused as too large:
+		// its value was dropped, so a replay would run the job on nothing.
+		r.Outcome = ReplayTruncated
+		r.Hint = fmt.Sprintf("a stand-in without the original value (%s): re-enqueue the job from %s/%d@%d, "+
+			"where the original record still is while the topic retains it", d.Truncated, d.OrigTopic, d.OrigPartition, d.OrigOffset)
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+// produceReplay produces r's record to its original topic at most once: the
+// replay marker is set pending first (a marker already there means another
+// replay took it), then done with where the copy landed.
+func (w *Worker) produceReplay(ctx context.Context, cl *kgo.Client, marker string, r ReplayResult) ReplayResult {
+	d := r.DeadLetter
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	set, err := w.rdb.SetNX(ctx, marker, "pending:"+now, 0).Result()
 	switch {
 	case err != nil:
 		r.Outcome, r.Err = ReplayFailed, mapStoreErr(fmt.Errorf("leasehold: set the replay marker: %w", err))
+		return r
 	case !set:
 		r.Outcome = ReplayDone // another replay took it since it was read
-	default:
-		rec := &kgo.Record{Topic: d.OrigTopic, Partition: d.OrigPartition, Key: d.Record.Key, Value: d.Record.Value,
-			Headers: originalHeaders(d.Record.Headers)}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			r.Outcome, r.Err = ReplayFailed, fmt.Errorf("leasehold: produce to %s: %w", d.OrigTopic, err)
-			r.Hint = "its marker stays pending (the copy may have landed): check " + d.OrigTopic + ", then delete " + marker + " to replay it again"
-			break
-		}
-		r.Outcome, r.To = ReplayProduced, rec.Offset
-		done := "done:" + strconv.FormatInt(time.Now().UnixMilli(), 10) + ":" + strconv.FormatInt(int64(rec.Partition), 10) +
-			"/" + strconv.FormatInt(rec.Offset, 10)
-		if err := w.rdb.SetXX(ctx, marker, done, 0).Err(); err != nil {
-			r.Hint = "replayed, but its marker stays pending: " + err.Error()
-		}
+		return r
 	}
-	w.log.Info("dead letter replayed", slog.String("outcome", r.Outcome), slog.String("key", d.Key),
-		slog.String("reason", d.Reason), slog.Int("dlq_partition", int(d.Partition)), slog.Int64("dlq_offset", d.Offset),
-		slog.String("topic", d.OrigTopic), slog.Int("partition", int(d.OrigPartition)), slog.Int64("offset", r.To), slog.Any("err", r.Err))
-	sp.End(r.Outcome, r.Err) //nolint:contextcheck // ending a span needs no context
+	rec := &kgo.Record{Topic: d.OrigTopic, Partition: d.OrigPartition, Key: d.Record.Key, Value: d.Record.Value,
+		Headers: originalHeaders(d.Record.Headers)}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		r.Outcome, r.Err = ReplayFailed, fmt.Errorf("leasehold: produce to %s: %w", d.OrigTopic, err)
+		r.Hint = "its marker stays pending (the copy may have landed): check " + d.OrigTopic + ", then delete " + marker + " to replay it again"
+		return r
+	}
+	r.Outcome, r.To = ReplayProduced, rec.Offset
+	done := "done:" + strconv.FormatInt(time.Now().UnixMilli(), 10) + ":" + strconv.FormatInt(int64(rec.Partition), 10) +
+		"/" + strconv.FormatInt(rec.Offset, 10)
+	if err := w.rdb.SetXX(ctx, marker, done, 0).Err(); err != nil {
+		r.Hint = "replayed, but its marker stays pending: " + err.Error()
+	}
 	return r
 }
 

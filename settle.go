@@ -137,7 +137,7 @@ func (w *Worker) report(ctx context.Context, d *delivery, e attemptEnd) {
 		w.finish(d)
 	case endRetry, endLeaseLost, endUnrecorded:
 		if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner
-			w.park(w.stopCtx, d, e.info, e.delay, e.err)
+			w.park(w.stopCtx, d, e.info, e.delay, e.err) //nolint:contextcheck // a retry is reported under the worker's context, cancelled when shutdown begins
 		}
 	case endRevoked:
 		w.sched.finished(d)

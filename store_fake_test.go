@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -41,12 +44,6 @@ func (s *fakeStore) answer(key string, c claim, a *fakeAttempt) {
 		c.run = a
 	}
 	s.answers[key] = c
-}
-
-func (s *fakeStore) attempt(key string) *fakeAttempt {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attempts[key]
 }
 
 func (s *fakeStore) ClaimBatch(_ context.Context, reqs []claimRequest) ([]claim, error) {
@@ -144,4 +141,19 @@ func (a *fakeAttempt) writes() (completes int, failed []error, terminal, abandon
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.completed), append([]error(nil), a.failed...), a.terminal, a.abandoned
+}
+
+// fakeDeadLetters records the dead-letter copies the worker wrote.
+type fakeDeadLetters struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+var _ deadLetterWriter = (*fakeDeadLetters)(nil)
+
+func (f *fakeDeadLetters) Write(_ context.Context, _ *kgo.Record, reason string, _ error) (deadletter.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reasons = append(f.reasons, reason)
+	return deadletter.Written, nil
 }

@@ -51,7 +51,7 @@ func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, st
 	if c.Err != nil && c.Outcome == 0 {
 		outcome = "error"
 	}
-	tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err)
+	tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err) //nolint:contextcheck // the claim span is a child of the record's span
 	switch c.Outcome {
 	case OutcomeAcquired, OutcomeTakeover:
 		tj.SetFence(c.Fence)
@@ -81,7 +81,7 @@ func (t traceObserver) observeLeaseLost(_ context.Context, d *delivery, _ *Job, 
 }
 
 func (t traceObserver) observeEnd(_ context.Context, d *delivery, e attemptEnd) {
-	endSpan(d, e.kind.String(), e.err)
+	endSpan(d, e.kind.String(), e.err) //nolint:contextcheck // End counts the outcome under the span's own context
 }
 
 // observeDeadLetterDecided records the decision on d's span (starting one

@@ -69,7 +69,7 @@ type Worker struct {
 	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
 
 	origins deadletter.Origins // consumed topics' cluster and topic IDs, for dead-letter markers
-	dlq     *deadletter.Writer // dead-letter copies, exactly once; set by start
+	dlq     deadLetterWriter   // dead-letter copies, exactly once; set by start
 
 	baseCtx    context.Context // parents leases; not cancelled by shutdown
 	stopCtx    context.Context // cancelled when shutdown begins
