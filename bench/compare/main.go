@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -223,7 +224,7 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			return err
 		}
-		var before map[string]int64
+		var before map[string]cmdStat
 		if c.cmdstats && s.name == "leasehold" {
 			_ = rdb.ConfigResetStat(ctx).Err()
 		}
@@ -245,8 +246,13 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 				if before, err = commandStats(ctx, rdb); err != nil {
 					return err
 				}
-				for _, cmd := range slices.Sorted(mapsKeys(before)) {
-					f.add("leasehold_calls_per_job_"+strings.ReplaceAll(cmd, "|", "_"), float64(before[cmd])/float64(s.n), 2, "calls")
+				for _, cmd := range slices.Sorted(maps.Keys(before)) {
+					st, name := before[cmd], strings.ReplaceAll(cmd, "|", "_")
+					if st.calls < int64(s.n)/100 {
+						continue
+					}
+					f.add("leasehold_calls_per_job_"+name, float64(st.calls)/float64(s.n), 2, "calls")
+					f.add("leasehold_usec_per_job_"+name, float64(st.usec)/float64(s.n), 2, "us")
 				}
 			}
 		}
@@ -257,16 +263,6 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		}
 	}
 	return nil
-}
-
-func mapsKeys(m map[string]int64) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // longRound runs the long-job scenario: leasehold with heartbeats,

@@ -83,25 +83,35 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
 	return time.Duration(total * float64(time.Second)), nil
 }
 
-// commandStats returns INFO commandstats as command -> calls, for the lines
-// printed with -commandstats.
-func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct {
+	calls int64
+	usec  int64 // time spent in the command (for EVALSHA: the whole script, the commands it calls included)
+}
+
+// commandStats returns INFO commandstats by command, for the lines printed
+// with -commandstats.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]cmdStat, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64)
+	out := make(map[string]cmdStat)
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(k, "cmdstat_") {
 			continue
 		}
+		var st cmdStat
 		for f := range strings.SplitSeq(v, ",") {
 			if n, ok := strings.CutPrefix(f, "calls="); ok {
-				c, _ := strconv.ParseInt(n, 10, 64)
-				out[strings.TrimPrefix(k, "cmdstat_")] = c
+				st.calls, _ = strconv.ParseInt(n, 10, 64)
+			}
+			if n, ok := strings.CutPrefix(f, "usec="); ok {
+				st.usec, _ = strconv.ParseInt(n, 10, 64)
 			}
 		}
+		out[strings.TrimPrefix(k, "cmdstat_")] = st
 	}
 	return out, nil
 }
