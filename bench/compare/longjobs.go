@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,24 @@ type longCfg struct {
 	heartbeat time.Duration // interval between a job's Heartbeat calls; 0: none
 	warm      time.Duration // after every job started, before the window
 	window    time.Duration
+	profile   string // write a CPU profile of the window to this file ("": none)
+}
+
+// startProfile starts a CPU profile into file (none when file is "") and
+// returns the function that stops it.
+func startProfile(file string) (func(), error) {
+	if file == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(file) //nolint:gosec // a path the user gave
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // holdJobs waits until running reaches n, then for warm, then measures
@@ -38,12 +58,18 @@ func holdJobs(ctx context.Context, rdb *redis.Client, running *atomic.Int64, c l
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(c.warm)
+	stopProfile, err := startProfile(c.profile)
+	if err != nil {
+		return window{}, err
+	}
 	s, err := take(ctx, rdb)
 	if err != nil {
+		stopProfile()
 		return window{}, err
 	}
 	time.Sleep(c.window)
 	e, err := take(ctx, rdb)
+	stopProfile()
 	return s.to(e), err
 }
 

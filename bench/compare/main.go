@@ -74,6 +74,7 @@ func main() {
 	flag.DurationVar(&c.long.heartbeat, "long-heartbeat", 5*time.Second, "interval between a long job's Heartbeat calls")
 	flag.DurationVar(&c.long.warm, "long-warm", 10*time.Second, "time after every long job started before the window")
 	flag.DurationVar(&c.long.window, "long-window", 30*time.Second, "measured window of the long-job scenario")
+	flag.StringVar(&c.long.profile, "long-cpuprofile", "", "write a CPU profile of the measured window of the long-job scenario (with heartbeats) to this file")
 	flag.BoolVar(&c.skipLong, "skip-long", false, "skip the long-job scenario")
 	flag.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS (no PostgreSQL)")
 	flag.BoolVar(&c.cmdstats, "commandstats", false, "also print Redis calls per leasehold job, by command (INFO commandstats)")
@@ -274,10 +275,14 @@ func longRound(ctx context.Context, c config, f *figures, rdb *redis.Client, add
 		do   func() (window, error)
 	}{
 		{"longjobs", func() (window, error) { return leaseholdLong(ctx, rdb, 0, c.long) }},
-		{"longjobs_asynq", func() (window, error) { return asynqLong(ctx, rdb, addr, 0, c.long) }},
+		{"longjobs_asynq", func() (window, error) {
+			aq := c.long
+			aq.profile = ""
+			return asynqLong(ctx, rdb, addr, 0, aq)
+		}},
 		{"longjobs_hold", func() (window, error) {
 			hold := c.long
-			hold.heartbeat = 0
+			hold.heartbeat, hold.profile = 0, ""
 			return leaseholdLong(ctx, rdb, 1, hold)
 		}},
 	}
