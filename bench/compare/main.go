@@ -10,6 +10,7 @@
 //	dbos_jobs_per_s ...               DBOS Transact: a workflow with one step per job, workflow ID = key, on PostgreSQL
 //	setnx_jobs_per_s ...              the common SET NX pattern (SET NX PROCESSING, job, SET COMPLETED)
 //	leasehold_vs_asynq                leasehold_jobs_per_s / asynq_jobs_per_s, from the same round (also _vs_dbos, _vs_setnx)
+//	leasehold_vs_asynq_cpu_per_job    asynq's worker + Redis CPU per job / leasehold's, from the same round
 //	longjobs_worker_cpu_pct           -long-jobs jobs held in one worker, each calling Heartbeat every -long-heartbeat: process CPU, percent of one core
 //	longjobs_redis_cpu_pct            Redis CPU during the same window, percent of one core
 //	longjobs_hold_*                   the same without Heartbeat calls (lease upkeep alone)
@@ -218,6 +219,7 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 	k := r % len(systems)
 	systems = append(systems[k:], systems[:k]...)
 	rate := make(map[string]float64)
+	cpu := make(map[string]float64) // worker + Redis CPU per job, µs (DBOS: the worker's only)
 	for _, s := range systems {
 		if !c.runs(s.name) || (s.name == "dbos" && c.skipDBOS) {
 			continue
@@ -241,6 +243,7 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		if s.name != "dbos" {
 			f.add(s.name+"_redis_cpu_us_per_job", red, 1, "us")
 		}
+		cpu[s.name] = proc + red
 		if s.name == "leasehold" {
 			f.add("leasehold_redis_bound_jobs_per_s", 1e6/red, 0, "jobs/s")
 			if c.cmdstats {
@@ -262,6 +265,10 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		if lh, p := rate["leasehold"], rate[peer]; lh > 0 && p > 0 {
 			f.add("leasehold_vs_"+peer, lh/p, 1, "x")
 		}
+	}
+	if lh, p := cpu["leasehold"], cpu["asynq"]; lh > 0 && p > 0 {
+		// On a machine whose cores are all busy, the rates compare as these do.
+		f.add("leasehold_vs_asynq_cpu_per_job", p/lh, 1, "x")
 	}
 	return nil
 }
