@@ -38,13 +38,8 @@ func TestDetailsCoalescedIntoRenewRound(t *testing.T) {
 	if got := e.readDetails(t, c); got != "step 1" {
 		t.Fatalf("details %q before a renew round, want the coalesced ones still pending", got)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for e.readDetails(t, c) != "step 4" {
-		if time.Now().After(deadline) {
-			t.Fatalf("details %q after 10 renew intervals, want the latest (step 4)", e.readDetails(t, c))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 3*time.Second, "the latest details (step 4) written by a renew round",
+		func() bool { return e.readDetails(t, c) == "step 4" })
 	if err := e.s.Complete(ctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
