@@ -51,6 +51,7 @@ type config struct {
 	skipLong, skipDBOS, cmdstats bool
 	only                         string
 	cpuprofile                   string
+	table                        string
 }
 
 func main() {
@@ -80,7 +81,8 @@ func main() {
 	flag.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS (no PostgreSQL)")
 	flag.BoolVar(&c.cmdstats, "commandstats", false, "also print Redis calls per leasehold job, by command (INFO commandstats)")
 	flag.StringVar(&c.only, "only", "", "run only these systems (comma-separated: leasehold,asynq,dbos,setnx,long)")
-	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the leasehold runs to this file")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.table, "table", "", "rewrite the section between the make-compare markers of this Markdown file with this run's figures")
 	flag.Parse()
 	if c.rounds < 1 || c.n < 100 || c.asynqN < 100 || c.dbosN < 100 || c.setnxN < 100 || c.conc < 1 ||
 		c.warm < 0 || c.warm >= 1 || c.long.jobs < 1 {
@@ -118,21 +120,28 @@ func (f *figures) add(name string, v float64, prec int, unit string) {
 	g.vals = append(g.vals, v)
 }
 
-func (f *figures) get(name string) (float64, bool) {
-	g, ok := f.by[name]
-	if !ok || len(g.vals) == 0 {
+func (f *figures) vals(name string) []float64 {
+	if g, ok := f.by[name]; ok {
+		return g.vals
+	}
+	return nil
+}
+
+// median returns a figure's median over the rounds.
+func (f *figures) median(name string) (float64, bool) {
+	v := slices.Clone(f.vals(name))
+	if len(v) == 0 {
 		return 0, false
 	}
-	return g.vals[len(g.vals)-1], true
+	slices.Sort(v)
+	return v[len(v)/2], true
 }
 
 // print writes each figure's median over the rounds.
 func (f *figures) print(out *benchkit.Figures) {
 	for _, name := range f.order {
-		g := f.by[name]
-		v := slices.Clone(g.vals)
-		slices.Sort(v)
-		out.Float(name, v[len(v)/2], g.prec, g.unit)
+		v, _ := f.median(name)
+		out.Float(name, v, f.by[name].prec, f.by[name].unit)
 	}
 }
 
@@ -175,7 +184,8 @@ func run(ctx context.Context, c config) error {
 		defer pprof.StopCPUProfile()
 	}
 	out := benchkit.NewFigures(os.Stdout)
-	out.Float("load_avg_1m_start", mustFloat(loadAvg()), 2, "")
+	loadStart := mustFloat(loadAvg())
+	out.Float("load_avg_1m_start", loadStart, 2, "")
 	var f figures
 	warm := func(n int) int { return int(c.warm * float64(n)) }
 	for r := range c.rounds {
@@ -190,8 +200,15 @@ func run(ctx context.Context, c config) error {
 	}
 	f.print(out)
 	out.Int("rounds", int64(c.rounds), "")
-	out.Float("load_avg_1m_end", mustFloat(loadAvg()), 2, "")
-	return out.Err()
+	loadEnd := mustFloat(loadAvg())
+	out.Float("load_avg_1m_end", loadEnd, 2, "")
+	if err := out.Err(); err != nil {
+		return err
+	}
+	if c.table != "" {
+		return writeTable(c.table, &f, loadStart, loadEnd, os.Args[1:])
+	}
+	return nil
 }
 
 func mustFloat(s string) float64 {
