@@ -32,12 +32,12 @@ type broker struct {
 
 // startBroker starts the child: a kfake cluster with topic (partitions
 // partitions) holding n jobs of type typ, keys prefix-0 .. prefix-(n-1).
-func startBroker(topic string, partitions, n int, typ, prefix string) (*broker, error) {
+func startBroker(ctx context.Context, topic string, partitions, n int, typ, prefix string) (*broker, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe) //nolint:gosec // this program itself
+	cmd := exec.CommandContext(ctx, exe) //nolint:gosec // this program itself
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%s,%s", brokerEnv, topic, partitions, n, typ, prefix))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

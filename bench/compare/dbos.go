@@ -53,7 +53,7 @@ func dbosRun(ctx context.Context, dbURL string, run, n, warm, conc int) (window,
 	if err := dbos.Launch(dctx); err != nil {
 		return window{}, err
 	}
-	defer dbos.Shutdown(dctx, 10*time.Second)
+	defer func() { _ = dbos.Shutdown(dctx, 10*time.Second) }()
 
 	var finished atomic.Int64
 	errc := make(chan error, 1)

@@ -18,7 +18,7 @@ import (
 // partitions, and measures between warm and n jobs succeeded.
 func leaseholdRun(ctx context.Context, rdb *redis.Client, run, n, warm, partitions, conc int) (window, error) {
 	topic := fmt.Sprintf("compare.%d", run)
-	b, err := startBroker(topic, partitions, n, "bench.noop", fmt.Sprintf("lh%d", run))
+	b, err := startBroker(ctx, topic, partitions, n, "bench.noop", fmt.Sprintf("lh%d", run))
 	if err != nil {
 		return window{}, err
 	}

@@ -78,7 +78,7 @@ func holdJobs(ctx context.Context, rdb *redis.Client, running *atomic.Int64, c l
 // times are spread as in production.
 func leaseholdLong(ctx context.Context, rdb *redis.Client, run int, c longCfg) (window, error) {
 	topic := fmt.Sprintf("compare.long.%d", run)
-	b, err := startBroker(topic, 6, c.jobs, "bench.long", fmt.Sprintf("long%d", run))
+	b, err := startBroker(ctx, topic, 6, c.jobs, "bench.long", fmt.Sprintf("long%d", run))
 	if err != nil {
 		return window{}, err
 	}
