@@ -68,7 +68,7 @@ func writeTable(file string, f *figures, loadStart, loadEnd float64, args []stri
 	}
 	b.WriteString(tableEnd)
 	out := slices.Concat(doc[:i], []byte(b.String()), doc[j+len(tableEnd):])
-	return os.WriteFile(file, out, 0o600)
+	return os.WriteFile(file, out, 0o600) //nolint:gosec // the file the user named with -table
 }
 
 func cell(f *figures, name, format string) string {
