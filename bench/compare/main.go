@@ -159,7 +159,6 @@ func loadAvg() string {
 
 func run(ctx context.Context, c config) error {
 	srv, err := benchkit.StartRedis("") //nolint:contextcheck // it bounds its own wait for the server
-
 	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
