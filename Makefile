@@ -59,8 +59,12 @@ kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap a
 	bin/kafka -port $${KAFKA_PORT:-0}
 
 .PHONY: bench
-bench: ## benchmark programs; one figure a line, name=value unit
-	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done
+bench: ## benchmark programs of this module (not bench/compare: make compare); one figure a line, name=value unit
+	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/go.mod ] && continue; [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done
+
+.PHONY: compare
+compare: deps ## leasehold beside asynq, DBOS and the SET NX pattern in one run; rewrites the table in docs/benchmarks.md; ARGS passes flags
+	cd bench/compare && $(GO) run . -table=../../docs/benchmarks.md $(ARGS)
 
 .PHONY: jaeger
 jaeger: ## build the pinned Jaeger v2 binary into the user cache (once per version); prints its path

@@ -90,15 +90,17 @@ type Claim struct {
 	// Duplicate and Mismatch.
 	Record *Record // the stored record
 
-	fp       Fingerprint
-	ttl      time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
-	h        keyHash
-	tag      string
-	window   int64 // window index of the PROCESSING record
-	mu       sync.Mutex
-	details  bool // details may exist in Redis for this key
-	finished bool
-	sent     bool // a finishing script was sent and its answer lost: it may have landed
+	fp         Fingerprint
+	ttl        time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
+	h          keyHash
+	tag        string
+	window     int64 // window index of the PROCESSING record
+	mu         sync.Mutex
+	details    bool  // details may exist in Redis for this key
+	saved      bool  // this attempt's details were written once: later ones are coalesced (details.go)
+	detailsErr error // why this attempt's coalesced details were refused (ErrLeaseLost)
+	finished   bool
+	sent       bool // a finishing script was sent and its answer lost: it may have landed
 }
 
 // Claim claims key k for a payload with fingerprint fp: see Outcome for the

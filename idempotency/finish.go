@@ -113,6 +113,9 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	default:
 		return fmt.Errorf("idempotency: unknown failure policy %d", policy)
 	}
+	if c != nil && c.Lease != nil {
+		s.flushPending(ctx, c)
+	}
 	if err := s.begin(c); err != nil {
 		return err
 	}
@@ -138,9 +141,20 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 // SaveDetails stores heartbeat details (a progress checkpoint) for c's key,
 // fenced: the next attempt of the key gets them in Claim.Details. They live
 // until the key completes or fails terminally (or for the retention).
+//
+// An attempt's first details are written before SaveDetails returns; later
+// ones are coalesced (the latest wins) and written with the lease renewals,
+// within one renew interval, in batches (see details.go), and Fail writes
+// pending ones before it releases the key. So a crash loses at most the
+// details of the last renew interval. SaveDetails returns ErrLeaseLost once
+// the lease is known lost (locally, or because Redis refused earlier
+// details).
 func (s *Store) SaveDetails(ctx context.Context, c *Claim, details []byte) error {
 	if len(details) > s.cfg.maxDetails {
 		return &TooLargeError{What: "details", Size: len(details), Limit: s.cfg.maxDetails}
+	}
+	if c == nil {
+		return ErrNotClaimed
 	}
 	c.mu.Lock()
 	if c.Lease == nil || c.finished {
@@ -148,10 +162,25 @@ func (s *Store) SaveDetails(ctx context.Context, c *Claim, details []byte) error
 		return ErrNotClaimed
 	}
 	c.details = true
+	first, refused := !c.saved, c.detailsErr
 	c.mu.Unlock()
-	_, err := s.m.Fenced(ctx, c.Lease, lua.IdemDetails, []string{s.detailsKey(c.tag, c.Key)},
-		details, s.cfg.retention.Milliseconds())
-	return mapFenced(err)
+	switch {
+	case refused != nil:
+		return refused
+	case first:
+		err := s.saveDetailsNow(ctx, c, details)
+		if err == nil {
+			c.mu.Lock()
+			c.saved = true
+			c.mu.Unlock()
+		}
+		return err
+	}
+	if err := c.Lease.Err(); err != nil {
+		return mapFenced(err)
+	}
+	s.queueDetails(c, append([]byte(nil), details...))
+	return nil
 }
 
 type finishOp struct {
@@ -211,6 +240,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			out[op.i] = err
 			continue
 		}
+		s.takeDetails(op.c) // the key is done: pending details are moot
 		if err := s.beginFinish(op.c.Lease); err != nil {
 			if errors.Is(err, lease.ErrInvalid) { // another finish of c is under way
 				out[op.i] = s.end(op.c, err)

@@ -40,6 +40,10 @@ type Store struct {
 	announced time.Time    // local time the Store's layout was last announced; zero: never
 	layouts   []liveLayout // the other layouts whose records may still live
 
+	detailsMu sync.Mutex        // guards pending
+	pending   map[*Claim][]byte // coalesced heartbeat details, written by the renewer's rounds (details.go)
+	flushMu   sync.Mutex        // held while pending details are written
+
 	// inScript: the finishing scripts delete the lease key and the Store
 	// then forgets the Lease (lease.Manager.EndsInScript); otherwise it
 	// releases the Lease after the script.
@@ -92,7 +96,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		log:     c.logger,
 		window:  (c.retention / time.Duration(c.windows)).Truncate(time.Millisecond),
 		ttl:     m.TTL(),
-		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails},
+		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails, lua.IdemDetailsBatch},
 	}
 	s.inScript = m.EndsInScript()
 	if err := s.check(ctx); err != nil {
@@ -103,6 +107,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	if err := s.refreshLayouts(ctx, true, false); err != nil {
 		return nil, err
 	}
+	m.OnRenewRound(s.flushDetails)
 	return s, nil
 }
 

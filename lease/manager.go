@@ -49,8 +49,9 @@ type Manager struct {
 
 	mu        sync.Mutex
 	held      map[*Lease]struct{}
-	seq       uint64           // last Lease.seq handed out
-	abandoned []abandonedLease // leases given up locally, to release when the backend answers
+	seq       uint64                  // last Lease.seq handed out
+	abandoned []abandonedLease        // leases given up locally, to release when the backend answers
+	rounds    []func(context.Context) // run by the renewer after each round (OnRenewRound)
 	started   bool
 	closed    bool
 	cbClosed  bool

@@ -257,3 +257,37 @@ func TestLostAcquireAnswerReleased(t *testing.T) {
 		t.Fatalf("released after %s", took)
 	}
 }
+
+// Work registered with OnRenewRound runs in the renewer after each round,
+// held leases or not, with a context bounded by the renew interval, and stops
+// with the Manager.
+func TestOnRenewRound(t *testing.T) {
+	t.Parallel()
+	const interval = 50 * time.Millisecond
+	m, _, _ := setup(t, lease.WithTTL(time.Second), lease.WithRenewInterval(interval))
+	var calls atomic.Int64
+	bounded := make(chan bool, 1)
+	m.OnRenewRound(func(ctx context.Context) {
+		calls.Add(1)
+		dl, ok := ctx.Deadline()
+		select {
+		case bounded <- ok && time.Until(dl) <= interval:
+		default:
+		}
+	})
+	testkit.Eventually(t, 5*time.Second, "three rounds without a lease", func() bool { return calls.Load() >= 3 })
+	acquire(t, m, "held")
+	n := calls.Load()
+	testkit.Eventually(t, 5*time.Second, "three rounds with a lease", func() bool { return calls.Load() >= n+3 })
+	if !<-bounded {
+		t.Fatal("the hook's context is not bounded by the renew interval")
+	}
+	if err := m.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n = calls.Load()
+	time.Sleep(4 * interval)
+	if got := calls.Load(); got != n {
+		t.Fatalf("%d rounds ran after Shutdown", got-n)
+	}
+}

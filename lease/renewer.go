@@ -56,7 +56,9 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 	slices.SortFunc(leases, func(a, b *Lease) int { return cmp.Compare(a.seq, b.seq) })
 	abandoned := m.abandoned
 	m.abandoned = nil
+	hooks := m.rounds
 	m.mu.Unlock()
+	defer m.runRoundHooks(ctx, hooks)
 	if len(leases) == 0 && len(abandoned) == 0 {
 		return false
 	}
@@ -102,6 +104,29 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 		m.releaseAbandoned(ctx, abandoned)
 	}
 	return failed
+}
+
+// OnRenewRound registers f to run in the renewer goroutine after each renew
+// round, with a context that ends after one renew interval (and on
+// Shutdown), so that work that can wait for the next round rides the
+// renewer's cadence and batching instead of a call of its own: package
+// idempotency flushes coalesced heartbeat details so. f must return when its
+// context ends: the next round starts after it returns.
+func (m *Manager) OnRenewRound(f func(ctx context.Context)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rounds = append(m.rounds, f)
+}
+
+func (m *Manager) runRoundHooks(ctx context.Context, hooks []func(context.Context)) {
+	if len(hooks) == 0 || ctx.Err() != nil {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.interval)
+	defer cancel()
+	for _, f := range hooks {
+		f(hctx)
+	}
 }
 
 // renewBatch sends one batch, bounded by the renew interval so that a hung

@@ -24,6 +24,10 @@ var (
 	// IdemDetails saves an attempt's heartbeat details, for the lease holder
 	// only (idem_details.lua).
 	IdemDetails = Fenced("idem_details.lua")
+	// IdemDetailsBatch is IdemDetails for many attempts in one call, each
+	// with its own fence check (idem_details_batch.lua): coalesced details
+	// flushed with the lease renewals.
+	IdemDetailsBatch = Plain("idem_details_batch.lua")
 )
 
 // Status codes of IdemClaim (first element of each entry's reply).
@@ -48,8 +52,8 @@ const (
 	IdemCorrupt = 7
 )
 
-// Status codes of IdemComplete, IdemCompleteBatch (per entry), IdemRelease
-// and IdemDetails.
+// Status codes of IdemComplete, IdemCompleteBatch (per entry), IdemRelease,
+// IdemDetails and IdemDetailsBatch (per entry).
 const (
 	// IdemOK: the record was written.
 	IdemOK = 1

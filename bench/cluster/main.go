@@ -6,7 +6,12 @@
 // name=value unit:
 //
 //	single_msgs_per_s        idempotency claim + fenced complete, poll batches of -batch, single node
-//	cluster_msgs_per_s       the same on the Cluster (a ClusterClient; scripts grouped per slot and node)
+//	cluster_msgs_per_s       the same on the Cluster (a ClusterClient; scripts grouped per slot and node),
+//	                         with the same client budget (-concurrency batches in flight, 64 connections)
+//	*_redis_cpu_us_per_msg   Redis CPU per message, all masters together (INFO cpu deltas)
+//	*_redis_cpu_us_per_msg_busiest_master  the same on the busiest master: what bounds the rate
+//	*_redis_bound_msgs_per_s the rate that CPU allows with one core per master
+//	cluster_vs_single_redis_bound  how that bound grows from one master to the Cluster's three
 //	renew_10k_cluster_ms     one renewer round over -n leases spread over the Cluster's masters (median)
 //	renew_10k_single_ms      the same on the single node, for reference
 //	renew_10k_redlock_ms     the same over three Redlock masters (lease/redlock), TTL -redlock-ttl
@@ -27,6 +32,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +56,7 @@ func main() {
 	ttl := flag.Duration("ttl", 3*time.Second, "lease TTL of the renewal figures")
 	rlTTL := flag.Duration("redlock-ttl", 15*time.Second, "lease TTL of the Redlock renewal figure (the library default)")
 	rounds := flag.Int("rounds", 3, "renew rounds measured (median reported)")
+	flag.IntVar(&shards, "shards", 0, "idempotency.WithShards of the throughput runs (0: the default)")
 	flag.Parse()
 	if err := run(*msgs, *batch, *conc, *n, *ttl, *rlTTL, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
@@ -84,16 +92,41 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 
 	fig := benchkit.NewFigures(os.Stdout)
 	var lost atomic.Int64
+	var bounds []float64
 	// Throughput: single first, then Cluster, each on its own servers.
 	for _, t := range []struct {
 		name string
 		c    redis.UniversalClient
 	}{{"single", sc}, {"cluster", cc}} {
+		before, err := mastersCPU(ctx, t.c)
+		if err != nil {
+			return err
+		}
 		rate, err := throughput(ctx, t.c, msgs, batch, conc)
 		if err != nil {
 			return fmt.Errorf("%s throughput: %w", t.name, err)
 		}
+		after, err := mastersCPU(ctx, t.c)
+		if err != nil {
+			return err
+		}
+		var total, busiest time.Duration
+		for addr, cpu := range after {
+			d := cpu - before[addr]
+			total += d
+			busiest = max(busiest, d)
+		}
+		perMsg := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(msgs) }
 		fig.Float(t.name+"_msgs_per_s", rate, 0, "msgs/s")
+		fig.Int(t.name+"_masters", int64(len(after)), "masters")
+		fig.Float(t.name+"_redis_cpu_us_per_msg", perMsg(total), 1, "us")
+		fig.Float(t.name+"_redis_cpu_us_per_msg_busiest_master", perMsg(busiest), 1, "us")
+		bound := 1e6 / perMsg(busiest)
+		fig.Float(t.name+"_redis_bound_msgs_per_s", bound, 0, "msgs/s")
+		bounds = append(bounds, bound)
+	}
+	if len(bounds) == 2 {
+		fig.Float("cluster_vs_single_redis_bound", bounds[1]/bounds[0], 2, "x")
 	}
 
 	for _, t := range []struct {
@@ -142,6 +175,45 @@ func run(msgs, batch, conc, n int, ttl, rlTTL time.Duration, rounds int) error {
 	return fig.Err()
 }
 
+// shards is -shards: the record shards of the throughput runs (0: the Store's default).
+var shards int
+
+// mastersCPU returns each master's CPU time so far (INFO cpu, used_cpu_user
+// + used_cpu_sys), by address: one entry for a single node.
+func mastersCPU(ctx context.Context, c redis.UniversalClient) (map[string]time.Duration, error) {
+	out := make(map[string]time.Duration)
+	var mu sync.Mutex
+	read := func(ctx context.Context, n *redis.Client) error {
+		info, err := n.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		var total float64
+		for line := range strings.Lines(info) {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return fmt.Errorf("INFO cpu %s: %w", k, err)
+				}
+				total += f
+			}
+		}
+		mu.Lock()
+		out[n.Options().Addr] = time.Duration(total * float64(time.Second))
+		mu.Unlock()
+		return nil
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return out, c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		return out, read(ctx, c)
+	default:
+		return nil, fmt.Errorf("no CPU reading for a %T", c)
+	}
+}
+
 // throughput claims and completes msgs fresh keys through an idempotency
 // Store on c, in poll batches of batch, conc batches in flight.
 func throughput(ctx context.Context, c redis.UniversalClient, msgs, batch, conc int) (float64, error) {
@@ -154,7 +226,11 @@ func throughput(ctx context.Context, c redis.UniversalClient, msgs, batch, conc 
 		return 0, err
 	}
 	defer func() { _ = m.Shutdown(ctx) }()
-	s, err := idempotency.New(ctx, c, m, idempotency.WithPrefix(prefix))
+	opts := []idempotency.Opt{idempotency.WithPrefix(prefix)}
+	if shards > 0 {
+		opts = append(opts, idempotency.WithShards(shards))
+	}
+	s, err := idempotency.New(ctx, c, m, opts...)
 	if err != nil {
 		return 0, err
 	}

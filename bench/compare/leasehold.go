@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+)
+
+// leaseholdRun runs one worker (concurrency conc, no-op handler) over n
+// distinct jobs already in an embedded Kafka topic of partitions
+// partitions, and measures between warm and n jobs succeeded.
+func leaseholdRun(ctx context.Context, rdb *redis.Client, run, n, warm, partitions, conc int) (window, error) {
+	topic := fmt.Sprintf("compare.%d", run)
+	b, err := startBroker(ctx, topic, partitions, n, "bench.noop", fmt.Sprintf("lh%d", run))
+	if err != nil {
+		return window{}, err
+	}
+	defer b.stop()
+	w, err := leasehold.New(rdb,
+		leasehold.WithKafka(kgo.SeedBrokers(b.addrs...)),
+		leasehold.WithTopics(topic),
+		leasehold.WithGroup(topic),
+		leasehold.WithRetention(10*time.Minute),
+		leasehold.WithConcurrency(conc),
+		leasehold.WithCommitInterval(200*time.Millisecond),
+		leasehold.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	)
+	if err != nil {
+		return window{}, err
+	}
+	if err := w.Register("bench.noop", func(context.Context, *leasehold.Job) ([]byte, error) { return nil, nil }); err != nil {
+		return window{}, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return window{}, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_ = w.Shutdown(sctx)
+	}()
+	done := func() int64 { return w.Stats().Succeeded }
+	return steady(ctx, rdb, done, int64(warm), int64(n), 10*time.Minute)
+}

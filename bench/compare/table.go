@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The markers between which -table rewrites a Markdown file.
+const (
+	tableBegin = "<!-- make compare: begin -->"
+	tableEnd   = "<!-- make compare: end -->"
+)
+
+// writeTable replaces the text between tableBegin and tableEnd in file with
+// the figures of this run as Markdown tables, with the date, the machine,
+// the load and the command.
+func writeTable(file string, f *figures, loadStart, loadEnd float64, args []string) error {
+	doc, err := os.ReadFile(file) //nolint:gosec // a path the user gave
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to rewrite", file, tableBegin, tableEnd)
+	}
+	var b strings.Builder
+	b.WriteString(tableBegin + "\n")
+	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end (other builds shared the machine); "+
+		"`make compare%s`; medians of %d rounds.\n\n",
+		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, argText(args), len(f.vals("leasehold_jobs_per_s")))
+	b.WriteString("| system | jobs/s | worker CPU per job | Redis CPU per job | leasehold's rate ÷ this one |\n|---|---|---|---|---|\n")
+	for _, s := range []struct{ key, name string }{
+		{"leasehold", "leasehold (worker, Kafka, claim + fenced complete)"},
+		{"asynq", "asynq v0.26.0 (Unique + TaskID)"},
+		{"dbos", "DBOS Transact Go (one-step workflow, PostgreSQL)"},
+		{"setnx", "SET NX pattern (no owner check, no fence)"},
+	} {
+		rate, ok := f.median(s.key + "_jobs_per_s")
+		if !ok {
+			continue
+		}
+		ratio := "1"
+		if r, ok := f.median("leasehold_vs_" + s.key); ok {
+			ratio = fmt.Sprintf("%.1fx", r)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s |\n", s.name, rate,
+			cell(f, s.key+"_worker_cpu_us_per_job", "%.1f µs"), cell(f, s.key+"_redis_cpu_us_per_job", "%.1f µs"), ratio)
+	}
+	if r, ok := f.median("leasehold_vs_asynq_cpu_per_job"); ok {
+		fmt.Fprintf(&b, "\nasynq's worker + Redis CPU per job is %.1fx leasehold's; one Redis core allows %s leasehold jobs/s.\n",
+			r, cell(f, "leasehold_redis_bound_jobs_per_s", "%.0f"))
+	}
+	if n, ok := f.median("longjobs_jobs"); ok {
+		fmt.Fprintf(&b, "\n%.0f long jobs held in one process (lease TTL 30 s), measured over a window after all started:\n\n", n)
+		b.WriteString("| long jobs | worker CPU (% of one core) | Redis CPU (% of one core) |\n|---|---|---|\n")
+		for _, s := range []struct{ key, name string }{
+			{"longjobs", "leasehold, Heartbeat every 5 s from spread start times"},
+			{"longjobs_hold", "leasehold, leases alone (no Heartbeat calls)"},
+			{"longjobs_asynq", "asynq holding as many tasks (no heartbeat details)"},
+		} {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", s.name, cell(f, s.key+"_worker_cpu_pct", "%.2f"), cell(f, s.key+"_redis_cpu_pct", "%.2f"))
+		}
+	}
+	b.WriteString(tableEnd)
+	out := slices.Concat(doc[:i], []byte(b.String()), doc[j+len(tableEnd):])
+	return os.WriteFile(file, out, 0o600) //nolint:gosec // the file the user named with -table
+}
+
+func cell(f *figures, name, format string) string {
+	v, ok := f.median(name)
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func argText(args []string) string {
+	var kept []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-table") {
+			kept = append(kept, a)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return " ARGS='" + strings.Join(kept, " ") + "'"
+}
+
+// machine describes this machine: cores, CPU model, memory.
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = " (" + strings.TrimSpace(v) + ")"
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		for line := range strings.Lines(string(b)) {
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("a %d-core %s machine%s%s", runtime.NumCPU(), runtime.GOOS, model, mem)
+}
