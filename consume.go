@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/leasehold/leasehold/lease"
 )
 
 // maxPollWait bounds one poll, so that parked records come due on time.
@@ -297,14 +295,6 @@ func (w *Worker) failClosed(cause error) {
 	w.cl.ResumeFetchTopics(w.cfg.topics...)
 	w.paused.Store(false)
 	w.obs.resumed(time.Since(start))
-}
-
-// asLeaseLost makes lease-level loss errors match ErrLeaseLost.
-func asLeaseLost(key string, fence uint64, err error) error {
-	if err != nil && errors.Is(err, lease.ErrLost) && !errors.Is(err, ErrLeaseLost) {
-		return &LeaseLostError{Key: key, Fence: fence, Err: err}
-	}
-	return err
 }
 
 // onRevoked runs in franz-go's group loop when partitions are revoked: the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -250,26 +251,14 @@ func (s *Store) windowRange(back int, wide bool) (int64, int) {
 }
 
 // classify maps errors from Redis: failures to reach it or to write to it
-// wrap ErrUnavailable; context errors and other replies are returned as they
-// are.
+// wrap ErrUnavailable (leasing.Classify); the caller's own context errors
+// are returned as they are.
 func classify(err error) error {
-	switch {
-	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled),
-		errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, lease.ErrUnavailable):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	var re redis.Error
-	if errors.As(err, &re) && !errors.Is(err, redis.ErrClosed) {
-		for _, p := range []string{"OOM", "LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
-			if redis.HasErrorPrefix(err, p) {
-				return fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
-		}
+	own := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if own && !errors.Is(err, ErrUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return leasing.Classify(err)
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

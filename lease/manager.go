@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lua"
 )
 
@@ -25,7 +26,7 @@ import (
 const MaxNameLen = 1024
 
 // errFencedLost is the cause of a lease found lost by a fenced write.
-var errFencedLost error = &lostError{"lease: fenced write refused"}
+var errFencedLost = leasing.NewSentinel("lease: fenced write refused", ErrLost)
 
 // Manager hands out leases and keeps them alive: one renewer goroutine renews
 // every held lease each renew interval in batches, and each lease carries a

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lua"
 )
 
@@ -256,30 +256,8 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-// transient reports whether err is worth retrying: anything that is not a
-// Redis error reply (network errors, timeouts, cancellations), and the replies
-// of a server that is loading, failing over or busy.
-func transient(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	for _, p := range []string{"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// classify wraps transient errors in ErrUnavailable and leaves the rest (such
-// as redis.Nil and script errors) as they are.
-func classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	if transient(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
-}
+// transient and classify are the module's one reading of go-redis errors.
+var (
+	transient = leasing.Transient
+	classify  = leasing.Classify
+)

@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 			wantFailure(t, run(ctx, t, dead, args...), 1, "redis at 127.0.0.1:1 does not answer")
 		})
 	}
-	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid idempotency key")
+	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid key")
 	wantFailure(t, run(ctx, t, nil, "expire"), 2, "want exactly one argument")
 	wantFailure(t, run(ctx, t, nil, "compensations", "retry"), 2, "want no argument")
 	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--redis", "http://x"), 2, `scheme "http"`)
