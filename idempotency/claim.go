@@ -14,45 +14,6 @@ import (
 	"github.com/leasehold/leasehold/lua"
 )
 
-// Outcome is the answer to a claim.
-type Outcome uint8
-
-// Claim outcomes.
-const (
-	// Acquired: the key was free (never seen, released for retry, or its
-	// record expired); the caller holds its lease and runs the job.
-	Acquired Outcome = iota + 1
-	// Held: another owner's lease (or a keep hold) covers the key. Do not run
-	// the job and do not acknowledge the message: retry later.
-	Held
-	// Duplicate: the key has an outcome (COMPLETED, or FAILED terminally);
-	// replay it and acknowledge the message.
-	Duplicate
-	// Takeover: the previous attempt's lease expired while it was PROCESSING
-	// (its owner crashed or stalled). The caller holds a new lease with a
-	// higher fence and must first compensate what PrevFence did.
-	Takeover
-	// Mismatch: the key has a record with another payload fingerprint: the key
-	// was reused for a different request. The claim's Err is a *MismatchError.
-	Mismatch
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Acquired:
-		return "acquired"
-	case Held:
-		return "held"
-	case Duplicate:
-		return "duplicate"
-	case Takeover:
-		return "takeover"
-	case Mismatch:
-		return "mismatch"
-	}
-	return "error"
-}
-
 // Request is one key to claim.
 type Request struct {
 	Key         string
