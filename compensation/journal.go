@@ -75,9 +75,9 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	}
 	n, _ := res.(int64)
 	switch {
-	case n == -2:
+	case n == lua.CompIntentNotOpen:
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
-	case n == -3:
+	case n == lua.CompIntentTooMany:
 		return fmt.Errorf("%w: %s holds %d", ErrTooManySteps, j.ref, j.r.cfg.maxSteps)
 	case n < 1:
 		return fmt.Errorf("compensation: intent %s: unexpected reply %v", j.ref, res)
@@ -97,9 +97,9 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 		return j.r.redisErr("done", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case 1:
+	case lua.CompDoneMarked:
 		return nil
-	case 2:
+	case lua.CompDoneLate:
 		_ = j.r.index(dctx, j.ref)
 		return &LateEffectError{Ref: j.ref, Step: int(n), StepName: name}
 	default:
@@ -133,7 +133,7 @@ func (j *Journal) Seal(ctx context.Context) error {
 	if err != nil {
 		return j.r.redisErr("seal", j.ref, err)
 	}
-	if code, _ := res.(int64); code == -2 {
+	if code, _ := res.(int64); code == lua.CompSealNotOpen {
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
 	}
 	return nil
@@ -150,10 +150,10 @@ func (j *Journal) Close(ctx context.Context) error {
 		return j.r.redisErr("close", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case 0, 1:
+	case lua.CompCloseNoJournal, lua.CompClosed:
 		j.r.unindex(ctx, j.ref)
 		return nil
-	case -2:
+	case lua.CompCloseBegun:
 		return fmt.Errorf("%w: %s is being compensated", ErrNotOpen, j.ref)
 	default:
 		return fmt.Errorf("compensation: close %s: code %d", j.ref, code)

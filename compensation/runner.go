@@ -31,17 +31,6 @@ const (
 	modeRetry = "retry"
 )
 
-// Codes of comp_begin.lua.
-const (
-	beginStarted   = 1
-	beginAbsent    = 0
-	beginDone      = 2
-	beginCommitted = 3
-	beginDead      = 4
-	beginAlive     = 5
-	beginSealed    = 6
-)
-
 // Runner journals saga steps and compensates journals: on the job's own
 // triggers ([Journal.Compensate], [Runner.Compensate]), on takeover
 // ([Runner.CompensatePrevious]), in the recovery sweep ([Runner.Sweep],
@@ -196,15 +185,15 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		return 0, err
 	}
 	switch code {
-	case beginAbsent, beginDone, beginCommitted:
+	case lua.CompBeginAbsent, lua.CompBeginDone, lua.CompBeginCommitted:
 		r.unindex(ctx, ref)
 		return code, nil
-	case beginDead:
+	case lua.CompBeginDead:
 		r.markDead(ctx, ref)
 		return code, &DeadLetterError{Ref: ref, Err: errors.New("dead-lettered earlier; retry it")}
-	case beginAlive, beginSealed:
+	case lua.CompBeginAlive, lua.CompBeginSealed:
 		return code, nil
-	case beginStarted:
+	case lua.CompBeginStarted:
 	default:
 		return code, fmt.Errorf("compensation: begin %s: unexpected code %d", ref, code)
 	}
@@ -226,12 +215,12 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			return code, err
 		}
 		switch st[0] {
-		case 2:
+		case lua.CompSettleDone:
 			r.unindex(ctx, ref)
 			_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
 			r.log.Info("compensation: journal compensated", slog.String("journal", ref.String()))
 			return code, nil
-		case 3:
+		case lua.CompSettleDead:
 			r.markDead(ctx, ref)
 			if dead == nil {
 				dead = &DeadLetterError{Ref: ref, Err: errors.New("a step is dead-lettered")}
@@ -239,7 +228,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			r.log.Error("compensation: journal dead-lettered", slog.String("journal", ref.String()),
 				slog.Int("step", dead.Step), slog.Any("err", dead.Err))
 			return code, dead
-		case 1:
+		case lua.CompSettlePending:
 			continue // a late effect reopened a step: another pass
 		default:
 			return code, fmt.Errorf("compensation: settle %s: unexpected code %d", ref, st[0])
@@ -297,10 +286,10 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			return nil, fmt.Errorf("compensation: claim %s step %d: unexpected reply %v", ref, i, res)
 		}
 		switch code, _ := vals[0].(int64); code {
-		case 1:
-		case 2:
+		case lua.CompClaimed:
+		case lua.CompClaimDone:
 			return nil, nil
-		case 4:
+		case lua.CompClaimDead:
 			return &DeadLetterError{Ref: ref, Step: i, Err: errors.New("dead-lettered earlier")}, nil
 		default:
 			return nil, fmt.Errorf("compensation: claim %s step %d: code %d", ref, i, code)
@@ -318,7 +307,7 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			Generation: int(gen), InDoubt: done == 0}
 
 		herr := r.invoke(l, info, args) //nolint:contextcheck // a step runs under the compensation lease's context: it ends when the lease is lost
-		outcome, code := OutcomeCompensated, 1
+		outcome, code := OutcomeCompensated, lua.CompAttemptCompensated
 		switch {
 		case herr == nil:
 		case l.Err() != nil:
@@ -326,16 +315,16 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, fmt.Errorf("compensation: %s step %d: compensation lease lost: %w", ref, i, l.Err())
 		case errors.Is(herr, ErrUnknownHandler) || int(att) >= r.cfg.attempts:
-			outcome, code = OutcomeDeadLettered, 3
+			outcome, code = OutcomeDeadLettered, lua.CompAttemptDead
 		default:
-			outcome, code = OutcomeRetry, 2
+			outcome, code = OutcomeRetry, lua.CompAttemptRetry
 		}
 		res, err = r.leases.Fenced(ctx, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
 		if err != nil {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, err)
 			return nil, r.redisErr("finish", ref, err)
 		}
-		if rec, _ := res.(int64); rec == 0 {
+		if rec, _ := res.(int64); rec == lua.CompFinishSuperseded {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, nil // reopened by a late effect: the next pass claims it again
 		}

@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 		if c.err != nil && !errors.Is(got, c.err) {
 			t.Errorf("Classify(%v) = %v, which no longer matches the error it classified", c.err, got)
 		}
-		if c.down && errors.Is(c.err, leasing.ErrUnavailable) && got != c.err {
+		if c.down && errors.Is(c.err, leasing.ErrUnavailable) && got != c.err { //nolint:errorlint // the very error, not wrapped again
 			t.Errorf("Classify(%v) wrapped an error that was unavailable already: %v", c.err, got)
 		}
 	}
