@@ -253,8 +253,9 @@ type jobConfig struct {
 // the failure is recorded and the record dead-lettered. Default 10.
 func WithMaxAttempts(n int) JobOpt { return jobOptFunc(func(c *jobConfig) { c.maxAttempts = n }) }
 
-// WithBackoff sets the exponential backoff bounds between attempts (full
-// jitter). Default 1s up to 1m.
+// WithBackoff sets the backoff between attempts: a step that doubles from
+// min with each attempt up to max, each delay drawn between half the step and
+// the whole step. Default 1s up to 1m.
 func WithBackoff(min, max time.Duration) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.backoffMin, c.backoffMax = min, max })
 }

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -365,18 +365,11 @@ func (r *Runner) invoke(l *lease.Lease, info StepInfo, args string) error {
 	return r.reg.run(hctx, info.Handler, []byte(args))
 }
 
-// backoff returns the delay after failed attempt n (1-based).
+// backoff is the delay after the n-th failed attempt of a step: the module's
+// one backoff (between half and all of a step that doubles from the base up
+// to the ceiling).
 func (r *Runner) backoff(n int) time.Duration {
-	d := r.cfg.backoffBase
-	for range min(n-1, 32) {
-		d *= 2
-		if d >= r.cfg.backoffMax {
-			d = r.cfg.backoffMax
-			break
-		}
-	}
-	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
+	return retry.Delay(n, r.cfg.backoffBase, r.cfg.backoffMax)
 }
 
 func (r *Runner) unindex(ctx context.Context, ref Ref) {
