@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -223,14 +224,14 @@ func (s *Store) group(idx []int, tagOf func(i int) string) [][]int {
 		bySlot := map[uint16][]int{}
 		var order []uint16
 		for _, i := range idx {
-			slot := tagSlot(tagOf(i))
-			if _, ok := bySlot[slot]; !ok {
-				order = append(order, slot)
+			ks := slot.Of(tagOf(i))
+			if _, ok := bySlot[ks]; !ok {
+				order = append(order, ks)
 			}
-			bySlot[slot] = append(bySlot[slot], i)
+			bySlot[ks] = append(bySlot[ks], i)
 		}
-		for _, slot := range order {
-			add(bySlot[slot])
+		for _, ks := range order {
+			add(bySlot[ks])
 		}
 	default:
 		for _, i := range idx {
@@ -238,23 +239,6 @@ func (s *Store) group(idx []int, tagOf func(i int) string) [][]int {
 		}
 	}
 	return calls
-}
-
-// tagSlot returns the Redis Cluster slot of a key whose hash tag is tag
-// ("{...}"): CRC16 (XMODEM) of the text between the braces, modulo 16384.
-func tagSlot(tag string) uint16 {
-	var crc uint16
-	for i := 1; i < len(tag)-1; i++ {
-		crc ^= uint16(tag[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & 16383
 }
 
 // pipeline sends n scripts built by add in one pipeline. Scripts that the

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lua"
 )
 
@@ -149,12 +150,12 @@ func (b *redisBackend) renewGroups(rs []Renewal) [][]int {
 	}
 	bySlot := make(map[uint16]int) // slot -> index of its open group
 	for i, r := range rs {
-		slot := keySlot(b.Key(r.Name))
-		gi, ok := bySlot[slot]
+		ks := slot.Of(b.Key(r.Name))
+		gi, ok := bySlot[ks]
 		if !ok || len(groups[gi]) == maxRenewPerCall {
 			gi = len(groups)
 			groups = append(groups, nil)
-			bySlot[slot] = gi
+			bySlot[ks] = gi
 		}
 		groups[gi] = append(groups[gi], i)
 	}
