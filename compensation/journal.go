@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -67,7 +68,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	if err := j.ensureIndexed(ctx); err != nil {
 		return err
 	}
-	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompIntent,
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompIntent,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
 		j.ref.Name, name, handler, enc, j.r.cfg.openRetention.Milliseconds(), j.r.cfg.maxSteps)
 	if err != nil {
@@ -92,7 +93,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	defer cancel()
 	res, err = lua.CompDone.Run(dctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
-		n, j.l.Token(), j.r.cfg.openRetention.Milliseconds()).Result()
+		n, leasing.Token(j.l), j.r.cfg.openRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("done", j.ref, err)
 	}
@@ -129,7 +130,7 @@ func (j *Journal) ensureIndexed(ctx context.Context) error {
 // lease.ErrLost when the lease is lost and [ErrNotOpen] when compensation
 // has begun; the job must not commit then.
 func (j *Journal) Seal(ctx context.Context) error {
-	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
 	if err != nil {
 		return j.r.redisErr("seal", j.ref, err)
 	}
@@ -145,7 +146,7 @@ func (j *Journal) Seal(ctx context.Context) error {
 func (j *Journal) Close(ctx context.Context) error {
 	res, err := lua.CompClose.Run(ctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
-		j.l.Token(), j.r.cfg.closedRetention.Milliseconds()).Result()
+		leasing.Token(j.l), j.r.cfg.closedRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("close", j.ref, err)
 	}

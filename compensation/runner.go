@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
@@ -175,7 +176,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 	}()
 
 	jkey := r.journalKey(ref)
-	res, err := r.leases.Fenced(ctx, l, lua.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
+	res, err := leasing.Fenced(ctx, r.leases, l, lua.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
 		mode, r.cfg.openRetention.Milliseconds())
 	if err != nil {
 		return 0, r.redisErr("begin", ref, err)
@@ -205,7 +206,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		if err != nil {
 			return code, err
 		}
-		res, err := r.leases.Fenced(ctx, l, lua.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
+		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
 			r.cfg.closedRetention.Milliseconds())
 		if err != nil {
 			return code, r.redisErr("settle", ref, err)
@@ -277,7 +278,7 @@ func (r *Runner) pass(ctx context.Context, l *lease.Lease, ref Ref, n int) (*Dea
 func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*DeadLetterError, error) {
 	jkey := r.journalKey(ref)
 	for {
-		res, err := r.leases.Fenced(ctx, l, lua.CompClaim, []string{jkey}, i)
+		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompClaim, []string{jkey}, i)
 		if err != nil {
 			return nil, r.redisErr("claim", ref, err)
 		}
@@ -319,7 +320,7 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 		default:
 			outcome, code = OutcomeRetry, lua.CompAttemptRetry
 		}
-		res, err = r.leases.Fenced(ctx, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
+		res, err = leasing.Fenced(ctx, r.leases, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
 		if err != nil {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, err)
 			return nil, r.redisErr("finish", ref, err)

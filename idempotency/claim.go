@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
@@ -122,7 +123,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
 			for _, i := range call {
 				c := out[i]
-				tokens[i] = s.m.NewToken()
+				tokens[i] = leasing.NewToken()
 				keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
 				for w := base; w < base+int64(n); w++ {
 					keys = append(keys, s.bucketKey(c.tag, w))
@@ -311,7 +312,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if code == lua.IdemTakeover {
 			c.Outcome = Takeover
 		}
-		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
+		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
 			// closed, or the reply came after the local deadline): give the

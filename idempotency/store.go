@@ -42,7 +42,7 @@ type Store struct {
 	layouts   []liveLayout // the other layouts whose records may still live
 
 	// inScript: the finishing scripts delete the lease key and the Store
-	// then forgets the Lease (lease.Manager.EndsInScript); otherwise it
+	// then forgets the Lease (leasing.EndsInScript); otherwise it
 	// releases the Lease after the script.
 	inScript bool
 }
@@ -95,7 +95,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		ttl:     m.TTL(),
 		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails},
 	}
-	s.inScript = m.EndsInScript()
+	s.inScript = leasing.EndsInScript(m)
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

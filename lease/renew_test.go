@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -27,7 +28,7 @@ func TestLeaseSurvivesRenewals(t *testing.T) {
 		t.Fatalf("lease lost during 5 TTLs: %v", l.Err())
 	case <-time.After(5 * ttl):
 	}
-	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != l.Token() {
+	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != leasing.Token(l) {
 		t.Fatalf("owner in Redis = %q, want ours", tok)
 	}
 	if d := l.Deadline(); d.Sub(first) < 3*ttl {

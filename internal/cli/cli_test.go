@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -396,7 +397,7 @@ func TestOpsCommands(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+	if strings.Contains(r.stdout, leasing.Token(l)) || strings.Contains(r.stdout, "\x1b") {
 		t.Errorf("inspect printed the owner token or a raw escape:\n%s", r.stdout)
 	}
 	r = run(ctx, t, env, "leases")
@@ -408,7 +409,7 @@ func TestOpsCommands(t *testing.T) {
 			t.Errorf("leases output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+	if strings.Contains(r.stdout, leasing.Token(l)) || strings.Contains(r.stdout, "\x1b") {
 		t.Errorf("leases printed the owner token or a raw escape:\n%s", r.stdout)
 	}
 

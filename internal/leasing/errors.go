@@ -47,7 +47,7 @@ var (
 	ErrRenewDeadline = NewSentinel("lease: renewals failed until the local deadline", ErrLost)
 
 	// ErrReleased is the cause of a lease ended by [Lease.Release], or by
-	// [Lease.Forget] after the holder's own script deleted it.
+	// [Forget] after the holder's own script deleted it.
 	ErrReleased = errors.New("lease: released")
 
 	// ErrUnavailable wraps failures to reach Redis (network errors, timeouts,

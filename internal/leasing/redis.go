@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -59,7 +58,7 @@ func fenceArg(f uint64) string { return strconv.FormatUint(f, 10) }
 func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Grant, error) {
 	res, err := lua.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
 	if err != nil {
-		return Grant{}, classify(err)
+		return Grant{}, Classify(err)
 	}
 	if len(res) < 2 {
 		return Grant{}, fmt.Errorf("lease: acquire script: unexpected reply %v", res)
@@ -126,7 +125,7 @@ func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResu
 		}
 		for k, i := range idx {
 			if err != nil {
-				out[i].Err = classify(err)
+				out[i].Err = Classify(err)
 				continue
 			}
 			out[i].Err = ownerErr(codes[k])
@@ -191,7 +190,7 @@ func isNoScript(cmds []*redis.Cmd) bool {
 func (b *redisBackend) Release(ctx context.Context, name, token string, fence uint64) error {
 	code, err := lua.LeaseRelease.Run(ctx, b.c, []string{b.Key(name)}, token, fenceArg(fence)).Int64()
 	if err != nil {
-		return classify(err)
+		return Classify(err)
 	}
 	return ownerErr(code)
 }
@@ -203,7 +202,7 @@ func (b *redisBackend) Fenced(ctx context.Context, name, token string, fence uin
 	a = append(append(a, token, fenceArg(fence)), args...)
 	res, err := s.Run(ctx, b.c, k, a...).Result()
 	if err != nil {
-		return res, classify(err)
+		return res, Classify(err)
 	}
 	return res, nil
 }
@@ -212,18 +211,18 @@ func (b *redisBackend) Fenced(ctx context.Context, name, token string, fence uin
 // the lease scripts.
 func (b *redisBackend) Check(ctx context.Context) error {
 	if err := b.c.Ping(ctx).Err(); err != nil {
-		return classify(err)
+		return Classify(err)
 	}
 	p, err := b.policy(ctx)
 	switch {
-	case err != nil && transient(err):
-		return classify(err)
+	case err != nil && Transient(err):
+		return Classify(err)
 	case strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-"):
 		return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
 	}
 	for _, s := range []*redis.Script{lua.LeaseAcquire, lua.LeaseRenew, lua.LeaseRelease} {
 		if err := s.Load(ctx, b.c).Err(); err != nil {
-			return classify(err)
+			return Classify(err)
 		}
 	}
 	return nil
@@ -239,12 +238,12 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 	if err == nil {
 		return pol["maxmemory-policy"], nil
 	}
-	if transient(err) {
+	if Transient(err) {
 		return "", err
 	}
 	info, err := b.c.Info(ctx, "memory").Result()
 	if err != nil {
-		if transient(err) {
+		if Transient(err) {
 			return "", err
 		}
 		return "", nil
@@ -256,9 +255,3 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 	}
 	return "", nil
 }
-
-// transient and classify are the module's one reading of go-redis errors.
-var (
-	transient = leasing.Transient
-	classify  = leasing.Classify
-)
