@@ -305,10 +305,7 @@ func (w *Worker) failClosed(cause error) {
 func (w *Worker) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	w.offs.remove(revoked)
 	w.sched.dropRemoved(w.offs.alive)
-	if w.dropCommits.Load() {
-		return
-	}
-	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+	if err := w.cfg.commitMarked(ctx, cl); err != nil {
 		w.log.Warn("commit on revoke failed", slog.Any("err", err))
 	}
 	w.log.Info("partitions revoked", slog.Any("partitions", revoked))

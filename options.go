@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -61,6 +62,17 @@ type config struct {
 	compReg         *compensation.Registry
 	compOpts        []compensation.Opt
 	tracer          *tracing.Tracer
+	commit          func(context.Context, *kgo.Client) error // nil: commitMarked commits
+}
+
+// commitMarked commits the offsets marked on cl: cl.CommitMarkedOffsets,
+// unless another commit function was injected (the tests' crash drops the
+// commits, as a process that dies would).
+func (c *config) commitMarked(ctx context.Context, cl *kgo.Client) error {
+	if c.commit != nil {
+		return c.commit(ctx, cl)
+	}
+	return cl.CommitMarkedOffsets(ctx)
 }
 
 // WithGroup sets the Kafka consumer group. Default "leasehold".
