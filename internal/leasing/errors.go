@@ -21,6 +21,13 @@ func (e *sentinel) Unwrap() error { return e.parent }
 // what parent matches) with errors.Is.
 func NewSentinel(msg string, parent error) error { return &sentinel{msg: msg, parent: parent} }
 
+// lostError is a cause of loss: it reads as itself and matches [ErrLost].
+// Its type names the loss in telemetry (error.type "*leasing.lostError").
+type lostError struct{ msg string }
+
+func (e *lostError) Error() string { return e.msg }
+func (e *lostError) Unwrap() error { return ErrLost }
+
 var (
 	// ErrHeld is returned by [Manager.Acquire] when another owner holds the
 	// lease. The error is a [*HeldError] that carries the holder and the time
@@ -35,16 +42,16 @@ var (
 
 	// ErrStolen means a renewal, release or fenced write found another owner (a
 	// different token or fence) on the lease key.
-	ErrStolen = NewSentinel("lease: stolen", ErrLost)
+	ErrStolen error = &lostError{"lease: stolen"}
 
 	// ErrExpired means a renewal, release or fenced write found no owner on the
 	// lease key: it expired in Redis before it could be renewed.
-	ErrExpired = NewSentinel("lease: expired", ErrLost)
+	ErrExpired error = &lostError{"lease: expired"}
 
 	// ErrRenewDeadline means renewals kept failing (Redis unreachable, slow or
 	// paused) until the lease's local deadline passed, so the holder gave the
 	// lease up without hearing from Redis.
-	ErrRenewDeadline = NewSentinel("lease: renewals failed until the local deadline", ErrLost)
+	ErrRenewDeadline error = &lostError{"lease: renewals failed until the local deadline"}
 
 	// ErrReleased is the cause of a lease ended by [Lease.Release], or by
 	// [Forget] after the holder's own script deleted it.

@@ -25,7 +25,7 @@ import (
 const MaxNameLen = 1024
 
 // errFencedLost is the cause of a lease found lost by a fenced write.
-var errFencedLost = NewSentinel("lease: fenced write refused", ErrLost)
+var errFencedLost error = &lostError{"lease: fenced write refused"}
 
 // Manager hands out leases and keeps them alive: one renewer goroutine renews
 // every held lease each renew interval in batches, and each lease carries a
