@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/leasehold/leasehold/lease"
 )
 
 // maxPollWait bounds one poll, so that parked records come due on time.
@@ -299,14 +297,6 @@ func (w *Worker) failClosed(cause error) {
 	w.obs.resumed(time.Since(start))
 }
 
-// asLeaseLost makes lease-level loss errors match ErrLeaseLost.
-func asLeaseLost(key string, fence uint64, err error) error {
-	if err != nil && errors.Is(err, lease.ErrLost) && !errors.Is(err, ErrLeaseLost) {
-		return &LeaseLostError{Key: key, Fence: fence, Err: err}
-	}
-	return err
-}
-
 // onRevoked runs in franz-go's group loop when partitions are revoked: the
 // partitions' trackers are removed first (no later mark can reach franz-go),
 // then what is marked is committed, blocking. Jobs of revoked partitions keep
@@ -315,10 +305,7 @@ func asLeaseLost(key string, fence uint64, err error) error {
 func (w *Worker) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	w.offs.remove(revoked)
 	w.sched.dropRemoved(w.offs.alive)
-	if w.dropCommits.Load() {
-		return
-	}
-	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+	if err := w.cfg.commitMarked(ctx, cl); err != nil {
 		w.log.Warn("commit on revoke failed", slog.Any("err", err))
 	}
 	w.log.Info("partitions revoked", slog.Any("partitions", revoked))

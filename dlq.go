@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/deadletter"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -66,7 +67,7 @@ func (w *Worker) newDeadLetterWriter(cl *kgo.Client, leases *lease.Manager) (*de
 		Client:    cl,
 		ConnOpts:  w.connOpts(),
 		Redis:     w.rdb,
-		Locks:     leases,
+		Locks:     leasing.Fencer{Manager: leases},
 		Origins:   &w.origins,
 		KeyPrefix: w.cfg.keyPrefix,
 		Retention: w.cfg.retention,

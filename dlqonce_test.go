@@ -98,11 +98,12 @@ func (c *poisonCase) notFinished(t *testing.T, hold time.Duration, why string) {
 func TestDeadLetterRedeliveredAfterCrash(t *testing.T) {
 	c := setupPoison(t)
 	c.produce(t)
-	w1 := c.start(t, c.h.rdb, WithCommitInterval(time.Hour)) // nothing committed before the crash
+	crashOpt, crashed := crashable()
+	w1 := c.start(t, c.h.rdb, WithCommitInterval(time.Hour), crashOpt) // nothing committed before the crash
 	testkit.Eventually(t, 30*time.Second, "the first worker to dead-letter the record", func() bool {
 		return w1.Stats().DeadLettered == 1
 	})
-	crash(t, w1)
+	crash(t, w1, crashed)
 	if n := c.committed(t); n > c.orig.Offset {
 		t.Fatalf("the crashed worker committed the poison record (offset %d)", n)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/lease"
 )
 
 var (
@@ -12,13 +14,17 @@ var (
 	// the worker no longer holds the job's lease (it expired, was taken over,
 	// or renewals failed until the local deadline), and the error that
 	// completing such a job returns. A handler that sees it must stop: another
-	// worker may already be running the job with a newer fence.
-	ErrLeaseLost = errors.New("leasehold: lease lost")
+	// worker may already be running the job with a newer fence. It is
+	// lease.ErrLost (and idempotency.ErrLeaseLost), so errors.Is matches the
+	// errors of every package of the module.
+	ErrLeaseLost = lease.ErrLost
 
 	// ErrUnavailable reports that Redis could not be reached. The worker
 	// fails closed on it: it pauses fetching, runs no handler and moves no
-	// offset until Redis answers again.
-	ErrUnavailable = errors.New("leasehold: redis unavailable")
+	// offset until Redis answers again. It is lease.ErrUnavailable (and
+	// idempotency.ErrUnavailable, compensation.ErrUnavailable), so errors.Is
+	// matches the errors of every package of the module.
+	ErrUnavailable = lease.ErrUnavailable
 
 	// ErrTopicMissing is returned by [Worker.Start] when a topic the worker
 	// consumes, or its dead-letter topic, does not exist on the brokers. The
@@ -28,8 +34,8 @@ var (
 	ErrTopicMissing = errors.New("leasehold: topic does not exist")
 
 	// ErrInvalidKey reports an idempotency key that is empty, too long, or
-	// holds control characters or whitespace.
-	ErrInvalidKey = errors.New("leasehold: invalid idempotency key")
+	// holds control characters or whitespace. It is idempotency.ErrInvalidKey.
+	ErrInvalidKey = idempotency.ErrInvalidKey
 
 	// ErrInvalidJobType reports a job type that is empty, too long, or holds
 	// control characters or whitespace.
@@ -42,8 +48,9 @@ var (
 	// ErrInvalidLeaseTTL is returned by [Worker.Register] for a
 	// [WithJobLeaseTTL] that is negative, or not longer than the worker's
 	// renew interval plus the drift margin: renewals would come too late and
-	// the job's lease would run out while it runs.
-	ErrInvalidLeaseTTL = errors.New("leasehold: invalid lease TTL")
+	// the job's lease would run out while it runs. It is
+	// idempotency.ErrInvalidTTL.
+	ErrInvalidLeaseTTL = idempotency.ErrInvalidTTL
 
 	// ErrUnknownType is the dead-letter cause for a record whose job type has
 	// no registered handler.
@@ -65,8 +72,8 @@ var (
 	// ErrCorruptRecord is the dead-letter cause for a record whose key's
 	// stored idempotency record cannot be decoded (damaged outside the
 	// library): the key cannot be claimed, so retrying would block its
-	// partition's commits for ever.
-	ErrCorruptRecord = errors.New("leasehold: corrupt idempotency record")
+	// partition's commits for ever. It is idempotency.ErrCorrupt.
+	ErrCorruptRecord = idempotency.ErrCorrupt
 
 	// ErrAttemptsExhausted is the dead-letter cause for a job that failed with
 	// retryable errors as many times as its [WithMaxAttempts] allows.
@@ -83,7 +90,7 @@ var (
 	// ErrShutdown is the cause with which running jobs' contexts are
 	// cancelled when a graceful shutdown's drain timeout passes; it wraps
 	// [ErrLeaseLost], because the worker gives their leases up.
-	ErrShutdown = fmt.Errorf("leasehold: worker shut down before the job finished: %w", ErrLeaseLost)
+	ErrShutdown = leasing.NewSentinel("leasehold: worker shut down before the job finished", ErrLeaseLost)
 
 	// ErrClosed is returned by methods called on a worker that has shut down.
 	ErrClosed = errors.New("leasehold: worker closed")

@@ -17,12 +17,25 @@ import (
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
-// crash stops w like a process that dies after its running jobs finished but
-// before its offsets were committed: every record it finished since its last
-// commit is delivered again to the partition's next owner.
-func crash(t *testing.T, w *Worker) {
+// crashable returns an option that lets crash stop the worker built with
+// it, and the switch that crash turns: from then on, its commits are dropped.
+func crashable() (Opt, *atomic.Bool) {
+	var crashed atomic.Bool
+	return withCommit(func(ctx context.Context, cl *kgo.Client) error {
+		if crashed.Load() {
+			return nil // a crash loses what was not committed yet
+		}
+		return cl.CommitMarkedOffsets(ctx)
+	}), &crashed
+}
+
+// crash stops w, built with crashable's option, like a process that dies
+// after its running jobs finished but before its offsets were committed:
+// every record it finished since its last commit is delivered again to the
+// partition's next owner.
+func crash(t *testing.T, w *Worker, crashed *atomic.Bool) {
 	t.Helper()
-	w.dropCommits.Store(true)
+	crashed.Store(true)
 	w.offs.removeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -147,7 +160,8 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	// what they claim after the crash.
 	w1claims, reclaims := &positionLog{pos: map[position]bool{}}, &positionLog{pos: map[position]bool{}}
 	w1claims.on.Store(true)
-	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour), WithHooks(w1claims.hooks()))
+	crashOpt, crashed := crashable()
+	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour), WithHooks(w1claims.hooks()), crashOpt)
 	w2 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
 	w3 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
 	done := func() int {
@@ -173,7 +187,7 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	})
 	before := w1.Stats().Succeeded
 	reclaims.on.Store(true)
-	crash(t, w1)
+	crash(t, w1, crashed)
 	w4 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
 
 	testkit.Eventually(t, 120*time.Second, "every job's effect", func() bool { return done() >= jobs })

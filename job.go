@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/compensation"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -105,11 +104,7 @@ func (j *Job) Step(ctx context.Context, name string, do func(context.Context) er
 	if err != nil {
 		return err
 	}
-	err = jr.Step(ctx, name, do, undo, args)
-	if errors.Is(err, lease.ErrLost) && !errors.Is(err, ErrLeaseLost) {
-		err = &LeaseLostError{Key: j.Key, Fence: j.fence, Err: err}
-	}
-	return err
+	return jr.Step(ctx, name, do, undo, args)
 }
 
 func (j *Job) journalFor() (*compensation.Journal, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 // Handler runs one job. It returns the result to cache under the job's key
@@ -65,44 +67,26 @@ type ClaimInfo struct {
 	Attempt   int
 }
 
-// Outcome is the result of claiming a record's idempotency key.
-type Outcome int
+// Outcome is the result of claiming a record's idempotency key. It is
+// idempotency.Outcome: one enum for the store and the worker.
+type Outcome = idempotency.Outcome
 
 const (
 	// OutcomeAcquired means the key was free; this worker runs the job.
-	OutcomeAcquired Outcome = iota + 1
+	OutcomeAcquired = idempotency.Acquired
 	// OutcomeTakeover means the previous owner's lease expired; this worker runs
 	// the job with a newer fence and the old fence's work is compensated.
-	OutcomeTakeover
+	OutcomeTakeover = idempotency.Takeover
 	// OutcomeHeld means another worker holds a live lease on the key; the record
 	// is parked and claimed again later, never committed while held.
-	OutcomeHeld
+	OutcomeHeld = idempotency.Held
 	// OutcomeDuplicate means the key already completed (or failed terminally);
 	// the cached outcome is replayed and the record is committed.
-	OutcomeDuplicate
+	OutcomeDuplicate = idempotency.Duplicate
 	// OutcomeMismatch means the key completed with a different payload; the
 	// record is dead-lettered.
-	OutcomeMismatch
+	OutcomeMismatch = idempotency.Mismatch
 	// OutcomeUndecodable means the payload could not be fingerprinted (the
 	// configured fingerprinter rejected it); the record is dead-lettered.
-	OutcomeUndecodable
+	OutcomeUndecodable = idempotency.Undecodable
 )
-
-// String returns the outcome's lower-case name.
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeAcquired:
-		return "acquired"
-	case OutcomeTakeover:
-		return "takeover"
-	case OutcomeHeld:
-		return "held"
-	case OutcomeDuplicate:
-		return "duplicate"
-	case OutcomeMismatch:
-		return "mismatch"
-	case OutcomeUndecodable:
-		return "undecodable"
-	}
-	return fmt.Sprintf("outcome(%d)", int(o))
-}

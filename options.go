@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -61,6 +62,17 @@ type config struct {
 	compReg         *compensation.Registry
 	compOpts        []compensation.Opt
 	tracer          *tracing.Tracer
+	commit          func(context.Context, *kgo.Client) error // nil: commitMarked commits
+}
+
+// commitMarked commits the offsets marked on cl: cl.CommitMarkedOffsets,
+// unless another commit function was injected (the tests' crash drops the
+// commits, as a process that dies would).
+func (c *config) commitMarked(ctx context.Context, cl *kgo.Client) error {
+	if c.commit != nil {
+		return c.commit(ctx, cl)
+	}
+	return cl.CommitMarkedOffsets(ctx)
 }
 
 // WithGroup sets the Kafka consumer group. Default "leasehold".
@@ -253,8 +265,9 @@ type jobConfig struct {
 // the failure is recorded and the record dead-lettered. Default 10.
 func WithMaxAttempts(n int) JobOpt { return jobOptFunc(func(c *jobConfig) { c.maxAttempts = n }) }
 
-// WithBackoff sets the exponential backoff bounds between attempts (full
-// jitter). Default 1s up to 1m.
+// WithBackoff sets the backoff between attempts: a step that doubles from
+// min with each attempt up to max, each delay drawn between half the step and
+// the whole step. Default 1s up to 1m.
 func WithBackoff(min, max time.Duration) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.backoffMin, c.backoffMax = min, max })
 }

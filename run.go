@@ -114,7 +114,7 @@ func (w *Worker) runHandler(job *Job, reg *registration) (res []byte, err error)
 func (w *Worker) commit(job *Job, res []byte) (err error) {
 	jr := job.stepped()
 	if jr != nil {
-		if err := asLeaseLost(job.Key, job.fence, jr.Seal(job.ctx)); err != nil {
+		if err := jr.Seal(job.ctx); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -107,48 +108,30 @@ func compensationSpans(tr *tracing.Tracer) compensation.ObserverFuncs {
 	}
 }
 
-// mapStoreErr makes errors of the lease and idempotency packages match the
-// worker's sentinels.
+// mapStoreErr reads an error of a Redis call. The errors of the lease,
+// idempotency and compensation packages are the worker's own sentinels
+// already (ErrLeaseLost is lease.ErrLost, ErrUnavailable is
+// lease.ErrUnavailable, ...) and pass as they are, but for a too-large
+// result, which gets the user-facing sentence with its fix. The rest (a call
+// the worker sent itself, or a store error that is no answer of Redis) is
+// read by leasing.Classify, the module's one reading of go-redis errors.
 func mapStoreErr(err error) error {
+	var tl *idempotency.TooLargeError
 	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrUnavailable):
-		return err
-	case errors.Is(err, idempotency.ErrLeaseLost), errors.Is(err, lease.ErrLost):
-		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
-	case errors.Is(err, idempotency.ErrUnavailable), errors.Is(err, lease.ErrUnavailable):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case errors.Is(err, idempotency.ErrCorrupt):
-		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
-	case errors.Is(err, idempotency.ErrInvalidKey):
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
-	case errors.Is(err, idempotency.ErrInvalidTTL):
-		return fmt.Errorf("%w: %w", ErrInvalidLeaseTTL, err)
-	case errors.Is(err, idempotency.ErrTooLarge):
+	case errors.As(err, &tl) && tl.What == "result":
 		// Refused with nothing written: permanent, never an outage to
 		// retry (the lease would be renewed and the job hang).
-		var tl *idempotency.TooLargeError
-		if errors.As(err, &tl) && tl.What == "result" {
-			return &resultTooLargeError{err: tl}
-		}
-		return err
-	case errors.Is(err, idempotency.ErrNotClaimed), errors.Is(err, idempotency.ErrMismatch),
-		errors.Is(err, idempotency.ErrAlreadyCommitted):
-		return err // the store answered: not an outage
-	case errors.Is(err, lease.ErrEvictionPolicy), errors.Is(err, idempotency.ErrEvictionPolicy),
-		errors.Is(err, idempotency.ErrPolicyUnknown):
-		return err // Redis answers; its configuration is refused
+		return &resultTooLargeError{err: tl}
+	case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrUnavailable),
+		errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidLeaseTTL),
+		errors.Is(err, idempotency.ErrTooLarge), errors.Is(err, idempotency.ErrNotClaimed),
+		errors.Is(err, idempotency.ErrMismatch), errors.Is(err, idempotency.ErrAlreadyCommitted),
+		errors.Is(err, lease.ErrEvictionPolicy), errors.Is(err, idempotency.ErrEvictionPolicy),
+		errors.Is(err, idempotency.ErrPolicyUnknown),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err // an answer, or the caller's own context
 	}
-	var re redis.Error
-	if errors.As(err, &re) {
-		return err // a server reply: Redis answers
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	// Network failures (dial, reset, timeout) mean Redis cannot be reached.
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return leasing.Classify(err)
 }
 
 func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]claim, error) {

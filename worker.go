@@ -84,8 +84,6 @@ type Worker struct {
 	activeMu sync.Mutex
 	active   map[*Job]*activeJob
 
-	dropCommits atomic.Bool // tests: simulate a crash that loses uncommitted offsets
-
 	shutdownOnce sync.Once
 	shutdownErr  error
 	closeStore   func(context.Context) error
@@ -398,9 +396,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	// 4. Commit what is finished.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if w.dropCommits.Load() {
-		// nothing: a crash loses what was not committed yet
-	} else if err := w.cl.CommitMarkedOffsets(cctx); err != nil {
+	if err := w.cfg.commitMarked(cctx, w.cl); err != nil {
 		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
 	}
 	// 5. Leave the group and close the client.

@@ -3,6 +3,8 @@ package compensation
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 var (
@@ -38,8 +40,9 @@ var (
 	// ErrBusy means another process holds the journal's compensation lease.
 	ErrBusy = errors.New("compensation: journal being compensated elsewhere")
 
-	// ErrUnavailable wraps failures to reach Redis.
-	ErrUnavailable = errors.New("compensation: redis unavailable")
+	// ErrUnavailable wraps failures to reach Redis. It is lease.ErrUnavailable
+	// (and leasehold.ErrUnavailable): one error across the packages.
+	ErrUnavailable = lease.ErrUnavailable
 
 	// ErrClosed means the Runner was shut down.
 	ErrClosed = errors.New("compensation: runner closed")

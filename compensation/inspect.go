@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lua"
 )
 
 // State of a journal.
@@ -172,7 +174,7 @@ func (r *Runner) RetryJournal(ctx context.Context, ref Ref) error {
 		return err
 	}
 	code, err := r.compensate(ctx, ref, modeRetry, true)
-	if err == nil && code != beginAbsent {
+	if err == nil && code != lua.CompBeginAbsent {
 		_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -67,7 +68,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	if err := j.ensureIndexed(ctx); err != nil {
 		return err
 	}
-	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompIntent,
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompIntent,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
 		j.ref.Name, name, handler, enc, j.r.cfg.openRetention.Milliseconds(), j.r.cfg.maxSteps)
 	if err != nil {
@@ -75,9 +76,9 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	}
 	n, _ := res.(int64)
 	switch {
-	case n == -2:
+	case n == lua.CompIntentNotOpen:
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
-	case n == -3:
+	case n == lua.CompIntentTooMany:
 		return fmt.Errorf("%w: %s holds %d", ErrTooManySteps, j.ref, j.r.cfg.maxSteps)
 	case n < 1:
 		return fmt.Errorf("compensation: intent %s: unexpected reply %v", j.ref, res)
@@ -92,14 +93,14 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	defer cancel()
 	res, err = lua.CompDone.Run(dctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
-		n, j.l.Token(), j.r.cfg.openRetention.Milliseconds()).Result()
+		n, leasing.Token(j.l), j.r.cfg.openRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("done", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case 1:
+	case lua.CompDoneMarked:
 		return nil
-	case 2:
+	case lua.CompDoneLate:
 		_ = j.r.index(dctx, j.ref)
 		return &LateEffectError{Ref: j.ref, Step: int(n), StepName: name}
 	default:
@@ -129,11 +130,11 @@ func (j *Journal) ensureIndexed(ctx context.Context) error {
 // lease.ErrLost when the lease is lost and [ErrNotOpen] when compensation
 // has begun; the job must not commit then.
 func (j *Journal) Seal(ctx context.Context) error {
-	res, err := j.r.leases.Fenced(ctx, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
 	if err != nil {
 		return j.r.redisErr("seal", j.ref, err)
 	}
-	if code, _ := res.(int64); code == -2 {
+	if code, _ := res.(int64); code == lua.CompSealNotOpen {
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
 	}
 	return nil
@@ -145,15 +146,15 @@ func (j *Journal) Seal(ctx context.Context) error {
 func (j *Journal) Close(ctx context.Context) error {
 	res, err := lua.CompClose.Run(ctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
-		j.l.Token(), j.r.cfg.closedRetention.Milliseconds()).Result()
+		leasing.Token(j.l), j.r.cfg.closedRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("close", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case 0, 1:
+	case lua.CompCloseNoJournal, lua.CompClosed:
 		j.r.unindex(ctx, j.ref)
 		return nil
-	case -2:
+	case lua.CompCloseBegun:
 		return fmt.Errorf("%w: %s is being compensated", ErrNotOpen, j.ref)
 	default:
 		return fmt.Errorf("compensation: close %s: code %d", j.ref, code)

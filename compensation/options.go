@@ -39,8 +39,9 @@ func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
 // is dead-lettered. Default 5.
 func WithAttempts(n int) Opt { return optFunc(func(c *cfg) { c.attempts = n }) }
 
-// WithBackoff sets the delay after the first failed attempt (doubling after
-// each further failure, with ±20% jitter) and its ceiling. Default 200ms, 30s.
+// WithBackoff sets the step of the delay after the first failed attempt
+// (doubling after each further failure) and its ceiling; each delay is drawn
+// between half the step and the whole step. Default 200ms, 30s.
 func WithBackoff(base, ceiling time.Duration) Opt {
 	return optFunc(func(c *cfg) { c.backoffBase, c.backoffMax = base, ceiling })
 }

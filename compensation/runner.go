@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -29,17 +30,6 @@ const (
 	modeSweep = "sweep"
 	modeForce = "force"
 	modeRetry = "retry"
-)
-
-// Codes of comp_begin.lua.
-const (
-	beginStarted   = 1
-	beginAbsent    = 0
-	beginDone      = 2
-	beginCommitted = 3
-	beginDead      = 4
-	beginAlive     = 5
-	beginSealed    = 6
 )
 
 // Runner journals saga steps and compensates journals: on the job's own
@@ -186,7 +176,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 	}()
 
 	jkey := r.journalKey(ref)
-	res, err := r.leases.Fenced(ctx, l, lua.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
+	res, err := leasing.Fenced(ctx, r.leases, l, lua.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
 		mode, r.cfg.openRetention.Milliseconds())
 	if err != nil {
 		return 0, r.redisErr("begin", ref, err)
@@ -196,15 +186,15 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		return 0, err
 	}
 	switch code {
-	case beginAbsent, beginDone, beginCommitted:
+	case lua.CompBeginAbsent, lua.CompBeginDone, lua.CompBeginCommitted:
 		r.unindex(ctx, ref)
 		return code, nil
-	case beginDead:
+	case lua.CompBeginDead:
 		r.markDead(ctx, ref)
 		return code, &DeadLetterError{Ref: ref, Err: errors.New("dead-lettered earlier; retry it")}
-	case beginAlive, beginSealed:
+	case lua.CompBeginAlive, lua.CompBeginSealed:
 		return code, nil
-	case beginStarted:
+	case lua.CompBeginStarted:
 	default:
 		return code, fmt.Errorf("compensation: begin %s: unexpected code %d", ref, code)
 	}
@@ -216,7 +206,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		if err != nil {
 			return code, err
 		}
-		res, err := r.leases.Fenced(ctx, l, lua.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
+		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
 			r.cfg.closedRetention.Milliseconds())
 		if err != nil {
 			return code, r.redisErr("settle", ref, err)
@@ -226,12 +216,12 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			return code, err
 		}
 		switch st[0] {
-		case 2:
+		case lua.CompSettleDone:
 			r.unindex(ctx, ref)
 			_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
 			r.log.Info("compensation: journal compensated", slog.String("journal", ref.String()))
 			return code, nil
-		case 3:
+		case lua.CompSettleDead:
 			r.markDead(ctx, ref)
 			if dead == nil {
 				dead = &DeadLetterError{Ref: ref, Err: errors.New("a step is dead-lettered")}
@@ -239,7 +229,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			r.log.Error("compensation: journal dead-lettered", slog.String("journal", ref.String()),
 				slog.Int("step", dead.Step), slog.Any("err", dead.Err))
 			return code, dead
-		case 1:
+		case lua.CompSettlePending:
 			continue // a late effect reopened a step: another pass
 		default:
 			return code, fmt.Errorf("compensation: settle %s: unexpected code %d", ref, st[0])
@@ -288,7 +278,7 @@ func (r *Runner) pass(ctx context.Context, l *lease.Lease, ref Ref, n int) (*Dea
 func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*DeadLetterError, error) {
 	jkey := r.journalKey(ref)
 	for {
-		res, err := r.leases.Fenced(ctx, l, lua.CompClaim, []string{jkey}, i)
+		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompClaim, []string{jkey}, i)
 		if err != nil {
 			return nil, r.redisErr("claim", ref, err)
 		}
@@ -297,10 +287,10 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			return nil, fmt.Errorf("compensation: claim %s step %d: unexpected reply %v", ref, i, res)
 		}
 		switch code, _ := vals[0].(int64); code {
-		case 1:
-		case 2:
+		case lua.CompClaimed:
+		case lua.CompClaimDone:
 			return nil, nil
-		case 4:
+		case lua.CompClaimDead:
 			return &DeadLetterError{Ref: ref, Step: i, Err: errors.New("dead-lettered earlier")}, nil
 		default:
 			return nil, fmt.Errorf("compensation: claim %s step %d: code %d", ref, i, code)
@@ -318,7 +308,7 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			Generation: int(gen), InDoubt: done == 0}
 
 		herr := r.invoke(l, info, args) //nolint:contextcheck // a step runs under the compensation lease's context: it ends when the lease is lost
-		outcome, code := OutcomeCompensated, 1
+		outcome, code := OutcomeCompensated, lua.CompAttemptCompensated
 		switch {
 		case herr == nil:
 		case l.Err() != nil:
@@ -326,16 +316,16 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, fmt.Errorf("compensation: %s step %d: compensation lease lost: %w", ref, i, l.Err())
 		case errors.Is(herr, ErrUnknownHandler) || int(att) >= r.cfg.attempts:
-			outcome, code = OutcomeDeadLettered, 3
+			outcome, code = OutcomeDeadLettered, lua.CompAttemptDead
 		default:
-			outcome, code = OutcomeRetry, 2
+			outcome, code = OutcomeRetry, lua.CompAttemptRetry
 		}
-		res, err = r.leases.Fenced(ctx, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
+		res, err = leasing.Fenced(ctx, r.leases, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
 		if err != nil {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, err)
 			return nil, r.redisErr("finish", ref, err)
 		}
-		if rec, _ := res.(int64); rec == 0 {
+		if rec, _ := res.(int64); rec == lua.CompFinishSuperseded {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, nil // reopened by a late effect: the next pass claims it again
 		}
@@ -376,18 +366,11 @@ func (r *Runner) invoke(l *lease.Lease, info StepInfo, args string) error {
 	return r.reg.run(hctx, info.Handler, []byte(args))
 }
 
-// backoff returns the delay after failed attempt n (1-based).
+// backoff is the delay after the n-th failed attempt of a step: the module's
+// one backoff (between half and all of a step that doubles from the base up
+// to the ceiling).
 func (r *Runner) backoff(n int) time.Duration {
-	d := r.cfg.backoffBase
-	for range min(n-1, 32) {
-		d *= 2
-		if d >= r.cfg.backoffMax {
-			d = r.cfg.backoffMax
-			break
-		}
-	}
-	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
+	return retry.Delay(n, r.cfg.backoffBase, r.cfg.backoffMax)
 }
 
 func (r *Runner) unindex(ctx context.Context, ref Ref) {
@@ -412,10 +395,12 @@ func (r *Runner) markDead(ctx context.Context, ref Ref) {
 	r.unindex(ctx, ref)
 }
 
-// redisErr classifies an error from a Redis call.
+// redisErr classifies an error from a Redis call: but for a lost lease, a
+// refused argument, a closed Manager and the caller's own context, the call
+// could not be made, which is an outage.
 func (r *Runner) redisErr(op string, ref Ref, err error) error {
 	switch {
-	case errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("compensation: %s %s: %w", op, ref, err)
 	}

@@ -145,8 +145,9 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	elapsed := time.Since(start)
-	// Backoffs of ~20, 40 and 80ms (±20%) separate the four attempts.
-	if min := 110 * time.Millisecond; elapsed < min {
+	// Backoffs of steps 20, 40 and 80ms, each at least half its step,
+	// separate the four attempts.
+	if min := 70 * time.Millisecond; elapsed < min {
 		t.Errorf("4 attempts took %s, want at least %s of backoff", elapsed, min)
 	}
 	want := []compensation.Outcome{compensation.OutcomeRetry, compensation.OutcomeRetry, compensation.OutcomeRetry, compensation.OutcomeCompensated}

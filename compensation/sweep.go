@@ -155,11 +155,11 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 		case err != nil:
 			rep.Failed++
 			errs = append(errs, err)
-		case code == beginStarted:
+		case code == lua.CompBeginStarted:
 			rep.Compensated++
-		case code == beginAlive:
+		case code == lua.CompBeginAlive:
 			rep.Live++
-		case code == beginSealed:
+		case code == lua.CompBeginSealed:
 			rep.Sealed++
 		default:
 			rep.Removed++
@@ -175,7 +175,7 @@ func (r *Runner) closeAs(ctx context.Context, ref Ref, token string) error {
 	if err != nil {
 		return r.redisErr("close", ref, err)
 	}
-	if code, _ := res.(int64); code < 0 {
+	if code, _ := res.(int64); code != lua.CompClosed && code != lua.CompCloseNoJournal {
 		return fmt.Errorf("compensation: close %s: code %d", ref, code)
 	}
 	r.unindex(ctx, ref)

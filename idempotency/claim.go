@@ -10,48 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
-
-// Outcome is the answer to a claim.
-type Outcome uint8
-
-// Claim outcomes.
-const (
-	// Acquired: the key was free (never seen, released for retry, or its
-	// record expired); the caller holds its lease and runs the job.
-	Acquired Outcome = iota + 1
-	// Held: another owner's lease (or a keep hold) covers the key. Do not run
-	// the job and do not acknowledge the message: retry later.
-	Held
-	// Duplicate: the key has an outcome (COMPLETED, or FAILED terminally);
-	// replay it and acknowledge the message.
-	Duplicate
-	// Takeover: the previous attempt's lease expired while it was PROCESSING
-	// (its owner crashed or stalled). The caller holds a new lease with a
-	// higher fence and must first compensate what PrevFence did.
-	Takeover
-	// Mismatch: the key has a record with another payload fingerprint: the key
-	// was reused for a different request. The claim's Err is a *MismatchError.
-	Mismatch
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Acquired:
-		return "acquired"
-	case Held:
-		return "held"
-	case Duplicate:
-		return "duplicate"
-	case Takeover:
-		return "takeover"
-	case Mismatch:
-		return "mismatch"
-	}
-	return "error"
-}
 
 // Request is one key to claim.
 type Request struct {
@@ -162,7 +125,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
 			for _, i := range call {
 				c := out[i]
-				tokens[i] = s.m.NewToken()
+				tokens[i] = leasing.NewToken()
 				keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
 				for w := base; w < base+int64(n); w++ {
 					keys = append(keys, s.bucketKey(c.tag, w))
@@ -264,14 +227,14 @@ func (s *Store) group(idx []int, tagOf func(i int) string) [][]int {
 		bySlot := map[uint16][]int{}
 		var order []uint16
 		for _, i := range idx {
-			slot := tagSlot(tagOf(i))
-			if _, ok := bySlot[slot]; !ok {
-				order = append(order, slot)
+			ks := slot.Of(tagOf(i))
+			if _, ok := bySlot[ks]; !ok {
+				order = append(order, ks)
 			}
-			bySlot[slot] = append(bySlot[slot], i)
+			bySlot[ks] = append(bySlot[ks], i)
 		}
-		for _, slot := range order {
-			add(bySlot[slot])
+		for _, ks := range order {
+			add(bySlot[ks])
 		}
 	default:
 		for _, i := range idx {
@@ -279,23 +242,6 @@ func (s *Store) group(idx []int, tagOf func(i int) string) [][]int {
 		}
 	}
 	return calls
-}
-
-// tagSlot returns the Redis Cluster slot of a key whose hash tag is tag
-// ("{...}"): CRC16 (XMODEM) of the text between the braces, modulo 16384.
-func tagSlot(tag string) uint16 {
-	var crc uint16
-	for i := 1; i < len(tag)-1; i++ {
-		crc ^= uint16(tag[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & 16383
 }
 
 // pipeline sends n scripts built by add in one pipeline. Scripts that the
@@ -368,7 +314,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if code == lua.IdemTakeover {
 			c.Outcome = Takeover
 		}
-		l, err := s.m.Adopt(ctx, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
+		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
 			// closed, or the reply came after the local deadline): give the

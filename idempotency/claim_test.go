@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -61,7 +62,7 @@ func TestHeld(t *testing.T) {
 	e := setup(t, nil)
 	c := e.claim(t, "k", fp("a"), Acquired)
 	h := e.claim(t, "k", fp("a"), Held)
-	if h.Holder != c.Lease.Token() {
+	if h.Holder != leasing.Token(c.Lease) {
 		t.Fatalf("holder %q, want the first claim's token", h.Holder)
 	}
 	if h.Remaining <= 0 || h.Remaining > e.m.TTL() {
@@ -465,7 +466,7 @@ func TestRepeatedKeyInOneBatch(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	cs := e.s.ClaimBatch(t.Context(), []Request{{Key: "same", Fingerprint: fp("a")}, {Key: "same", Fingerprint: fp("a")}})
-	if cs[0].Outcome != Acquired || cs[1].Outcome != Held || cs[1].Holder != cs[0].Lease.Token() {
+	if cs[0].Outcome != Acquired || cs[1].Outcome != Held || cs[1].Holder != leasing.Token(cs[0].Lease) {
 		t.Fatalf("repeated key: %v then %v", cs[0].Outcome, cs[1].Outcome)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -21,7 +22,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tagSlot(tag); int64(got) != want {
+		if got := slot.Of(tag); int64(got) != want {
 			t.Fatalf("slot of %s = %d, Redis says %d", tag, got, want)
 		}
 	}

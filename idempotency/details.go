@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -16,7 +17,7 @@ import (
 // written at once (so that a crash right after the first checkpoint still
 // resumes from it); later ones are coalesced per attempt, the latest winning,
 // and written by the Manager's renewer goroutine after each renew round
-// (lease.Manager.OnRenewRound), all of a round in one pipeline of batched
+// (leasing.OnRenewRound), all of a round in one pipeline of batched
 // scripts: 10,000 jobs heartbeating every 5 s cost a few calls per round, not
 // 2,000 calls a second. Fail flushes an attempt's pending details before it
 // releases the key, so that the next attempt resumes from the latest ones;
@@ -24,7 +25,7 @@ import (
 
 // saveDetailsNow writes details for c at once, fenced.
 func (s *Store) saveDetailsNow(ctx context.Context, c *Claim, details []byte) error {
-	_, err := s.m.Fenced(ctx, c.Lease, lua.IdemDetails, []string{s.detailsKey(c.tag, c.Key)},
+	_, err := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemDetails, []string{s.detailsKey(c.tag, c.Key)},
 		details, s.cfg.retention.Milliseconds())
 	return mapFenced(err)
 }
@@ -122,7 +123,7 @@ func (s *Store) writeDetails(ctx context.Context, cs []*Claim, details map[*Clai
 		for _, i := range call {
 			c := cs[i]
 			keys = append(keys, s.m.Key(c.Lease.Name()), s.detailsKey(c.tag, c.Key))
-			args = append(args, c.Lease.Token(), strconv.FormatUint(c.Lease.Fence(), 10), details[c])
+			args = append(args, leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10), details[c])
 		}
 		return lua.IdemDetailsBatch.EvalSha(ctx, p, keys, args...)
 	})

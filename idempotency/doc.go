@@ -19,9 +19,8 @@
 // idem_complete.lua, idem_release.lua, idem_details.lua). The claim script
 // reads the record, compares the payload fingerprint, checks the lease and
 // creates it (in the lease package's key layout, fence = max(previous + 1,
-// Redis TIME in µs)) in one step; the Store then hands the lease to
-// lease.Manager.Adopt, whose batched renewer keeps it alive while the job
-// runs. The other scripts are fenced: they write only while the caller's
+// Redis TIME in µs)) in one step; the Store then hands the lease to its
+// lease.Manager, whose batched renewer keeps it alive while the job runs. The other scripts are fenced: they write only while the caller's
 // token and fence still own the lease. Store.Lookup reads a key's record,
 // lease and heartbeat details without writing (one pipeline), for operators.
 //
@@ -68,14 +67,13 @@
 // 65536 shards spread over all 16384 slots.
 //
 // After Complete or Fail the Store ends the claim's lease in its Manager
-// without running OnLost callbacks. With the Redis backend
-// (lease.Manager.EndsInScript) the script deletes the lease key in the same
-// step as the record write and the Store then ends the Lease locally
-// (Lease.Forget, no round trip); the Lease is marked finishing before the
-// script is sent (Lease.BeginFinish), so that a renewal finding the key
-// already gone, or the local deadline passing before the answer, is not
-// reported as a loss of a key that committed, while a refused write still
-// ends the lease as lost (Lease.AbortFinish). The finishing scripts answer a
+// without running OnLost callbacks. With the Redis backend the script
+// deletes the lease key in the same step as the record write and the Store
+// then ends the Lease locally (no round trip); the Lease is marked finishing
+// before the script is sent, so that a renewal finding the key already
+// gone, or the local deadline passing before the answer, is not reported as
+// a loss of a key that committed, while a refused write still ends the
+// lease as lost. The finishing scripts answer a
 // resend of their own write (an earlier answer lost) as written, since the
 // lease key is gone by then. With other backends the script leaves the key
 // and the Store releases it through the Manager (Lease.Release, one more

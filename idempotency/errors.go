@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -13,15 +14,15 @@ import (
 // owner took the key over) and no outcome of the caller's fence is stored:
 // nothing of this attempt was written, nor will be. Complete and Fail with
 // Terminal say how it was found: ErrRefused (Redis refused the write) or
-// ErrGivenUp (the lease had ended locally; nothing was sent). errors.Is(err,
-// lease.ErrLost) also holds.
-var ErrLeaseLost = fmt.Errorf("idempotency: lease lost: %w", lease.ErrLost)
+// ErrGivenUp (the lease had ended locally; nothing was sent). It is
+// lease.ErrLost (and leasehold.ErrLeaseLost): one error across the packages.
+var ErrLeaseLost = lease.ErrLost
 
 // ErrRefused is returned by Complete and Fail (Terminal) when Redis refused
 // the write: the key's lease is not the caller's (another token or fence, or
 // none) and the record holds no outcome of the caller's fence. Nothing was
 // written. It matches ErrLeaseLost.
-var ErrRefused = fmt.Errorf("idempotency: write refused by redis: %w", ErrLeaseLost)
+var ErrRefused = leasing.NewSentinel("idempotency: write refused by redis", ErrLeaseLost)
 
 // ErrGivenUp is returned when the Store gave a lease up on its own, from the
 // local clock. By Complete and Fail (Terminal): the lease had ended locally
@@ -46,13 +47,14 @@ var ErrAlreadyCommitted = errors.New("idempotency: another outcome is already co
 // cannot be asked: the outcome may or may not be stored. Send the same call
 // again once Redis answers: it answers nil if the earlier send landed. It
 // matches ErrUnavailable.
-var ErrOutcomeUnknown = fmt.Errorf("idempotency: outcome unknown, the answer was lost: %w", ErrUnavailable)
+var ErrOutcomeUnknown = leasing.NewSentinel("idempotency: outcome unknown, the answer was lost", ErrUnavailable)
 
 // ErrUnavailable is returned when Redis cannot be reached or cannot take the
 // write (connection refused, timeout, OOM, LOADING, READONLY, CLUSTERDOWN).
 // It is not a business outcome: the caller must not run the job nor
-// acknowledge the message. errors.Is(err, lease.ErrUnavailable) also holds.
-var ErrUnavailable = fmt.Errorf("idempotency: redis unavailable: %w", lease.ErrUnavailable)
+// acknowledge the message. It is lease.ErrUnavailable (and
+// leasehold.ErrUnavailable): one error across the packages.
+var ErrUnavailable = lease.ErrUnavailable
 
 // ErrMismatch is matched by a *MismatchError: the key already has a record
 // whose payload fingerprint differs from the claim's.

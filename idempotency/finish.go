@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -127,7 +128,7 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if policy == Keep {
 		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
 	}
-	_, ferr := s.m.Fenced(ctx, c.Lease, lua.IdemRelease, []string{s.bucketKey(c.tag, c.window)},
+	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemRelease, []string{s.bucketKey(c.tag, c.window)},
 		c.h.field(), c.fp[:], c.Attempt, hold, s.deleteFlag())
 	if ferr != nil {
 		s.abortFinish(c.Lease, errors.Is(ferr, lease.ErrLost))
@@ -266,7 +267,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			// One completion goes through the Manager, which ends the lease
 			// at once when the script answers lost (and traces the call).
 			keys, args := s.completeArgs(todo[0], base, n)
-			res, err := s.m.Fenced(ctx, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
+			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
 			codes[0], _ = res.(int64)
 			errs[0] = err
 		} else {
@@ -377,7 +378,7 @@ func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
 		details = "1"
 	}
 	c.mu.Unlock()
-	return keys, []any{c.Lease.Token(), strconv.FormatUint(c.Lease.Fence(), 10),
+	return keys, []any{leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10),
 		c.h.field(), c.fp[:], c.Attempt, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(),
 		int(op.state), external, details, op.result, s.deleteFlag()}
 }
@@ -460,21 +461,21 @@ func (s *Store) beginFinish(l *lease.Lease) error {
 	if !s.inScript {
 		return l.Err()
 	}
-	return l.BeginFinish()
+	return leasing.BeginFinish(l)
 }
 
 // abortFinish settles a finishing mark after a script that wrote nothing:
 // refused (the script answered lost) ends l as lost, otherwise l is held and
-// renewed again (lease.Lease.AbortFinish).
+// renewed again (leasing.AbortFinish).
 func (s *Store) abortFinish(l *lease.Lease, refused bool) {
 	if s.inScript {
-		l.AbortFinish(refused)
+		leasing.AbortFinish(l, refused)
 	}
 }
 
 // deleteFlag tells a finishing script whether to delete the lease key itself
 // (in the same atomic step as the record write): only when that ends the
-// lease (lease.Manager.EndsInScript), which the Store then forgets locally.
+// lease (leasing.EndsInScript), which the Store then forgets locally.
 // Otherwise the key stays until endLeases releases it through the Manager;
 // the record is written either way.
 func (s *Store) deleteFlag() string {
@@ -494,7 +495,7 @@ func (s *Store) endLeases(ctx context.Context, ls []*lease.Lease) {
 	}
 	if s.inScript {
 		for _, l := range ls {
-			l.Forget()
+			leasing.Forget(l)
 		}
 		return
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
@@ -540,7 +541,7 @@ func TestFinishResendOfAnotherFenceRefused(t *testing.T) {
 }
 
 // releaseCounter wraps the Redis backend and counts Release calls. With
-// ends set it says that a fenced script ends its leases (lease.ScriptEnder).
+// ends set it says that a fenced script ends its leases (leasing.ScriptEnder).
 type releaseCounter struct {
 	lease.Backend
 	releases atomic.Int32
@@ -584,8 +585,8 @@ func TestFinishWithoutScriptEnder(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-			if m.EndsInScript() != tc.ends {
-				t.Fatalf("EndsInScript = %v, want %v", m.EndsInScript(), tc.ends)
+			if leasing.EndsInScript(m) != tc.ends {
+				t.Fatalf("EndsInScript = %v, want %v", leasing.EndsInScript(m), tc.ends)
 			}
 			s, err := New(t.Context(), c, m, WithPrefix(prefix))
 			if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/leasing"
 )
 
 // Records written under one retention (or window count) answer claims of a
@@ -34,7 +36,7 @@ func TestRetentionChangeKeepsRecords(t *testing.T) {
 			released := old.claim(t, "released", fp("a"), Acquired)
 			must(t, old.s.Fail(ctx, released, Retryable, errors.New("again")))
 			crashed := old.claim(t, "crashed", fp("a"), Acquired)
-			crashed.Lease.Forget() // the owner is gone: stop renewing, then the key expires
+			leasing.Forget(crashed.Lease) // the owner is gone: stop renewing, then the key expires
 			must(t, old.c.Del(ctx, old.m.Key(old.s.LeaseName("crashed"))).Err())
 
 			cur := setupOn(t, old.c, old.prefix, opts[1])

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -45,7 +46,7 @@ type Store struct {
 	flushMu   sync.Mutex        // held while pending details are written
 
 	// inScript: the finishing scripts delete the lease key and the Store
-	// then forgets the Lease (lease.Manager.EndsInScript); otherwise it
+	// then forgets the Lease (leasing.EndsInScript); otherwise it
 	// releases the Lease after the script.
 	inScript bool
 }
@@ -98,7 +99,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		ttl:     m.TTL(),
 		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails, lua.IdemDetailsBatch},
 	}
-	s.inScript = m.EndsInScript()
+	s.inScript = leasing.EndsInScript(m)
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	if err := s.refreshLayouts(ctx, true, false); err != nil {
 		return nil, err
 	}
-	m.OnRenewRound(s.flushDetails)
+	leasing.OnRenewRound(m, s.flushDetails)
 	return s, nil
 }
 
@@ -255,26 +256,14 @@ func (s *Store) windowRange(back int, wide bool) (int64, int) {
 }
 
 // classify maps errors from Redis: failures to reach it or to write to it
-// wrap ErrUnavailable; context errors and other replies are returned as they
-// are.
+// wrap ErrUnavailable (leasing.Classify); the caller's own context errors
+// are returned as they are.
 func classify(err error) error {
-	switch {
-	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled),
-		errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, lease.ErrUnavailable):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	var re redis.Error
-	if errors.As(err, &re) && !errors.Is(err, redis.ErrClosed) {
-		for _, p := range []string{"OOM", "LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
-			if redis.HasErrorPrefix(err, p) {
-				return fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
-		}
+	own := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if own && !errors.Is(err, ErrUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return leasing.Classify(err)
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

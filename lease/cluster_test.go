@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
@@ -164,10 +165,10 @@ func clusterFencedWrite(t *testing.T, c *testkit.Cluster) {
 	s := redis.NewScript(fencePrelude(t) + "\nredis.call('SET', KEYS[2], ARGV[3])\nreturn 1\n")
 	l := acquire(t, m, "{order-7}")
 	data := prefix + "data:{order-7}"
-	if got, err := m.Fenced(ctx, l, s, []string{data}, "v1"); err != nil || got != int64(1) {
+	if got, err := leasing.Fenced(ctx, m, l, s, []string{data}, "v1"); err != nil || got != int64(1) {
 		t.Fatalf("fenced write in the lease's slot = %v, %v", got, err)
 	}
-	if _, err := m.Fenced(ctx, l, s, []string{prefix + "data:elsewhere"}, "v2"); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+	if _, err := leasing.Fenced(ctx, m, l, s, []string{prefix + "data:elsewhere"}, "v2"); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("fenced write outside the lease's slot: err = %v, want CROSSSLOT", err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -177,7 +178,7 @@ func clusterFencedWrite(t *testing.T, c *testkit.Cluster) {
 	// A zombie that missed the release: the script itself refuses its token
 	// and fence on the node that holds the new lease.
 	zombie := lease.NewRedisBackend(cl, prefix)
-	if res, err := zombie.Fenced(ctx, l.Name(), l.Token(), l.Fence(), s, []string{data}, []any{"zombie"}); err != nil || res != int64(lua.StatusLost) {
+	if res, err := zombie.Fenced(ctx, l.Name(), leasing.Token(l), l.Fence(), s, []string{data}, []any{"zombie"}); err != nil || res != int64(lua.StatusLost) {
 		t.Fatalf("fenced write with the old token and fence = %v, %v; want StatusLost", res, err)
 	}
 	if v, err := cl.Get(ctx, data).Result(); err != nil || v != "v1" {

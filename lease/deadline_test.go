@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -204,7 +205,7 @@ func TestAdoptDeadline(t *testing.T) {
 	m, _, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithDrift(0), lease.WithRenewInterval(2*time.Second))
 	sent := clk.Now()
 	clk.Advance(time.Second)
-	l, err := m.Adopt(context.Background(), lease.Grant{Name: "a", Token: m.NewToken(), Fence: 7, SentAt: sent})
+	l, err := leasing.Adopt(context.Background(), m, lease.Grant{Name: "a", Token: leasing.NewToken(), Fence: 7, SentAt: sent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestAdoptDeadline(t *testing.T) {
 	if l.Fence() != 7 || l.TTL() != ttl {
 		t.Fatalf("Fence %d TTL %s", l.Fence(), l.TTL())
 	}
-	_, err = m.Adopt(context.Background(), lease.Grant{Name: "b", Token: m.NewToken(), TTL: time.Second, SentAt: sent})
+	_, err = leasing.Adopt(context.Background(), m, lease.Grant{Name: "b", Token: leasing.NewToken(), TTL: time.Second, SentAt: sent})
 	if !errors.Is(err, lease.ErrRenewDeadline) {
 		t.Fatalf("Adopt of an expired grant: %v", err)
 	}
@@ -223,7 +224,7 @@ func TestAdoptDeadline(t *testing.T) {
 		{Name: "c", SentAt: sent},
 		{Name: "c", Token: "t"},
 	} {
-		if _, err := m.Adopt(context.Background(), g); !errors.Is(err, lease.ErrInvalid) {
+		if _, err := leasing.Adopt(context.Background(), m, g); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("Adopt(%+v) = %v, want ErrInvalid", g, err)
 		}
 	}
@@ -283,7 +284,7 @@ func TestDeadlineWatcherEarliestFirst(t *testing.T) {
 		return out
 	})
 	long := acquire(t, m, "long")
-	short, err := m.Adopt(context.Background(), lease.Grant{Name: "short", Token: m.NewToken(), TTL: 2 * time.Second, SentAt: clk.Now()})
+	short, err := leasing.Adopt(context.Background(), m, lease.Grant{Name: "short", Token: leasing.NewToken(), TTL: 2 * time.Second, SentAt: clk.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

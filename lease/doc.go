@@ -19,7 +19,8 @@
 //     later, so the holder gives up before anyone else can acquire. A
 //     deadline watcher, apart from the renewer, enforces it, so a call hung
 //     on a dead server does not delay the loss;
-//   - a fenced write is refused ([Manager.Fenced]).
+//   - a fenced write is refused (the idempotency and compensation packages
+//     write their records with Lua scripts fenced by the lease).
 //
 // # Keys
 //
@@ -27,41 +28,9 @@
 // [Manager.Key](N) = prefix + "lease:{N}" (or prefix + "lease:N" when N already
 // contains a {hash tag}) with fields tok (the owner token) and fen (the fence,
 // decimal), expiring after the TTL (PEXPIRE). The scripts live in package lua.
-// Scripts of other packages that write only while a lease is held are built
-// with lua.Fenced and run by [Manager.Fenced], which puts the lease key first
-// and the token and fence first in ARGV.
-//
-// # Ending a lease in a script
-//
-// A holder that records its outcome with a fenced script can let that script
-// delete the lease key in the same atomic step as its write, instead of
-// calling [Lease.Release] afterwards (one more round trip and one more
-// script per lease), when [Manager.EndsInScript] says that deleting the key
-// ends the lease. The key is then gone before the holder hears the answer,
-// and until the holder ends the Lease locally the Manager would take the
-// missing key for a loss (a renewal answering [ErrExpired], or the local
-// deadline passing) and report it for work that in fact committed. So:
-//
-//	if err := l.BeginFinish(); err != nil {
-//		return err // the lease has already ended
-//	}
-//	_, err := m.Fenced(ctx, l, script, keys, args...) // deletes KEYS[1] when it writes
-//	switch {
-//	case err == nil:
-//		l.Forget() // ended in Redis: end it here too, without a call
-//	case errors.Is(err, lease.ErrLost):
-//		l.AbortFinish(true) // the write was refused: a loss (Fenced already reported it)
-//	default:
-//		l.AbortFinish(false) // no answer: held and renewed again
-//	}
-//
-// While a lease is finishing, a renewal that finds its key gone or taken is
-// not reported, and the deadline watcher leaves it alone: the script checks
-// ownership atomically, so when it succeeds the write was the holder's,
-// however late the answer came. AbortFinish decides the loss. A script call
-// that hangs delays a loss until it returns; bound it (the Redis client's
-// timeouts do). A script whose answer was lost may have run: a caller that
-// retries it must recognise its own write (the idempotency scripts do).
+// Scripts of the module's other packages that write only while a lease is
+// held are built with lua.Fenced, which puts the lease key first in KEYS and
+// the token and fence first in ARGV, and check both in the same atomic step.
 //
 // # Fences
 //

@@ -1,80 +1,59 @@
 package lease
 
-import (
-	"errors"
-	"fmt"
-	"time"
-)
+import "github.com/leasehold/leasehold/internal/leasing"
 
-// lostError is a cause of loss: it reads as itself and matches [ErrLost].
-type lostError struct{ msg string }
-
-func (e *lostError) Error() string { return e.msg }
-func (e *lostError) Unwrap() error { return ErrLost }
-
+// The errors of the package. They are the errors of the leasing
+// implementation, so errors.Is matches them in every package of the module:
+// idempotency.ErrLeaseLost and leasehold.ErrLeaseLost are [ErrLost];
+// idempotency.ErrUnavailable, compensation.ErrUnavailable and
+// leasehold.ErrUnavailable are [ErrUnavailable].
 var (
 	// ErrHeld is returned by [Manager.Acquire] when another owner holds the
 	// lease. The error is a [*HeldError] that carries the holder and the time
 	// left.
-	ErrHeld = errors.New("lease: held by another owner")
+	ErrHeld = leasing.ErrHeld
 
 	// ErrLost means the caller no longer holds the lease. [ErrStolen],
 	// [ErrExpired] and [ErrRenewDeadline] all match it with errors.Is.
-	ErrLost = errors.New("lease: lost")
+	ErrLost = leasing.ErrLost
 
 	// ErrStolen means a renewal, release or fenced write found another owner (a
 	// different token or fence) on the lease key.
-	ErrStolen error = &lostError{"lease: stolen"}
+	ErrStolen = leasing.ErrStolen
 
 	// ErrExpired means a renewal, release or fenced write found no owner on the
 	// lease key: it expired in Redis before it could be renewed.
-	ErrExpired error = &lostError{"lease: expired"}
+	ErrExpired = leasing.ErrExpired
 
 	// ErrRenewDeadline means renewals kept failing (Redis unreachable, slow or
 	// paused) until the lease's local deadline passed, so the holder gave the
 	// lease up without hearing from Redis.
-	ErrRenewDeadline error = &lostError{"lease: renewals failed until the local deadline"}
+	ErrRenewDeadline = leasing.ErrRenewDeadline
 
-	// ErrReleased is the cause of a lease ended by [Lease.Release], or by
-	// [Lease.Forget] after the holder's own script deleted it.
-	ErrReleased = errors.New("lease: released")
+	// ErrReleased is the cause of a lease ended by [Lease.Release].
+	ErrReleased = leasing.ErrReleased
 
 	// ErrUnavailable wraps failures to reach Redis (network errors, timeouts,
-	// LOADING, READONLY, CLUSTERDOWN and similar transient replies).
-	ErrUnavailable = errors.New("lease: redis unavailable")
+	// OOM, LOADING, READONLY, CLUSTERDOWN and similar transient replies).
+	ErrUnavailable = leasing.ErrUnavailable
 
 	// ErrClosed is returned by a Manager after Shutdown, and is the cause of
 	// the leases that Shutdown ended.
-	ErrClosed = errors.New("lease: manager closed")
+	ErrClosed = leasing.ErrClosed
 
-	// ErrNotStarted is returned by Acquire and Adopt before [Manager.Start]:
-	// without the renewer, a lease would silently run out.
-	ErrNotStarted = errors.New("lease: manager not started")
+	// ErrNotStarted is returned by Acquire before [Manager.Start]: without the
+	// renewer, a lease would silently run out.
+	ErrNotStarted = leasing.ErrNotStarted
 
-	// ErrInvalid reports a bad argument: an empty or oversized name, a Grant
-	// missing a field, a non-positive TTL.
-	ErrInvalid = errors.New("lease: invalid argument")
+	// ErrInvalid reports a bad argument: an empty or oversized name or a
+	// non-positive TTL.
+	ErrInvalid = leasing.ErrInvalid
 
 	// ErrEvictionPolicy is returned by Start when Redis may evict keys
 	// (maxmemory-policy allkeys-* or volatile-*): an evicted lease key lets a
 	// second owner in.
-	ErrEvictionPolicy = errors.New("lease: redis maxmemory-policy evicts keys")
+	ErrEvictionPolicy = leasing.ErrEvictionPolicy
 )
 
 // HeldError is the detail of [ErrHeld].
-type HeldError struct {
-	// Name is the lease name.
-	Name string
-	// Token is the holder's owner token.
-	Token string
-	// Remaining is the time the lease has left in Redis unless renewed.
-	Remaining time.Duration
-}
-
-// Error does not include the holder's token, so that it can be logged.
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("lease: %q held by another owner for %s more", e.Name, e.Remaining)
-}
-
-// Unwrap returns [ErrHeld].
-func (e *HeldError) Unwrap() error { return ErrHeld }
+type HeldError = leasing.HeldError

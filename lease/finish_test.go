@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -71,7 +72,7 @@ func TestFinishHoldsLossBackUntilForget(t *testing.T) {
 	m, b, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithRenewInterval(interval), lease.WithDrift(0))
 	l := acquire(t, m, "job")
 	lost := onLost(l)
-	if err := l.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(l); err != nil {
 		t.Fatal(err)
 	}
 	b.setRenew(func(_ context.Context, rs []lease.Renewal) []lease.RenewResult {
@@ -97,9 +98,9 @@ func TestFinishHoldsLossBackUntilForget(t *testing.T) {
 	if isDone(l) {
 		t.Fatalf("finishing lease ended: %v", l.Err())
 	}
-	l.Forget()
+	leasing.Forget(l)
 	endedReleased(t, m, l, lost)
-	l.AbortFinish(true) // settled: nothing more happens
+	leasing.AbortFinish(l, true) // settled: nothing more happens
 	if !errors.Is(l.Err(), lease.ErrReleased) {
 		t.Fatalf("AbortFinish after Forget changed Err to %v", l.Err())
 	}
@@ -115,11 +116,11 @@ func TestAbortFinishReportsLoss(t *testing.T) {
 	refused, late := acquire(t, m, "refused"), acquire(t, m, "late")
 	refusedLost, lateLost := onLost(refused), onLost(late)
 	for _, l := range []*lease.Lease{refused, late} {
-		if err := l.BeginFinish(); err != nil {
+		if err := leasing.BeginFinish(l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	refused.AbortFinish(true)
+	leasing.AbortFinish(refused, true)
 	if !isDone(refused) || !errors.Is(refused.Err(), lease.ErrLost) || !errors.Is(context.Cause(refused.Context()), lease.ErrLost) {
 		t.Fatalf("refused finish: done %v, err %v", isDone(refused), refused.Err())
 	}
@@ -132,7 +133,7 @@ func TestAbortFinishReportsLoss(t *testing.T) {
 	if isDone(late) {
 		t.Fatalf("finishing lease ended at its deadline: %v", late.Err())
 	}
-	late.AbortFinish(false)
+	leasing.AbortFinish(late, false)
 	if !isDone(late) || !errors.Is(late.Err(), lease.ErrRenewDeadline) {
 		t.Fatalf("unanswered finish past the deadline: done %v, err %v", isDone(late), late.Err())
 	}
@@ -171,7 +172,7 @@ func TestAbortFinishRearmsDeadline(t *testing.T) {
 	first := acquire(t, m, "first")
 	clk.Advance(time.Second) // before the first round (at 3s)
 	finishing := acquire(t, m, "finishing")
-	if err := finishing.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(finishing); err != nil {
 		t.Fatal(err)
 	}
 
@@ -181,7 +182,7 @@ func TestAbortFinishRearmsDeadline(t *testing.T) {
 	if !isDone(first) || isDone(finishing) {
 		t.Fatalf("at the first deadline: first %v, finishing %v", first.Err(), finishing.Err())
 	}
-	finishing.AbortFinish(false)
+	leasing.AbortFinish(finishing, false)
 	if err := finishing.Err(); err != nil {
 		t.Fatalf("abort before the deadline ended the lease: %v", err)
 	}
@@ -203,7 +204,7 @@ func TestAbortFinishNextRenewalDecides(t *testing.T) {
 	m, b, clk := fakeManager(t, lease.WithTTL(ttl), lease.WithRenewInterval(interval))
 	gone := acquire(t, m, "gone")
 	lost := onLost(gone)
-	if err := gone.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(gone); err != nil {
 		t.Fatal(err)
 	}
 	b.setRenew(func(_ context.Context, rs []lease.Renewal) []lease.RenewResult {
@@ -219,7 +220,7 @@ func TestAbortFinishNextRenewalDecides(t *testing.T) {
 	if isDone(gone) {
 		t.Fatalf("renewal loss reported while finishing: %v", gone.Err())
 	}
-	gone.AbortFinish(false)
+	leasing.AbortFinish(gone, false)
 	if err := gone.Err(); err != nil {
 		t.Fatalf("abort before the deadline ended the lease: %v", err)
 	}
@@ -237,30 +238,30 @@ func TestAbortFinishNextRenewalDecides(t *testing.T) {
 func TestBeginFinishStates(t *testing.T) {
 	m, _, _ := fakeManager(t)
 	l := acquire(t, m, "job")
-	if err := l.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(l); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.BeginFinish(); !errors.Is(err, lease.ErrInvalid) {
+	if err := leasing.BeginFinish(l); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("second BeginFinish = %v, want ErrInvalid", err)
 	}
-	l.Forget()
-	if err := l.BeginFinish(); !errors.Is(err, lease.ErrReleased) {
+	leasing.Forget(l)
+	if err := leasing.BeginFinish(l); !errors.Is(err, lease.ErrReleased) {
 		t.Fatalf("BeginFinish after Forget = %v, want ErrReleased", err)
 	}
-	l.Forget()
-	l.AbortFinish(false)
+	leasing.Forget(l)
+	leasing.AbortFinish(l, false)
 	if !errors.Is(l.Err(), lease.ErrReleased) {
 		t.Fatalf("Err = %v", l.Err())
 	}
 
 	// A lease that was never finishing: AbortFinish does nothing.
 	h := acquire(t, m, "held")
-	h.AbortFinish(true)
+	leasing.AbortFinish(h, true)
 	if err := h.Err(); err != nil {
 		t.Fatalf("AbortFinish without BeginFinish ended the lease: %v", err)
 	}
 	// Forget without BeginFinish ends it locally all the same.
-	h.Forget()
+	leasing.Forget(h)
 	if !errors.Is(h.Err(), lease.ErrReleased) {
 		t.Fatalf("Err = %v", h.Err())
 	}
@@ -268,14 +269,14 @@ func TestBeginFinishStates(t *testing.T) {
 	// Shutdown ends a finishing lease (ErrClosed); settling it afterwards
 	// changes nothing.
 	s := acquire(t, m, "shutdown")
-	if err := s.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(s); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s.AbortFinish(true)
-	s.Forget()
+	leasing.AbortFinish(s, true)
+	leasing.Forget(s)
 	if !errors.Is(s.Err(), lease.ErrClosed) {
 		t.Fatalf("Err after Shutdown = %v, want ErrClosed", s.Err())
 	}
@@ -294,7 +295,7 @@ func (s scriptEnder) EndsInScript() bool { return s.ends }
 func TestEndsInScript(t *testing.T) {
 	t.Parallel()
 	m, c, prefix := setup(t)
-	if !m.EndsInScript() {
+	if !leasing.EndsInScript(m) {
 		t.Error("NewManager: EndsInScript = false")
 	}
 	for _, tc := range []struct {
@@ -310,7 +311,7 @@ func TestEndsInScript(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := wm.EndsInScript(); got != tc.want {
+		if got := leasing.EndsInScript(wm); got != tc.want {
 			t.Errorf("%s: EndsInScript = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -366,10 +367,10 @@ func TestFinishOnRedis(t *testing.T) {
 
 	l := acquire(t, m, "{f}job")
 	lost := onLost(l)
-	if err := l.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(l); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Fenced(ctx, l, finish, []string{prefix + "{f}out"}, "done"); err != nil {
+	if _, err := leasing.Fenced(ctx, m, l, finish, []string{prefix + "{f}out"}, "done"); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := c.Exists(ctx, m.Key(l.Name())).Result(); n != 0 {
@@ -380,7 +381,7 @@ func TestFinishOnRedis(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("finishing lease ended: %v", err)
 	}
-	l.Forget()
+	leasing.Forget(l)
 	endedReleased(t, m, l, lost)
 	if v, _ := c.Get(ctx, prefix+"{f}out").Result(); v != "done" {
 		t.Fatalf("the script's write: %q", v)
@@ -389,7 +390,7 @@ func TestFinishOnRedis(t *testing.T) {
 	// The same script refused (another owner): the loss is reported.
 	r := acquire(t, m, "{f}refused")
 	rLost := onLost(r)
-	if err := r.BeginFinish(); err != nil {
+	if err := leasing.BeginFinish(r); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.HSet(ctx, m.Key(r.Name()), "tok", "thief").Err(); err != nil {
@@ -400,11 +401,11 @@ func TestFinishOnRedis(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("loss reported while finishing: %v", err)
 	}
-	_, err = m.Fenced(ctx, r, finish, []string{prefix + "{f}out2"}, "zombie")
+	_, err = leasing.Fenced(ctx, m, r, finish, []string{prefix + "{f}out2"}, "zombie")
 	if !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("refused script = %v, want ErrLost", err)
 	}
-	r.AbortFinish(true)
+	leasing.AbortFinish(r, true)
 	if !isDone(r) || !errors.Is(r.Err(), lease.ErrLost) {
 		t.Fatalf("refused: done %v, err %v", isDone(r), r.Err())
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lua"
@@ -43,14 +44,14 @@ func TestAcquireHeldRelease(t *testing.T) {
 	ctx := context.Background()
 
 	l := acquire(t, m1, "job")
-	if l.Name() != "job" || l.Token() == "" || l.Fence() == 0 || l.Err() != nil || isDone(l) {
-		t.Fatalf("new lease: name %q token %q fence %d err %v", l.Name(), l.Token(), l.Fence(), l.Err())
+	if l.Name() != "job" || leasing.Token(l) == "" || l.Fence() == 0 || l.Err() != nil || isDone(l) {
+		t.Fatalf("new lease: name %q token %q fence %d err %v", l.Name(), leasing.Token(l), l.Fence(), l.Err())
 	}
 	h, err := c.HGetAll(ctx, m1.Key("job")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"tok": l.Token(), "fen": strconv.FormatUint(l.Fence(), 10)}, h); diff != "" {
+	if diff := cmp.Diff(map[string]string{"tok": leasing.Token(l), "fen": strconv.FormatUint(l.Fence(), 10)}, h); diff != "" {
 		t.Fatalf("lease hash (-want +got):\n%s", diff)
 	}
 	if pttl := c.PTTL(ctx, m1.Key("job")).Val(); pttl <= 0 || pttl > ttl {
@@ -62,8 +63,8 @@ func TestAcquireHeldRelease(t *testing.T) {
 	if !errors.As(err, &he) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second Acquire: %v, want a *HeldError", err)
 	}
-	if he.Name != "job" || he.Token != l.Token() || he.Remaining <= 0 || he.Remaining > ttl {
-		t.Fatalf("HeldError = %+v, want holder %q and remaining in (0, %s]", he, l.Token(), ttl)
+	if he.Name != "job" || he.Token != leasing.Token(l) || he.Remaining <= 0 || he.Remaining > ttl {
+		t.Fatalf("HeldError = %+v, want holder %q and remaining in (0, %s]", he, leasing.Token(l), ttl)
 	}
 
 	lost := make(chan error, 1)
@@ -81,8 +82,8 @@ func TestAcquireHeldRelease(t *testing.T) {
 		t.Fatalf("second Release: %v", err)
 	}
 	l2 := acquire(t, m2, "job")
-	if l2.Fence() <= l.Fence() || l2.Token() == l.Token() {
-		t.Fatalf("reacquired fence %d token %q after fence %d token %q", l2.Fence(), l2.Token(), l.Fence(), l.Token())
+	if l2.Fence() <= l.Fence() || leasing.Token(l2) == leasing.Token(l) {
+		t.Fatalf("reacquired fence %d token %q after fence %d token %q", l2.Fence(), leasing.Token(l2), l.Fence(), leasing.Token(l))
 	}
 	select {
 	case err := <-lost:
@@ -151,7 +152,7 @@ func TestNonOwnerReleaseRefused(t *testing.T) {
 		fence uint64
 	}{
 		{"other token", "intruder", l.Fence()},
-		{"old fence", l.Token(), l.Fence() - 1},
+		{"old fence", leasing.Token(l), l.Fence() - 1},
 	} {
 		if err := b.Release(ctx, "job", tc.token, tc.fence); !errors.Is(err, lease.ErrStolen) {
 			t.Errorf("%s: Release = %v, want ErrStolen", tc.name, err)
@@ -196,7 +197,7 @@ func TestFenced(t *testing.T) {
 	out := m.Key("{job}") + ":out" // same slot as the lease key
 	l := acquire(t, m, "{job}")
 
-	res, err := m.Fenced(ctx, l, s, []string{out}, "v1")
+	res, err := leasing.Fenced(ctx, m, l, s, []string{out}, "v1")
 	if err != nil || res != int64(1) {
 		t.Fatalf("Fenced = %v, %v", res, err)
 	}
@@ -209,7 +210,7 @@ func TestFenced(t *testing.T) {
 	for _, tc := range []struct {
 		token string
 		fence uint64
-	}{{l.Token(), l.Fence() - 1}, {"intruder", l.Fence()}} {
+	}{{leasing.Token(l), l.Fence() - 1}, {"intruder", l.Fence()}} {
 		res, err := b.Fenced(ctx, "{job}", tc.token, tc.fence, s, []string{out}, []any{"bad"})
 		if err != nil || res != int64(lua.StatusLost) {
 			t.Fatalf("Fenced(token %q, fence %d) = %v, %v, want StatusLost", tc.token, tc.fence, res, err)
@@ -222,7 +223,7 @@ func TestFenced(t *testing.T) {
 	// The lease is taken over behind the holder's back: its fenced write is
 	// refused, returns ErrLost, and ends the lease.
 	c.HSet(ctx, m.Key("{job}"), "tok", "new-owner")
-	_, err = m.Fenced(ctx, l, s, []string{out}, "zombie")
+	_, err = leasing.Fenced(ctx, m, l, s, []string{out}, "zombie")
 	if !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Fenced by a zombie = %v, want ErrLost", err)
 	}
@@ -232,7 +233,7 @@ func TestFenced(t *testing.T) {
 	if !isDone(l) || !errors.Is(l.Err(), lease.ErrLost) {
 		t.Fatalf("lease not ended by a refused fenced write: %v", l.Err())
 	}
-	if _, err := m.Fenced(ctx, l, s, []string{out}, "again"); !errors.Is(err, lease.ErrLost) {
+	if _, err := leasing.Fenced(ctx, m, l, s, []string{out}, "again"); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Fenced on an ended lease = %v", err)
 	}
 }
@@ -262,7 +263,7 @@ func TestShutdown(t *testing.T) {
 					t.Fatalf("lease after Shutdown: %v", l.Err())
 				}
 				tok := c.HGet(ctx, m.Key(l.Name()), "tok").Val()
-				if leave && tok != l.Token() {
+				if leave && tok != leasing.Token(l) {
 					t.Fatalf("left lease %q not in Redis (tok %q)", l.Name(), tok)
 				}
 				if !leave && tok != "" {
@@ -303,7 +304,7 @@ func TestUnavailable(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, lease.ErrUnavailable) {
 		t.Fatalf("Release = %v, want ErrUnavailable", err)
 	}
-	if _, err := m.Fenced(ctx, l, fencedSet(t), []string{m.Key("job") + ":x"}, "v"); !errors.Is(err, lease.ErrUnavailable) {
+	if _, err := leasing.Fenced(ctx, m, l, fencedSet(t), []string{m.Key("job") + ":x"}, "v"); !errors.Is(err, lease.ErrUnavailable) {
 		t.Fatalf("Fenced = %v, want ErrUnavailable", err)
 	}
 	if l.Err() != nil || isDone(l) {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -110,7 +111,7 @@ func TestSpans(t *testing.T) {
 		ended = append(ended, s)
 		names = append(names, s.Name())
 		for _, a := range s.Attributes() {
-			for _, tok := range []string{l.Token(), l2.Token()} {
+			for _, tok := range []string{leasing.Token(l), leasing.Token(l2)} {
 				if a.Value.String() == tok {
 					t.Errorf("span %s carries an owner token in %s", s.Name(), a.Key)
 				}

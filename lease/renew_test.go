@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -27,7 +28,7 @@ func TestLeaseSurvivesRenewals(t *testing.T) {
 		t.Fatalf("lease lost during 5 TTLs: %v", l.Err())
 	case <-time.After(5 * ttl):
 	}
-	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != l.Token() {
+	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != leasing.Token(l) {
 		t.Fatalf("owner in Redis = %q, want ours", tok)
 	}
 	if d := l.Deadline(); d.Sub(first) < 3*ttl {
@@ -267,7 +268,7 @@ func TestOnRenewRound(t *testing.T) {
 	m, _, _ := setup(t, lease.WithTTL(time.Second), lease.WithRenewInterval(interval))
 	var calls atomic.Int64
 	bounded := make(chan bool, 1)
-	m.OnRenewRound(func(ctx context.Context) {
+	leasing.OnRenewRound(m, func(ctx context.Context) {
 		calls.Add(1)
 		dl, ok := ctx.Deadline()
 		select {

@@ -22,3 +22,116 @@ var (
 	// CompSettle ends a compensation pass (fenced by the compensation lease).
 	CompSettle = Fenced("comp_settle.lua")
 )
+
+// Status codes of CompIntent: on success the step's number n >= 1; or
+// StatusLost, or one of these.
+const (
+	// CompIntentNotOpen: the journal no longer takes steps (its compensation
+	// or commit began); nothing was written.
+	CompIntentNotOpen = -2
+	// CompIntentTooMany: the journal holds the maximum number of steps.
+	CompIntentTooMany = -3
+)
+
+// Status codes of CompDone.
+const (
+	// CompDoneMarked: the step is marked done.
+	CompDoneMarked = 1
+	// CompDoneLate: compensation of the step had begun while it was in
+	// doubt; the step is reopened with the next generation.
+	CompDoneLate = 2
+	// CompDoneNoStep: the journal has no such step.
+	CompDoneNoStep = -3
+	// CompDoneNoJournal: there is no journal.
+	CompDoneNoJournal = -4
+	// CompDoneOtherToken: the journal belongs to another owner token.
+	CompDoneOtherToken = -5
+)
+
+// Status codes of CompSeal (besides StatusLost).
+const (
+	// CompSealNoJournal: there is no journal (the job took no step).
+	CompSealNoJournal = 0
+	// CompSealed: the journal is sealed (now or already).
+	CompSealed = 1
+	// CompSealNotOpen: compensation of the journal began.
+	CompSealNotOpen = -2
+)
+
+// Status codes of CompClose.
+const (
+	// CompCloseNoJournal: there is no journal.
+	CompCloseNoJournal = 0
+	// CompClosed: the journal is marked committed.
+	CompClosed = 1
+	// CompCloseBegun: compensation of the journal began.
+	CompCloseBegun = -2
+	// CompCloseOtherToken: the journal belongs to another owner token.
+	CompCloseOtherToken = -5
+)
+
+// Status codes of CompBegin (first element of its reply, besides
+// StatusLost).
+const (
+	// CompBeginAbsent: there is no journal.
+	CompBeginAbsent = 0
+	// CompBeginStarted: the caller now compensates the journal.
+	CompBeginStarted = 1
+	// CompBeginDone: the journal is compensated already.
+	CompBeginDone = 2
+	// CompBeginCommitted: the journal's commit landed; it is never compensated.
+	CompBeginCommitted = 3
+	// CompBeginDead: the journal is dead-lettered (mode retry revives it).
+	CompBeginDead = 4
+	// CompBeginAlive: the job's owner still holds its lease (mode sweep).
+	CompBeginAlive = 5
+	// CompBeginSealed: the journal is sealed, its commit may have landed (mode sweep).
+	CompBeginSealed = 6
+)
+
+// Status codes of CompClaim (first element of its reply, besides
+// StatusLost).
+const (
+	// CompClaimed: the step is claimed for an attempt; the reply carries it.
+	CompClaimed = 1
+	// CompClaimDone: the step is compensated already.
+	CompClaimDone = 2
+	// CompClaimDead: the step is dead-lettered.
+	CompClaimDead = 4
+	// CompClaimIdle: the journal is not being compensated.
+	CompClaimIdle = -2
+	// CompClaimNoStep: the journal has no such step.
+	CompClaimNoStep = -3
+)
+
+// Attempt outcomes passed to CompFinish (its ARGV[4]).
+const (
+	// CompAttemptCompensated: the handler succeeded.
+	CompAttemptCompensated = 1
+	// CompAttemptRetry: the handler failed and will be tried again.
+	CompAttemptRetry = 2
+	// CompAttemptDead: the handler failed on its last attempt.
+	CompAttemptDead = 3
+)
+
+// Status codes of CompFinish (besides StatusLost).
+const (
+	// CompFinishSuperseded: the claim is no longer the caller's (a late
+	// effect reopened the step); nothing was written.
+	CompFinishSuperseded = 0
+	// CompFinishRecorded: the attempt's outcome is recorded.
+	CompFinishRecorded = 1
+)
+
+// Status codes of CompSettle (first element of its reply, besides
+// StatusLost).
+const (
+	// CompSettlePending: steps are still pending: run another pass.
+	CompSettlePending = 1
+	// CompSettleDone: every step is compensated.
+	CompSettleDone = 2
+	// CompSettleDead: a step is dead-lettered; the journal is kept without expiry.
+	CompSettleDead = 3
+	// CompSettleIdle: the journal is not being compensated.
+	CompSettleIdle = -2
+)

@@ -218,7 +218,7 @@ func TestJobTrace(t *testing.T) {
 		tracing.AttrFence:                    "1700000000000123",
 		tracing.AttrAttempt:                  "1",
 		tracing.AttrOutcome:                  tracing.OutcomeLeaseLost,
-		tracing.AttrErrorType:                "*lease.lostError",
+		tracing.AttrErrorType:                "*leasing.lostError",
 	} {
 		if ja[k] != v {
 			t.Errorf("job span %s = %q, want %q", k, ja[k], v)

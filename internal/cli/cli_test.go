@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -127,7 +128,7 @@ func TestBadInput(t *testing.T) {
 			wantFailure(t, run(ctx, t, dead, args...), 1, "redis at 127.0.0.1:1 does not answer")
 		})
 	}
-	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid idempotency key")
+	wantFailure(t, run(ctx, t, nil, "inspect", "bad key"), 2, "invalid key")
 	wantFailure(t, run(ctx, t, nil, "expire"), 2, "want exactly one argument")
 	wantFailure(t, run(ctx, t, nil, "compensations", "retry"), 2, "want no argument")
 	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--redis", "http://x"), 2, `scheme "http"`)
@@ -396,7 +397,7 @@ func TestOpsCommands(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+	if strings.Contains(r.stdout, leasing.Token(l)) || strings.Contains(r.stdout, "\x1b") {
 		t.Errorf("inspect printed the owner token or a raw escape:\n%s", r.stdout)
 	}
 	r = run(ctx, t, env, "leases")
@@ -408,7 +409,7 @@ func TestOpsCommands(t *testing.T) {
 			t.Errorf("leases output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, l.Token()) || strings.Contains(r.stdout, "\x1b") {
+	if strings.Contains(r.stdout, leasing.Token(l)) || strings.Contains(r.stdout, "\x1b") {
 		t.Errorf("leases printed the owner token or a raw escape:\n%s", r.stdout)
 	}
 

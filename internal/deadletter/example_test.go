@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/deadletter"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -33,7 +34,7 @@ func ExampleWriter_Write() {
 	}
 	defer cl.Close()
 
-	w, err := deadletter.New(deadletter.Config{Topic: "jobs.dlq", Client: cl, Redis: rdb, Locks: leases,
+	w, err := deadletter.New(deadletter.Config{Topic: "jobs.dlq", Client: cl, Redis: rdb, Locks: leasing.Fencer{Manager: leases},
 		ConnOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}})
 	if err != nil {
 		log.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -106,7 +107,7 @@ func (c *tcase) writer(t *testing.T, logs *logSink) *Writer {
 		Client:    c.kafka.Client(t),
 		ConnOpts:  []kgo.Opt{kgo.SeedBrokers(c.kafka.Brokers()...), kgo.FetchMaxWait(200 * time.Millisecond)},
 		Redis:     c.rdb,
-		Locks:     c.leases(t),
+		Locks:     leasing.Fencer{Manager: c.leases(t)},
 		KeyPrefix: c.prefix,
 		Retention: time.Hour,
 		Logger:    log,
@@ -179,7 +180,7 @@ func (c *tcase) stamp(t *testing.T, l *lease.Lease, window time.Duration) {
 	t.Helper()
 	from, err := EndOffsets(t.Context(), c.cl, c.dlq)
 	must(t, err)
-	isDone, err := stamp(t.Context(), c.other, l, c.marker, from, window, time.Hour)
+	isDone, err := stamp(t.Context(), leasing.Fencer{Manager: c.other}, l, c.marker, from, window, time.Hour)
 	must(t, err)
 	if isDone {
 		t.Fatal("marker already done")

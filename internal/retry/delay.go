@@ -1,6 +1,7 @@
-// Package retry holds the waits between attempts: Delay, exponential from a
-// minimum, capped at a maximum, with jitter, and Sleep, which ends early with
-// its context.
+// Package retry holds the waits between attempts: Delay, the module's one
+// backoff (exponential from a minimum, capped at a maximum, with jitter),
+// which the worker, the dead-letter writer and the compensation runner use,
+// and Sleep, which ends early with its context.
 package retry
 
 import (
@@ -9,11 +10,14 @@ import (
 	"time"
 )
 
-// Delay returns a delay for the given attempt (1-based): exponential from
-// minimum, capped at maximum, with full jitter over the upper half so that
-// the delay never drops below half the exponential step (retries spread out
-// without collapsing to zero). A minimum of zero or less counts as 1ms, a
-// maximum below the minimum as the minimum.
+// Delay returns the delay before retry number attempt (1-based). Its step
+// doubles from minimum with each attempt, capped at maximum: minimum,
+// 2·minimum, 4·minimum, ..., maximum. The delay is drawn uniformly between
+// half the step and the whole step ("equal jitter", not full jitter, which
+// would draw from zero), so retries of many callers spread out, yet never
+// come sooner than half the step, nor later than maximum. A minimum of zero
+// or less counts as 1ms, a maximum below the minimum as the minimum, an
+// attempt below 1 as 1.
 func Delay(attempt int, minimum, maximum time.Duration) time.Duration {
 	if minimum <= 0 {
 		minimum = time.Millisecond

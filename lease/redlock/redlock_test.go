@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lease/redlock"
 )
@@ -48,8 +49,8 @@ func TestAcquireHeldRelease(t *testing.T) {
 	if !errors.As(err, &he) {
 		t.Fatalf("second acquire: err = %v, want *lease.HeldError", err)
 	}
-	if he.Token != l.Token() || he.Remaining <= 0 || he.Remaining > testTTL {
-		t.Fatalf("held error = token match %v, remaining %s", he.Token == l.Token(), he.Remaining)
+	if he.Token != leasing.Token(l) || he.Remaining <= 0 || he.Remaining > testTTL {
+		t.Fatalf("held error = token match %v, remaining %s", he.Token == leasing.Token(l), he.Remaining)
 	}
 	// Acquire returns once a quorum answered; the last master's answer may
 	// still be in flight, so each master is given a moment to show the token.
@@ -58,15 +59,15 @@ func TestAcquireHeldRelease(t *testing.T) {
 		var err error
 		for wait := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			v, err = s.Client(t).Get(ctx, b.Key("job-1")).Result()
-			if (err == nil && v == l.Token()) || time.Now().After(wait) {
+			if (err == nil && v == leasing.Token(l)) || time.Now().After(wait) {
 				break
 			}
 		}
-		if err != nil || v != l.Token() {
+		if err != nil || v != leasing.Token(l) {
 			t.Fatalf("master %d holds %q, %v; want the token", i, v, err)
 		}
 	}
-	if _, err := m1.Fenced(ctx, l, nil, nil); !errors.Is(err, redlock.ErrFencedUnsupported) {
+	if _, err := leasing.Fenced(ctx, m1, l, nil, nil); !errors.Is(err, redlock.ErrFencedUnsupported) {
 		t.Fatalf("fenced: err = %v, want ErrFencedUnsupported", err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -83,7 +84,7 @@ func TestAcquireHeldRelease(t *testing.T) {
 		t.Fatalf("fence %d after %d: not increasing", l2.Fence(), l.Fence())
 	}
 	// A release by a token that no longer holds it changes nothing.
-	if err := b.Release(ctx, "job-1", l.Token(), l.Fence()); !errors.Is(err, lease.ErrLost) {
+	if err := b.Release(ctx, "job-1", leasing.Token(l), l.Fence()); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("stale release: err = %v, want ErrLost", err)
 	}
 	if l2.Err() != nil {

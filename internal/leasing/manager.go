@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import (
 	"cmp"
@@ -179,8 +179,8 @@ func (m *Manager) RenewInterval() time.Duration { return m.cfg.interval }
 func (m *Manager) CheckTTL(ttl time.Duration) error { return checkTTL(m.cfg, ttl) }
 
 // NewToken returns a fresh owner token (128 random bits), for a Grant made by
-// another package's script and then given to [Manager.Adopt].
-func (m *Manager) NewToken() string { return rand.Text() }
+// another package's script and then given to [Adopt].
+func NewToken() string { return rand.Text() }
 
 // Start checks the backend (for Redis: that it answers, that its
 // maxmemory-policy does not evict keys, and loads the lease scripts) and
@@ -333,7 +333,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error
 	if err := m.ready(); err != nil {
 		return nil, err
 	}
-	token := m.NewToken()
+	token := NewToken()
 	sent := m.clock.Now()
 	g, err := m.b.Acquire(ctx, name, token, m.cfg.ttl)
 	if err != nil {
@@ -371,12 +371,12 @@ func (m *Manager) Acquire(ctx context.Context, name string) (_ *Lease, err error
 	return l, nil
 }
 
-// Adopt tracks a lease acquired by another package's script (which must
+// Adopt makes m track a lease acquired by another package's script (which must
 // store it like the acquire script does: see [Manager.Key]): the renewer
 // renews it from now on, and the returned Lease behaves like one from
 // Acquire. g.SentAt must be the local time the acquiring call was sent; g.TTL
 // zero means the Manager's TTL.
-func (m *Manager) Adopt(ctx context.Context, g Grant) (*Lease, error) {
+func Adopt(ctx context.Context, m *Manager, g Grant) (*Lease, error) {
 	if err := validName(g.Name); err != nil {
 		return nil, err
 	}
@@ -444,7 +444,7 @@ func (m *Manager) Held() []*Lease {
 // and ends l with that cause. Failures to reach Redis wrap [ErrUnavailable].
 // keys must share the lease key's Cluster slot (use a hash tag in the name).
 // On a lease that has already ended, Fenced sends nothing and returns its Err.
-func (m *Manager) Fenced(ctx context.Context, l *Lease, s *redis.Script, keys []string, args ...any) (_ any, err error) {
+func Fenced(ctx context.Context, m *Manager, l *Lease, s *redis.Script, keys []string, args ...any) (_ any, err error) {
 	ctx, span := m.tracer.Start(ctx, "lease.fenced", trace.WithAttributes(
 		attribute.String("lease.name", l.name), attribute.Int64("lease.fence", int64(l.fence)))) //nolint:gosec // a fence is a microsecond timestamp or one above the last: far below 2^63
 	defer func() { endSpan(span, err) }()
@@ -548,4 +548,14 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
+}
+
+// Fencer is a Manager whose [Fenced] is a method, for callers that take
+// "acquire, then run fenced scripts" as an interface (the dead-letter
+// writer's Locks).
+type Fencer struct{ *Manager }
+
+// Fenced is [Fenced] on f's Manager.
+func (f Fencer) Fenced(ctx context.Context, l *Lease, s *redis.Script, keys []string, args ...any) (any, error) {
+	return Fenced(ctx, f.Manager, l, s, keys, args...)
 }

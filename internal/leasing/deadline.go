@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import (
 	"fmt"

@@ -1,8 +1,7 @@
-package lease
+package leasing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lua"
 )
 
@@ -58,7 +58,7 @@ func fenceArg(f uint64) string { return strconv.FormatUint(f, 10) }
 func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Grant, error) {
 	res, err := lua.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
 	if err != nil {
-		return Grant{}, classify(err)
+		return Grant{}, Classify(err)
 	}
 	if len(res) < 2 {
 		return Grant{}, fmt.Errorf("lease: acquire script: unexpected reply %v", res)
@@ -125,7 +125,7 @@ func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResu
 		}
 		for k, i := range idx {
 			if err != nil {
-				out[i].Err = classify(err)
+				out[i].Err = Classify(err)
 				continue
 			}
 			out[i].Err = ownerErr(codes[k])
@@ -149,12 +149,12 @@ func (b *redisBackend) renewGroups(rs []Renewal) [][]int {
 	}
 	bySlot := make(map[uint16]int) // slot -> index of its open group
 	for i, r := range rs {
-		slot := keySlot(b.Key(r.Name))
-		gi, ok := bySlot[slot]
+		ks := slot.Of(b.Key(r.Name))
+		gi, ok := bySlot[ks]
 		if !ok || len(groups[gi]) == maxRenewPerCall {
 			gi = len(groups)
 			groups = append(groups, nil)
-			bySlot[slot] = gi
+			bySlot[ks] = gi
 		}
 		groups[gi] = append(groups[gi], i)
 	}
@@ -190,7 +190,7 @@ func isNoScript(cmds []*redis.Cmd) bool {
 func (b *redisBackend) Release(ctx context.Context, name, token string, fence uint64) error {
 	code, err := lua.LeaseRelease.Run(ctx, b.c, []string{b.Key(name)}, token, fenceArg(fence)).Int64()
 	if err != nil {
-		return classify(err)
+		return Classify(err)
 	}
 	return ownerErr(code)
 }
@@ -202,7 +202,7 @@ func (b *redisBackend) Fenced(ctx context.Context, name, token string, fence uin
 	a = append(append(a, token, fenceArg(fence)), args...)
 	res, err := s.Run(ctx, b.c, k, a...).Result()
 	if err != nil {
-		return res, classify(err)
+		return res, Classify(err)
 	}
 	return res, nil
 }
@@ -211,18 +211,18 @@ func (b *redisBackend) Fenced(ctx context.Context, name, token string, fence uin
 // the lease scripts.
 func (b *redisBackend) Check(ctx context.Context) error {
 	if err := b.c.Ping(ctx).Err(); err != nil {
-		return classify(err)
+		return Classify(err)
 	}
 	p, err := b.policy(ctx)
 	switch {
-	case err != nil && transient(err):
-		return classify(err)
+	case err != nil && Transient(err):
+		return Classify(err)
 	case strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-"):
 		return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
 	}
 	for _, s := range []*redis.Script{lua.LeaseAcquire, lua.LeaseRenew, lua.LeaseRelease} {
 		if err := s.Load(ctx, b.c).Err(); err != nil {
-			return classify(err)
+			return Classify(err)
 		}
 	}
 	return nil
@@ -238,12 +238,12 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 	if err == nil {
 		return pol["maxmemory-policy"], nil
 	}
-	if transient(err) {
+	if Transient(err) {
 		return "", err
 	}
 	info, err := b.c.Info(ctx, "memory").Result()
 	if err != nil {
-		if transient(err) {
+		if Transient(err) {
 			return "", err
 		}
 		return "", nil
@@ -254,32 +254,4 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// transient reports whether err is worth retrying: anything that is not a
-// Redis error reply (network errors, timeouts, cancellations), and the replies
-// of a server that is loading, failing over or busy.
-func transient(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	for _, p := range []string{"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "MOVED", "ASK"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// classify wraps transient errors in ErrUnavailable and leaves the rest (such
-// as redis.Nil and script errors) as they are.
-func classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	if transient(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
 }

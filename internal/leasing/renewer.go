@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import (
 	"cmp"
@@ -112,7 +112,7 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 // renewer's cadence and batching instead of a call of its own: package
 // idempotency flushes coalesced heartbeat details so. f must return when its
 // context ends: the next round starts after it returns.
-func (m *Manager) OnRenewRound(f func(ctx context.Context)) {
+func OnRenewRound(m *Manager, f func(ctx context.Context)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.rounds = append(m.rounds, f)

@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import "fmt"
 
@@ -7,11 +7,11 @@ import "fmt"
 
 // EndsInScript reports whether a fenced script ends a lease of m by
 // deleting its key (KEYS[1]), so that the holder may end it with
-// [Lease.BeginFinish] and [Lease.Forget] instead of [Lease.Release]. It is
+// [BeginFinish] and [Forget] instead of [Lease.Release]. It is
 // true for the Redis backend of [NewManager], and for a Backend that
 // implements [ScriptEnder] and says so; false otherwise (a Backend wrapping
 // the Redis one, the Redlock backend, whose lease lives on several masters).
-func (m *Manager) EndsInScript() bool {
+func EndsInScript(m *Manager) bool {
 	switch b := m.b.(type) {
 	case *redisBackend:
 		return true
@@ -23,7 +23,7 @@ func (m *Manager) EndsInScript() bool {
 
 // ScriptEnder is implemented by a [Backend] whose lease is exactly the key
 // Key(name) on the store where Fenced runs scripts, so that a script that
-// deletes that key ends the lease ([Manager.EndsInScript]). The Redis backend
+// deletes that key ends the lease ([EndsInScript]). The Redis backend
 // implements it; a Backend that wraps it does not unless it implements
 // ScriptEnder itself.
 type ScriptEnder interface {
@@ -34,12 +34,12 @@ type ScriptEnder interface {
 
 // BeginFinish marks l as finishing: its holder is about to send a fenced
 // script that deletes the lease key in the same step as its write. Until the
-// finish is settled with [Lease.Forget] or [Lease.AbortFinish] (one of them
+// finish is settled with [Forget] or [AbortFinish] (one of them
 // must follow), a renewal that finds the lease gone or taken is not reported
 // and the local deadline does not end l (see the package documentation). It
 // returns l's cause when l has already ended, and an error
 // wrapping [ErrInvalid] when l is already finishing.
-func (l *Lease) BeginFinish() error {
+func BeginFinish(l *Lease) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -57,18 +57,18 @@ func (l *Lease) BeginFinish() error {
 // cancelled and Err returns [ErrReleased]; OnLost callbacks do not run. Call
 // it when the lease key is gone because the holder's own script deleted it
 // (after BeginFinish). On a lease that has already ended it does nothing.
-func (l *Lease) Forget() { l.end(ErrReleased) }
+func Forget(l *Lease) { l.end(ErrReleased) }
 
 // AbortFinish settles a finish whose script did not end the lease. refused
 // says that the script answered that the caller no longer holds the lease
 // (lua.StatusLost): l then ends lost, like a fenced write refused by
-// [Manager.Fenced] (OnLost callbacks run, Context cancelled). Otherwise (the
+// [Fenced] (OnLost callbacks run, Context cancelled). Otherwise (the
 // script did not run, or its answer never came) l is held and renewed again:
 // the next renewal decides whether it still exists, and when the local
 // deadline passed meanwhile, l is lost now ([ErrRenewDeadline]) and released
 // by the renewer once the backend answers. On a lease that has already ended,
 // or that is not finishing, it does nothing.
-func (l *Lease) AbortFinish(refused bool) {
+func AbortFinish(l *Lease, refused bool) {
 	m := l.m
 	l.mu.Lock()
 	if l.state != stateHeld || !l.finishing {

@@ -1,4 +1,4 @@
-package lease
+package leasing
 
 import (
 	"context"
@@ -67,11 +67,11 @@ type Checker interface {
 
 // Grant is one acquisition of a lease: made by [Manager.Acquire], or by
 // another package's script (the idempotency claim) and handed to
-// [Manager.Adopt].
+// [Adopt].
 type Grant struct {
 	// Name is the lease name (not the key).
 	Name string
-	// Token is the owner token of this acquisition ([Manager.NewToken]).
+	// Token is the owner token of this acquisition ([NewToken]).
 	Token string
 	// Fence is the fencing token handed out with this acquisition.
 	Fence uint64
