@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/retry"
 )
 
 // maxPollWait bounds one poll, so that parked records come due on time.
@@ -204,7 +206,7 @@ func (w *Worker) claimBatchFailed(batch []*delivery, err error) {
 		return
 	}
 	w.log.Error("claim batch failed", slog.Any("err", err))
-	sleepCtx(w.stopCtx, w.cfg.probeMin)
+	retry.Sleep(w.stopCtx, w.cfg.probeMin)
 }
 
 // route acts on one claim: it runs the job (ran), parks, replays or
@@ -227,7 +229,7 @@ func (w *Worker) route(d *delivery, c *claim) (ran bool, unavailable error) {
 		return true, nil
 	case c.Outcome == OutcomeHeld:
 		d.held++
-		delay := backoff(d.held, w.cfg.heldMin, w.cfg.heldMax)
+		delay := retry.Delay(d.held, w.cfg.heldMin, w.cfg.heldMax)
 		if c.Remaining > 0 && c.Remaining < delay {
 			delay = max(c.Remaining, w.cfg.heldMin)
 		}
@@ -258,7 +260,7 @@ func (w *Worker) claimFailed(d *delivery, err error) (unavailable error) {
 	}
 	d.held++
 	w.log.Warn("claim failed", slog.String("key", d.key), slog.Any("err", err))
-	w.park(w.stopCtx, d, d.info(), backoff(d.held, w.cfg.heldMin, w.cfg.heldMax), err)
+	w.park(w.stopCtx, d, d.info(), retry.Delay(d.held, w.cfg.heldMin, w.cfg.heldMax), err)
 	return nil
 }
 
@@ -282,7 +284,7 @@ func (w *Worker) failClosed(cause error) {
 	w.cl.PauseFetchTopics(w.cfg.topics...)
 	w.obs.paused(cause)
 	for attempt := 1; ; attempt++ {
-		if !sleepCtx(w.stopCtx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
+		if !retry.Sleep(w.stopCtx, retry.Delay(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
 			return // shutting down: stay paused
 		}
 		pctx, cancel := context.WithTimeout(w.stopCtx, time.Second)
@@ -337,17 +339,4 @@ func userHeaders(hs []kgo.RecordHeader) map[string]string {
 		m[h.Key] = string(h.Value)
 	}
 	return m
-}
-
-// sleepCtx sleeps for d or until ctx is done; it reports whether it slept
-// the whole time.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

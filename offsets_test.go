@@ -91,13 +91,3 @@ func TestScheduleOrderedKeys(t *testing.T) {
 		t.Fatalf("schedule holds %d, want 0", n)
 	}
 }
-
-func TestBackoffBounds(t *testing.T) {
-	t.Parallel()
-	for attempt := 1; attempt < 40; attempt++ {
-		d := backoff(attempt, 10, 1000)
-		if d < 5 || d > 1000 {
-			t.Fatalf("backoff(%d) = %v out of [5ns, 1000ns]", attempt, d)
-		}
-	}
-}

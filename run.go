@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -145,7 +146,7 @@ func spanOutcome(err error, ok, failed string) string {
 // last attempt used), or it is retried after a backoff.
 func (w *Worker) classify(job *Job, reg *registration, herr error) attemptEnd {
 	e := attemptEnd{job: job, info: job.info(), err: herr,
-		delay: backoff(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)}
+		delay: retry.Delay(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)}
 	if cause := context.Cause(job.ctx); cause != nil && errors.Is(cause, ErrLeaseLost) || errors.Is(herr, ErrLeaseLost) {
 		e.kind, e.err = endLeaseLost, cause
 		if cause == nil {
@@ -190,7 +191,7 @@ func (w *Worker) commitLanded(job *Job) bool {
 				w.log.Info("commit landed though its answer was lost", slog.String("key", job.Key), slog.Uint64("fence", job.fence))
 			}
 			return landed
-		case !errors.Is(err, ErrUnavailable) || !sleepCtx(ctx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)):
+		case !errors.Is(err, ErrUnavailable) || !retry.Sleep(ctx, retry.Delay(attempt, w.cfg.probeMin, w.cfg.probeMax)):
 			w.log.Warn("could not learn whether a commit landed", slog.String("key", job.Key),
 				slog.Uint64("fence", job.fence), slog.Any("err", err))
 			return false
@@ -207,7 +208,7 @@ func (w *Worker) retryStore(jctx context.Context, f func(context.Context) error)
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return err
 		}
-		if !sleepCtx(jctx, backoff(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
+		if !retry.Sleep(jctx, retry.Delay(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
 			if cause := context.Cause(jctx); cause != nil {
 				return cause
 			}

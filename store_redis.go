@@ -150,37 +150,15 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 	unavailable := 0
 	for j, ic := range rs.s.ClaimBatch(ctx, ireqs) {
 		i := idx[j]
-		c := &out[i]
-		switch ic.Outcome {
-		case idempotency.Acquired, idempotency.Takeover:
-			c.Outcome = OutcomeAcquired
-			if ic.Outcome == idempotency.Takeover {
-				c.Outcome = OutcomeTakeover
-			}
-			c.Fence, c.Attempt, c.LastBeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
-			c.run = &redisAttempt{rs: rs, ic: ic}
-		case idempotency.Held:
-			c.Outcome, c.Remaining = OutcomeHeld, ic.Remaining
-		case idempotency.Duplicate:
-			c.Outcome, c.Fence = OutcomeDuplicate, ic.Fence
-			if ic.Record != nil {
-				c.Attempt = ic.Record.Attempt
-				if ic.Record.State == idempotency.Failed {
-					c.Failure = string(ic.Record.Result)
-				} else {
-					c.Result = ic.Record.Result
-				}
-			}
-		case idempotency.Mismatch:
-			c.Outcome = OutcomeMismatch
-		default:
-			c.Err = mapStoreErr(ic.Err)
-			if c.Err == nil {
-				c.Err = fmt.Errorf("leasehold: claim of %q answered nothing", reqs[i].Key)
-			}
-			if errors.Is(c.Err, ErrUnavailable) {
-				unavailable++
-			}
+		if rs.answer(&out[i], ic) {
+			continue
+		}
+		out[i].Err = mapStoreErr(ic.Err)
+		if out[i].Err == nil {
+			out[i].Err = fmt.Errorf("leasehold: claim of %q answered nothing", reqs[i].Key)
+		}
+		if errors.Is(out[i].Err, ErrUnavailable) {
+			unavailable++
 		}
 	}
 	if unavailable > 0 && unavailable == len(ireqs) {
@@ -235,6 +213,34 @@ func (rs *redisStore) completeLoop(base context.Context, stop <-chan struct{}) {
 
 func (rs *redisStore) Ping(ctx context.Context) error {
 	return mapStoreErr(rs.rdb.Ping(ctx).Err())
+}
+
+// answer fills c from the store's answer ic; it reports false when ic is
+// an error, not an answer.
+func (rs *redisStore) answer(c *claim, ic *idempotency.Claim) bool {
+	c.Outcome = ic.Outcome // one enum: leasehold.Outcome is idempotency.Outcome
+	switch ic.Outcome {
+	case OutcomeAcquired, OutcomeTakeover:
+		c.Fence, c.Attempt, c.LastBeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
+		c.run = &redisAttempt{rs: rs, ic: ic}
+	case OutcomeHeld:
+		c.Remaining = ic.Remaining
+	case OutcomeDuplicate:
+		c.Fence = ic.Fence
+		if r := ic.Record; r != nil {
+			c.Attempt = r.Attempt
+			if r.State == idempotency.Failed {
+				c.Failure = string(r.Result)
+			} else {
+				c.Result = r.Result
+			}
+		}
+	case OutcomeMismatch:
+	default:
+		c.Outcome = 0
+		return false
+	}
+	return true
 }
 
 // redisAttempt is a running attempt's handle over its idempotency claim.

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -54,13 +55,13 @@ func TestDeadLetteredZeroAtStart(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range deadLetterReasons {
+	for _, r := range deadletter.Reasons() {
 		if v, ok := got[r]; !ok || v != 0 {
 			t.Errorf("leasehold.dead_lettered{reason=%q} = %d (present %v), want 0 at start", r, v, ok)
 		}
 	}
-	if len(deadLetterReasons) < 11 {
-		t.Errorf("deadLetterReasons lists %d reasons, want the 11 Reason* constants", len(deadLetterReasons))
+	if len(deadletter.Reasons()) < 11 {
+		t.Errorf("deadletter.Reasons() lists %d reasons, want the 11 Reason* constants", len(deadletter.Reasons()))
 	}
 }
 

@@ -29,14 +29,6 @@ var (
 	_ deadLetteredObserver      = traceObserver{}
 )
 
-// deadLetterReasons are every reason the worker dead-letters a record for:
-// leasehold.dead_lettered shows each at 0 from the worker's start.
-var deadLetterReasons = []string{
-	ReasonMissingKey, ReasonInvalidKey, ReasonInvalidType, ReasonUnknownType, ReasonPayloadTooLarge,
-	ReasonMismatch, ReasonUndecodable, ReasonPermanent, ReasonAttemptsExceeded, ReasonCorruptRecord,
-	ReasonResultTooLarge,
-}
-
 // span returns d's attempt span, starting it if the attempt has none yet.
 func (t traceObserver) span(d *delivery) *tracing.Job {
 	if d.tj == nil {

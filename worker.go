@@ -351,7 +351,7 @@ func (w *Worker) startMetrics() error {
 	if w.cfg.tracer == nil {
 		return nil
 	}
-	w.cfg.tracer.Metrics().ZeroDeadLettered(deadLetterReasons...)
+	w.cfg.tracer.Metrics().ZeroDeadLettered(deadletter.Reasons()...)
 	reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
 		return w.offs.commitLag(w.cl.CommittedOffsets())
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/paystub"
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // The crash tests run scenarios in a child process (this test binary,
@@ -166,7 +167,7 @@ func TestCrashRecovery(t *testing.T) {
 			r := e.runner(e.manager(false), reg)
 			ctx := t.Context()
 			start := time.Now()
-			eventually(t, 10*time.Second, "sweep compensates the dead process's journal", func() bool {
+			testkit.Eventually(t, 10*time.Second, "sweep compensates the dead process's journal", func() bool {
 				if _, err := r.Sweep(ctx); err != nil {
 					t.Fatal(err)
 				}

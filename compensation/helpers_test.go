@@ -48,6 +48,29 @@ func setup(t *testing.T) *env {
 	return &env{t: t, client: c, prefix: prefix}
 }
 
+// journalCase is one owner's saga journal, as most runner tests start.
+type journalCase struct {
+	env *env
+	m   *lease.Manager
+	r   *compensation.Runner
+	l   *lease.Lease
+	j   *compensation.Journal
+}
+
+// setupJournal acquires key under a new lease manager and opens its journal
+// on a runner over rc's handlers (opts added to the test defaults).
+func setupJournal(t *testing.T, key string, rc *recorder, opts ...compensation.Opt) *journalCase {
+	t.Helper()
+	e := setup(t)
+	m := e.manager(false)
+	r := e.runner(m, rc.registry(t), opts...)
+	l, err := m.Acquire(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &journalCase{env: e, m: m, r: r, l: l, j: r.Journal(l)}
+}
+
 // manager starts a lease manager in the test's namespace; it is shut down
 // (leaving its leases to expire when leave is set) at cleanup.
 func (e *env) manager(leave bool) *lease.Manager {
@@ -161,18 +184,6 @@ func runSteps(t testing.TB, j *compensation.Journal, n int) {
 			"undo", undoArgs{Step: i}); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-	}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what)
-		}
-		time.Sleep(testPoll)
 	}
 }
 

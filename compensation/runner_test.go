@@ -11,21 +11,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
 func TestCompensateReverseOrder(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
 	rc := newRecorder()
-	m := e.manager(false)
-	r := e.runner(m, rc.registry(t))
+	c := setupJournal(t, "order-1", rc)
+	e, r, j := c.env, c.r, c.j
 	ctx := t.Context()
-	l, err := m.Acquire(ctx, "order-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := r.Journal(l)
 	runSteps(t, j, 3)
 	// A fourth step whose effect fails stays in doubt and is undone too.
 	boom := errors.New("boom")
@@ -80,16 +75,10 @@ func TestCompensateReverseOrder(t *testing.T) {
 
 func TestStepRefusedAfterLeaseLost(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
 	rc := newRecorder()
-	m := e.manager(false)
-	r := e.runner(m, rc.registry(t))
+	c := setupJournal(t, "order-2", rc)
+	e, m, j := c.env, c.m, c.j
 	ctx := t.Context()
-	l, err := m.Acquire(ctx, "order-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := r.Journal(l)
 	runSteps(t, j, 1)
 	// Another owner takes the key: delete the lease and acquire elsewhere.
 	if err := e.client.Del(ctx, m.Key("order-2")).Err(); err != nil {
@@ -100,7 +89,7 @@ func TestStepRefusedAfterLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := false
-	err = j.Step(ctx, "step-2", func(context.Context) error { ran = true; return nil }, "undo", undoArgs{Step: 2})
+	err := j.Step(ctx, "step-2", func(context.Context) error { ran = true; return nil }, "undo", undoArgs{Step: 2})
 	if !errors.Is(err, lease.ErrLost) || ran {
 		t.Fatalf("step after takeover: err %v, ran %v; want lease.ErrLost and no effect", err, ran)
 	}
@@ -118,7 +107,6 @@ func TestStepRefusedAfterLeaseLost(t *testing.T) {
 
 func TestRetryWithBackoffThenSuccess(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
 	rc := newRecorder()
 	rc.setFailures(1, 3)
 	var (
@@ -130,15 +118,10 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 		outcomes = append(outcomes, o)
 		mu.Unlock()
 	}}
-	m := e.manager(false)
-	r := e.runner(m, rc.registry(t), compensation.WithAttempts(5), compensation.WithObserver(obs),
+	c := setupJournal(t, "order-3", rc, compensation.WithAttempts(5), compensation.WithObserver(obs),
 		compensation.WithBackoff(20*time.Millisecond, time.Second))
+	r, j := c.r, c.j
 	ctx := t.Context()
-	l, err := m.Acquire(ctx, "order-3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := r.Journal(l)
 	runSteps(t, j, 1)
 	start := time.Now()
 	if err := j.Compensate(ctx); err != nil {
@@ -168,19 +151,13 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 
 func TestDeadLetterThenRetry(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
 	rc := newRecorder()
 	rc.setFailures(2, -1) // step 2's compensation always fails until fixed
-	m := e.manager(false)
-	r := e.runner(m, rc.registry(t), compensation.WithAttempts(3))
+	c := setupJournal(t, "{i:7}:order-4", rc, compensation.WithAttempts(3))
+	r, j := c.r, c.j
 	ctx := t.Context()
-	l, err := m.Acquire(ctx, "{i:7}:order-4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := r.Journal(l)
 	runSteps(t, j, 3)
-	err = j.Compensate(ctx)
+	err := j.Compensate(ctx)
 	var dl *compensation.DeadLetterError
 	if !errors.As(err, &dl) || !errors.Is(err, compensation.ErrDeadLettered) {
 		t.Fatalf("Compensate: %v, want a dead letter", err)
@@ -280,7 +257,7 @@ func TestConcurrentCompensatorsRunEachStepOnce(t *testing.T) {
 	}
 	// A sweep may have been turned away while another held the journal; let
 	// it finish anything left.
-	eventually(t, 5*time.Second, "journal compensated", func() bool {
+	testkit.Eventually(t, 5*time.Second, "journal compensated", func() bool {
 		_, _ = sr.Sweep(ctx)
 		info, err := sr.Inspect(ctx, zj.Ref())
 		return err == nil && info.State == compensation.StateCompensated
@@ -403,7 +380,7 @@ func TestSweepLeavesLiveAndCompensatesAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := 0
-	eventually(t, 5*time.Second, "abandoned journal compensated, sealed one left", func() bool {
+	testkit.Eventually(t, 5*time.Second, "abandoned journal compensated, sealed one left", func() bool {
 		rep, err = sweeper.Sweep(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -571,7 +548,7 @@ func TestShutdownInterruptsAndSweepResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := e.runner(e.manager(false), reg)
-	eventually(t, 5*time.Second, "sweep resumes the interrupted compensation", func() bool {
+	testkit.Eventually(t, 5*time.Second, "sweep resumes the interrupted compensation", func() bool {
 		_, _ = r2.Sweep(ctx)
 		info, err := r2.Inspect(ctx, j.Ref())
 		return err == nil && info.State == compensation.StateCompensated
@@ -604,7 +581,7 @@ func TestPeriodicSweep(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "periodic sweep compensates the journal", func() bool {
+	testkit.Eventually(t, 5*time.Second, "periodic sweep compensates the journal", func() bool {
 		info, err := r.Inspect(ctx, compensation.Ref{Name: "order-9", Fence: l.Fence()})
 		return err == nil && info.State == compensation.StateCompensated
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestSweepCommitCheckUnknownOrFailing: a commit check that cannot tell
@@ -40,7 +41,7 @@ func TestSweepCommitCheckUnknownOrFailing(t *testing.T) {
 	if err := dead.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the dead owner's leases expired", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the dead owner's leases expired", func() bool {
 		return e.client.Exists(ctx, dead.Key("unknown"), dead.Key("failing")).Val() == 0
 	})
 

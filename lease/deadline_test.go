@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -35,17 +36,6 @@ func isDone(l *lease.Lease) bool {
 	default:
 		return false
 	}
-}
-
-// eventually polls cond for up to 5s of real time.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // A backend that never answers must not delay the loss: the lease ends at
@@ -135,7 +125,7 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 				clk.tickNext(t)
 				at = <-sent
 			}
-			eventually(t, "deadline moved", func() bool { return l.Deadline().Equal(at.Add(tc.want)) })
+			testkit.Eventually(t, 5*time.Second, "deadline moved", func() bool { return l.Deadline().Equal(at.Add(tc.want)) })
 			b.setRenew(nil)
 			<-b.calls
 		})
@@ -170,7 +160,7 @@ func TestRenewOutcomes(t *testing.T) {
 	})
 	clk.tick(t, interval)
 	<-b.calls
-	eventually(t, "stolen and expired leases lost", func() bool { return isDone(stolen) && isDone(expired) })
+	testkit.Eventually(t, 5*time.Second, "stolen and expired leases lost", func() bool { return isDone(stolen) && isDone(expired) })
 	if !errors.Is(stolen.Err(), lease.ErrStolen) || !errors.Is(expired.Err(), lease.ErrExpired) {
 		t.Fatalf("Err = %v, %v", stolen.Err(), expired.Err())
 	}
@@ -191,7 +181,7 @@ func TestRenewOutcomes(t *testing.T) {
 		}
 	}
 	sentOK := clk.Now()
-	eventually(t, "deadline extended", func() bool { return flaky.Deadline().After(sentOK) })
+	testkit.Eventually(t, 5*time.Second, "deadline extended", func() bool { return flaky.Deadline().After(sentOK) })
 	if err := flaky.Err(); err != nil {
 		t.Fatalf("flaky lease lost: %v", err)
 	}
@@ -267,7 +257,7 @@ func TestShutdownWaitsForCallbacks(t *testing.T) {
 		t.Fatal("callback finished before it was let go")
 	}
 	close(release)
-	eventually(t, "callback finished", finished.Load)
+	testkit.Eventually(t, 5*time.Second, "callback finished", finished.Load)
 }
 
 // The deadline watcher follows the earliest deadline: a lease adopted with a

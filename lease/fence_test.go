@@ -44,7 +44,7 @@ func TestFenceIncreasesAcrossExpiry(t *testing.T) {
 		if err := m.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "key expired", func() bool { return c.Exists(ctx, m.Key("exp")).Val() == 0 })
+		testkit.Eventually(t, 5*time.Second, "key expired", func() bool { return c.Exists(ctx, m.Key("exp")).Val() == 0 })
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -124,7 +125,7 @@ func TestAbortFinishReportsLoss(t *testing.T) {
 	if !isDone(refused) || !errors.Is(refused.Err(), lease.ErrLost) || !errors.Is(context.Cause(refused.Context()), lease.ErrLost) {
 		t.Fatalf("refused finish: done %v, err %v", isDone(refused), refused.Err())
 	}
-	eventually(t, "OnLost of the refused lease", func() bool { return len(refusedLost.get()) == 1 })
+	testkit.Eventually(t, 5*time.Second, "OnLost of the refused lease", func() bool { return len(refusedLost.get()) == 1 })
 	if err := refusedLost.get()[0]; !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("OnLost got %v", err)
 	}
@@ -137,7 +138,7 @@ func TestAbortFinishReportsLoss(t *testing.T) {
 	if !isDone(late) || !errors.Is(late.Err(), lease.ErrRenewDeadline) {
 		t.Fatalf("unanswered finish past the deadline: done %v, err %v", isDone(late), late.Err())
 	}
-	eventually(t, "OnLost of the late lease", func() bool { return len(lateLost.get()) == 1 })
+	testkit.Eventually(t, 5*time.Second, "OnLost of the late lease", func() bool { return len(lateLost.get()) == 1 })
 	if err := lateLost.get()[0]; !errors.Is(err, lease.ErrRenewDeadline) {
 		t.Fatalf("OnLost got %v", err)
 	}
@@ -159,7 +160,7 @@ func nextCall(t *testing.T, b *fakeBackend) []lease.Renewal {
 // (it arms its timer again after that).
 func roundDone(t *testing.T, clk *fakeClock) {
 	t.Helper()
-	eventually(t, "renew round done", clk.armed)
+	testkit.Eventually(t, 5*time.Second, "renew round done", clk.armed)
 }
 
 // AbortFinish(false) before the deadline: the lease is held again, and the
@@ -226,11 +227,11 @@ func TestAbortFinishNextRenewalDecides(t *testing.T) {
 	}
 	clk.tickNext(t)
 	nextCall(t, b)
-	eventually(t, "loss found by the next renewal", func() bool { return isDone(gone) })
+	testkit.Eventually(t, 5*time.Second, "loss found by the next renewal", func() bool { return isDone(gone) })
 	if !errors.Is(gone.Err(), lease.ErrExpired) {
 		t.Fatalf("Err %v, want ErrExpired", gone.Err())
 	}
-	eventually(t, "OnLost", func() bool { return len(lost.get()) == 1 })
+	testkit.Eventually(t, 5*time.Second, "OnLost", func() bool { return len(lost.get()) == 1 })
 }
 
 // BeginFinish refuses an ended lease (with its cause) and a second begin;
@@ -377,7 +378,7 @@ func TestFinishOnRedis(t *testing.T) {
 		t.Fatal("the script did not delete the lease key")
 	}
 	// Two answers: the round of the first has been handled.
-	eventually(t, "renewals answered expired", func() bool { return b.count(lease.ErrExpired) >= 2 })
+	testkit.Eventually(t, 5*time.Second, "renewals answered expired", func() bool { return b.count(lease.ErrExpired) >= 2 })
 	if err := l.Err(); err != nil {
 		t.Fatalf("finishing lease ended: %v", err)
 	}
@@ -397,7 +398,7 @@ func TestFinishOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two answers: the round of the first has been handled.
-	eventually(t, "renewals answered stolen", func() bool { return b.count(lease.ErrStolen) >= 2 })
+	testkit.Eventually(t, 5*time.Second, "renewals answered stolen", func() bool { return b.count(lease.ErrStolen) >= 2 })
 	if err := r.Err(); err != nil {
 		t.Fatalf("loss reported while finishing: %v", err)
 	}
@@ -409,7 +410,7 @@ func TestFinishOnRedis(t *testing.T) {
 	if !isDone(r) || !errors.Is(r.Err(), lease.ErrLost) {
 		t.Fatalf("refused: done %v, err %v", isDone(r), r.Err())
 	}
-	eventually(t, "OnLost of the refused lease", func() bool { return len(rLost.get()) == 1 })
+	testkit.Eventually(t, 5*time.Second, "OnLost of the refused lease", func() bool { return len(rLost.get()) == 1 })
 	if n, _ := c.Exists(ctx, prefix+"{f}out2").Result(); n != 0 {
 		t.Fatal("the refused script wrote")
 	}

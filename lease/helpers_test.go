@@ -165,7 +165,7 @@ func (c *fakeClock) armed() bool {
 // exactly to it, so that the round starts without time moving further.
 func (c *fakeClock) tickNext(t *testing.T) {
 	t.Helper()
-	eventually(t, "renew timer armed", c.armed)
+	testkit.Eventually(t, 5*time.Second, "renew timer armed", c.armed)
 	c.mu.Lock()
 	var at time.Time
 	for _, tm := range c.timers {
@@ -181,7 +181,7 @@ func (c *fakeClock) tickNext(t *testing.T) {
 // tick waits until the renewer has armed its timer, then advances by d.
 func (c *fakeClock) tick(t *testing.T, d time.Duration) {
 	t.Helper()
-	eventually(t, "renew timer armed", c.armed)
+	testkit.Eventually(t, 5*time.Second, "renew timer armed", c.armed)
 	c.Advance(d)
 }
 

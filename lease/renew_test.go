@@ -126,7 +126,7 @@ func TestRenewAcrossRestartWithData(t *testing.T) {
 	l := acquire(t, m, "job")
 	srv.Restart(true)
 	before := l.Deadline()
-	eventually(t, "a renewal after the restart", func() bool { return l.Deadline().After(before) })
+	testkit.Eventually(t, 5*time.Second, "a renewal after the restart", func() bool { return l.Deadline().After(before) })
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost across a restart with data: %v", err)
 	}
@@ -179,7 +179,7 @@ func TestGivenUpLeaseReleased(t *testing.T) {
 	}
 	fb.on.Store(false)
 	start := time.Now()
-	eventually(t, "abandoned lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
+	testkit.Eventually(t, 5*time.Second, "abandoned lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
 	if took := time.Since(start); took >= left {
 		t.Fatalf("key gone after %s, no sooner than its TTL (%s left)", took, left)
 	}
@@ -253,7 +253,7 @@ func TestLostAcquireAnswerReleased(t *testing.T) {
 		t.Fatal("the acquisition did not reach Redis")
 	}
 	start := time.Now()
-	eventually(t, "orphan lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
+	testkit.Eventually(t, 5*time.Second, "orphan lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
 	if took := time.Since(start); took > ttl/2 {
 		t.Fatalf("released after %s", took)
 	}
