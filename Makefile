@@ -46,7 +46,7 @@ test-kafka: deps ## only the Kafka-facing tests, on Apache Kafka (or on KAFKA_BR
 lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
-	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run --allow-parallel-runners
 
 .PHONY: chaos
 chaos: deps ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
