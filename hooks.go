@@ -14,7 +14,9 @@ type Hooks struct {
 	OnClaim func(ctx context.Context, info ClaimInfo)
 	// OnStart runs just before a handler starts.
 	OnStart func(ctx context.Context, job *Job)
-	// OnHeartbeat runs after heartbeat details were stored.
+	// OnHeartbeat runs after heartbeat details were accepted: a job's first
+	// are stored by then, later ones with the next lease renewal (at once
+	// with a WithHeartbeatThrottle shorter than the renew interval).
 	OnHeartbeat func(ctx context.Context, job *Job, details []byte)
 	// OnDone runs after a handler returned and its outcome was recorded; err
 	// is the handler's error (nil on success).

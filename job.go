@@ -69,7 +69,8 @@ func (j *Job) Context() context.Context { return j.ctx }
 // Heartbeat records progress details, the checkpoint the next attempt reads
 // back with [Job.LastHeartbeat]. Calls are throttled like Temporal's: the
 // first is stored at once, later ones at most once per throttle interval
-// ([WithHeartbeatThrottle]) with the latest details winning, and pending
+// ([WithHeartbeatThrottle]) with the latest details winning, written with
+// the next lease renewal (batched for all the worker's jobs), and pending
 // details are flushed when the handler fails. Details above
 // [MaxHeartbeatDetails] are refused. It returns an error matching
 // [ErrLeaseLost] once the lease is lost; the lease itself is renewed

@@ -145,7 +145,12 @@ func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leas
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
 
 // WithHeartbeatThrottle sets the minimum interval between stored heartbeat
-// details of one job. Default: the worker's lease TTL / 3 ([WithLeaseTTL]).
+// details of one job. Default: the worker's lease TTL / 3 ([WithLeaseTTL]),
+// the lease renew interval: a job's first details are stored at once and
+// later ones with the lease renewals, in batches (one script call a round
+// for all the worker's jobs), so that a crash loses at most one renew
+// interval of progress. A throttle shorter than the renew interval stores
+// every throttled heartbeat at once, one script call each.
 func WithHeartbeatThrottle(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.hbThrottle = d })
 }

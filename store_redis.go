@@ -40,6 +40,11 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	}
 	iopts := []idempotency.Opt{idempotency.WithPrefix(c.keyPrefix), idempotency.WithRetention(c.retention),
 		idempotency.WithLogger(c.logger), idempotency.WithMaxKeyLen(MaxKeyLen)}
+	if c.hbThrottle < m.RenewInterval() {
+		// Heartbeats asked for more often than the renewer's rounds are
+		// stored when Heartbeat returns, not with the next round.
+		iopts = append(iopts, idempotency.WithDetailsAtOnce())
+	}
 	iopts = append(iopts, c.idemOpts...)
 	s, err := idempotency.New(ctx, rdb, m, iopts...)
 	if err != nil {

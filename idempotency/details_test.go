@@ -45,6 +45,24 @@ func TestDetailsCoalescedIntoRenewRound(t *testing.T) {
 	}
 }
 
+func TestDetailsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithDetailsAtOnce()}, lease.WithTTL(30*time.Second))
+	ctx := t.Context()
+	c := e.claim(t, "k", fp("a"), Acquired)
+	for _, d := range []string{"step 1", "step 2", "step 3"} {
+		if err := e.s.SaveDetails(ctx, c, []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.readDetails(t, c); got != d {
+			t.Fatalf("details %q after SaveDetails(%q), want them written at once", got, d)
+		}
+	}
+	if err := e.s.Complete(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDetailsFlushedOnFailure(t *testing.T) {
 	t.Parallel()
 	// A renew interval far beyond the test: only Fail can write the pending details.

@@ -143,8 +143,8 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 // fenced: the next attempt of the key gets them in Claim.Details. They live
 // until the key completes or fails terminally (or for the retention).
 //
-// An attempt's first details are written before SaveDetails returns; later
-// ones are coalesced (the latest wins) and written with the lease renewals,
+// An attempt's first details are written before SaveDetails returns (all of
+// them with WithDetailsAtOnce); later ones are coalesced (the latest wins) and written with the lease renewals,
 // within one renew interval, in batches (see details.go), and Fail writes
 // pending ones before it releases the key. So a crash loses at most the
 // details of the last renew interval. SaveDetails returns ErrLeaseLost once
@@ -168,7 +168,7 @@ func (s *Store) SaveDetails(ctx context.Context, c *Claim, details []byte) error
 	switch {
 	case refused != nil:
 		return refused
-	case first:
+	case first || s.cfg.detailsAtOnce:
 		err := s.saveDetailsNow(ctx, c, details)
 		if err == nil {
 			c.mu.Lock()

@@ -25,6 +25,7 @@ type cfg struct {
 	logger        *slog.Logger
 	allowEviction bool
 	policy        string
+	detailsAtOnce bool
 }
 
 // WithPrefix sets the prefix of every key the Store writes (not of lease keys,
@@ -67,6 +68,12 @@ func WithMaxKeyLen(n int) Opt { return optFunc(func(c *cfg) { c.maxKey = n }) }
 // WithMaxResult bounds a result (or terminal error text) in bytes; a larger
 // result is refused with a *TooLargeError, never truncated. Default 64 KiB.
 func WithMaxResult(n int) Opt { return optFunc(func(c *cfg) { c.maxResult = n }) }
+
+// WithDetailsAtOnce makes every SaveDetails write at once, one fenced
+// script call each, so that details are stored when it returns. Default:
+// an attempt's first details are written at once and later ones coalesced
+// (the latest wins) and written with the lease renewals, in batches.
+func WithDetailsAtOnce() Opt { return optFunc(func(c *cfg) { c.detailsAtOnce = true }) }
 
 // WithMaxDetails bounds heartbeat details in bytes. Default 64 KiB.
 func WithMaxDetails(n int) Opt { return optFunc(func(c *cfg) { c.maxDetails = n }) }
