@@ -34,6 +34,7 @@ const DefaultSweepInterval = 30 * time.Second
 // runConfig is what `worker run` reads from flags and environment.
 type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
+	dialMap                                                 string
 	concurrency                                             int
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
@@ -50,6 +51,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.stringVar(&c.brokers, "brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated; required unless --embedded-kafka")
 	f.boolVar(&c.embeddedKafka, "embedded-kafka", "LEASEHOLD_EMBEDDED_KAFKA", false, "instead of --brokers, start an in-memory Kafka (kfake) with the topics and the dead-letter topic, for development: it keeps nothing when the worker stops")
 	f.stringVar(&c.embedded, "embedded-listen", "", "127.0.0.1:0", "address of the in-memory Kafka of --embedded-kafka; port 0 picks a free one")
+	f.stringVar(&c.dialMap, "kafka-dial-map", "LEASEHOLD_KAFKA_DIAL_MAP", "", "connect to other addresses than the brokers advertise: advertised=dial pairs, comma-separated (host:port each), for a port-forward or a proxy in front of each broker; unlisted addresses are dialed as advertised")
 	f.stringVar(&c.topics, "topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "topics to consume, comma-separated; they and the dead-letter topic must exist")
 	f.stringVar(&c.group, "group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "consumer group; must not be empty")
 	f.stringVar(&c.redisURL, "redis", "REDIS_URL", DefaultRedisURL, "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL")
@@ -129,6 +131,9 @@ func (c *runConfig) check(f *flags) error {
 	case !c.embeddedKafka:
 		return usagef("no Kafka brokers: pass --brokers host:port (env LEASEHOLD_BROKERS), or --embedded-kafka for an in-memory Kafka that keeps nothing")
 	}
+	if _, err := parseDialMap(c.dialMap); err != nil {
+		return err
+	}
 	if c.httpAddr != "" {
 		return checkListen("--http", c.httpAddr)
 	}
@@ -189,12 +194,20 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return err
 	}
 	defer stopTracing()
+	dialMap, err := parseDialMap(c.dialMap)
+	if err != nil {
+		return err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
+		kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
+		kgo.FetchMaxWait(c.fetchMaxWait)}
+	if len(dialMap) > 0 {
+		kopts = append(kopts, kgo.Dialer(dialMap.dial))
+	}
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
 		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),
-		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
-			kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
-			kgo.FetchMaxWait(c.fetchMaxWait)),
+		leasehold.WithKafka(kopts...),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
 		leasehold.WithDeadLetterTopic(dlq),
