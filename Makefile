@@ -53,6 +53,12 @@ chaos: deps ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS
 	$(GO) build -o bin/worker ./cmd/worker
 	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
 
+.PHONY: soak
+soak: deps ## soak: the chaos schedule at a steady pace, resources checked flat; env SOAK_DURATION (10m) SOAK_RATE (50 jobs/s) SOAK_RETENTION (2m) SOAK_SAMPLE_EVERY (10s), CHAOS_* as for chaos
+	$(GO) build -o bin/worker ./cmd/worker
+	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker \
+	SOAK_DURATION=$${SOAK_DURATION:-10m} CHAOS_RATE=$${SOAK_RATE:-50} CHAOS_RETENTION=$${SOAK_RETENTION:-2m} $(GO) run ./cmd/chaos
+
 .PHONY: kafka
 kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT
 	$(GO) build -o bin/kafka ./tools/kafka

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -57,6 +58,10 @@ type Figures struct {
 	// those faults: from each kill until the restarted broker answered
 	// metadata requests, and from each SIGSTOP to its SIGCONT.
 	BrokerOutage time.Duration
+	// Partitions are the network partitions of workers carried out.
+	Partitions []PartitionMark
+	// Soak holds a soak's resource figures (nil for a plain run).
+	Soak *SoakFigures
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -69,6 +74,7 @@ func (f Figures) MustBeZero() []string {
 		{"jobs_lost", f.JobsLost},
 		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
 		{"unfenced_net_not_one", f.UnfencedNetNotOne},
+		{"soak_resources_growing", f.soakGrowing()},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -88,11 +94,7 @@ func (f Figures) Err() error {
 // Write prints the figures, one `name=value unit` line each.
 func (f Figures) Write(w io.Writer) error {
 	p50, p99 := Percentile(f.TakeoverLatencies, 50), Percentile(f.TakeoverLatencies, 99)
-	lines := []struct {
-		name  string
-		value any
-		unit  string
-	}{
+	lines := []line{
 		{"jobs_enqueued", f.JobsEnqueued, "jobs"},
 		{"jobs_completed", f.JobsCompleted, "jobs"},
 		{"jobs_lost", f.JobsLost, "jobs"},
@@ -108,14 +110,65 @@ func (f Figures) Write(w io.Writer) error {
 		{"broker_kills", f.BrokerKills, "kills"},
 		{"broker_pauses", f.BrokerPauses, "pauses"},
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
-		{"seed", f.Seed, "seed"},
 	}
+	lines = append(lines, f.partitionLines()...)
+	lines = append(lines, f.soakLines()...)
+	lines = append(lines, line{"seed", f.Seed, "seed"})
 	for _, l := range lines {
 		if _, err := fmt.Fprintf(w, "%s=%v %s\n", l.name, l.value, l.unit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// line is one `name=value unit` figure.
+type line struct {
+	name  string
+	value any
+	unit  string
+}
+
+func (f Figures) soakGrowing() int {
+	if f.Soak == nil {
+		return 0
+	}
+	return len(f.Soak.Growing)
+}
+
+// partitionLines are the partition counts: all, and per service cut.
+func (f Figures) partitionLines() []line {
+	n := map[Service]int{}
+	for _, p := range f.Partitions {
+		n[p.Net]++
+	}
+	return []line{
+		{"partitions", len(f.Partitions), "partitions"},
+		{"partitions_redis", n[NetRedis], "partitions"},
+		{"partitions_kafka", n[NetKafka], "partitions"},
+		{"partitions_redis_kafka", n[NetAll], "partitions"},
+	}
+}
+
+// soakLines are a soak's figures (none for a plain run).
+func (f Figures) soakLines() []line {
+	s := f.Soak
+	if s == nil {
+		return nil
+	}
+	mb := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
+	return []line{
+		{"soak_samples", s.Samples, "samples"},
+		{"soak_worker_rss_first_mb", mb(s.RSSFirst), "MiB"},
+		{"soak_worker_rss_last_mb", mb(s.RSSLast), "MiB"},
+		{"soak_worker_goroutines_first", s.GoroutinesFirst, "goroutines"},
+		{"soak_worker_goroutines_last", s.GoroutinesLast, "goroutines"},
+		{"soak_redis_used_memory_first_mb", mb(s.UsedMemoryFirst), "MiB"},
+		{"soak_redis_used_memory_last_mb", mb(s.UsedMemoryLast), "MiB"},
+		{"soak_redis_keys_first", s.KeysFirst, "keys"},
+		{"soak_redis_keys_last", s.KeysLast, "keys"},
+		{"soak_resources_growing", len(s.Growing), "resources"},
+	}
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -227,6 +227,9 @@ func (l *Link) serve(in net.Conn) {
 }
 
 // pipe copies src to dst in direction d, holding the bytes while d is cut.
+// What a read returned when the cut began (bytes, or the end of the
+// connection: the server restarted during a partition) is held too: the
+// far side learns of it only once the link heals.
 func (l *Link) pipe(src, dst net.Conn, d Direction, tap Tap, done <-chan struct{}) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -234,15 +237,13 @@ func (l *Link) pipe(src, dst net.Conn, d Direction, tap Tap, done <-chan struct{
 			return
 		}
 		n, rerr := src.Read(buf)
+		if n > 0 && tap != nil && d == FromServer {
+			tap.Reply(buf[:n], time.Now())
+		}
+		if !l.wait(d, done) {
+			return
+		}
 		if n > 0 {
-			at := time.Now()
-			if tap != nil && d == FromServer {
-				tap.Reply(buf[:n], at)
-			}
-			// Bytes read just before a cut are held like the rest.
-			if !l.wait(d, done) {
-				return
-			}
 			if tap != nil && d == ToServer {
 				tap.Request(buf[:n], time.Now())
 			}

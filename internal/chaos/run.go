@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,16 +61,23 @@ type run struct {
 	mu      sync.Mutex
 	workers []*Proc        // in start order; removed workers stay, stopped
 	removed map[*Proc]bool // stopped on purpose: not restarted
-	busy    map[*Proc]bool // a kill or pause is in progress
-	outage  time.Duration  // Redis restart
+	busy    map[*Proc]bool // a kill, pause or partition is in progress
+	cutOff  map[*Proc]bool // partitioned
+	nets    map[*Proc]*workerNet
+	metrics map[*Proc]string // the worker's /metrics URL
+	parts   partitions
+	hist    *History      // nil: no history recorded
+	outage  time.Duration // Redis restart
 	obs     *Observer
 	faults  sync.WaitGroup
 }
 
 func (r *run) run(ctx context.Context) (Figures, error) {
 	c := r.cfg
-	r.removed, r.busy = map[*Proc]bool{}, map[*Proc]bool{}
-	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers}
+	r.removed, r.busy, r.cutOff = map[*Proc]bool{}, map[*Proc]bool{}, map[*Proc]bool{}
+	r.nets, r.metrics = map[*Proc]*workerNet{}, map[*Proc]string{}
+	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
+		PartitionEvery: c.PartitionEvery, PartitionFor: c.PartitionFor}
 	if c.Kafka == KafkaApache {
 		sc.BrokerEvery, sc.BrokerPauseFor = c.BrokerFaultEvery, c.BrokerPause
 	}
@@ -91,7 +99,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return Figures{Seed: c.Seed}, err
 	}
 	for range c.Workers {
-		if _, err := r.addWorker(); err != nil {
+		if _, err := r.addWorker(ctx); err != nil {
 			return Figures{Seed: c.Seed}, err
 		}
 	}
@@ -104,6 +112,15 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	obsDone := make(chan struct{})
 	go func() { r.obs.Run(octx); close(obsDone) }()
 	defer func() { stopObs(); <-obsDone }()
+
+	var smp *sampler
+	if c.Soak > 0 {
+		smp = &sampler{run: r, rdb: rdb, every: c.SoakSample, http: &http.Client{Timeout: 2 * time.Second}}
+		sctx, stopSmp := context.WithCancel(ctx)
+		smpDone := make(chan struct{})
+		go func() { smp.loop(sctx); close(smpDone) }()
+		defer func() { stopSmp(); <-smpDone }()
+	}
 
 	start := time.Now()
 	enqErr := make(chan error, 1)
@@ -121,9 +138,20 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return Figures{Seed: c.Seed}, err
 	}
 	r.faults.Wait()
+	var soak *SoakFigures
 	kills, pauses, brokerOut, err := r.kafka.figures()
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
+	}
+	if smp != nil {
+		sf, err := Flatness(smp.all(), c.SoakWarmup())
+		if err != nil {
+			return Figures{Seed: c.Seed}, err
+		}
+		soak = &sf
+		for _, g := range sf.Growing {
+			r.log.Warn("soak: a resource grew beyond the bound", slog.String("resource", g))
+		}
 	}
 	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)),
 		slog.Int("broker_kills", kills), slog.Int("broker_pauses", pauses))
@@ -139,6 +167,8 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	}
 	f.Seed = c.Seed
 	f.Drain = drained
+	f.Soak = soak
+	f.Partitions = r.parts.all()
 	f.BrokerKills, f.BrokerPauses, f.BrokerOutage = kills, pauses, brokerOut
 	f.Takeovers = r.obs.Takeovers()
 	f.TakeoverLatencies = r.obs.Latencies()
@@ -263,17 +293,31 @@ func (r *run) openAccounts(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-// addWorker starts one more `worker run` process.
-func (r *run) addWorker() (*Proc, error) {
+// addWorker starts one more `worker run` process, with its own links to
+// Redis and to the broker (see [workerNet]) and its /metrics on a free port.
+func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 	r.mu.Lock()
 	n := len(r.workers) + 1
 	r.mu.Unlock()
 	name := "worker-" + strconv.Itoa(n)
+	wn, err := r.openNet(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort(ctx)
+	if err != nil {
+		wn.close()
+		return nil, err
+	}
+	httpAddr := "127.0.0.1:" + strconv.Itoa(port)
 	w := &Proc{
 		Name: name, Path: r.workerBin, LogPath: filepath.Join(r.dir, name+".log"),
 		Args: []string{"run",
 			"--brokers", r.brokerAdr,
-			"--redis", r.redis.URL(),
+			"--kafka-dial-map", r.brokerAdr + "=" + wn.kafka.Addr(),
+			"--redis", "redis://" + wn.redis.Addr() + "/0",
+			"--http", httpAddr,
+			"--retention", r.cfg.Retention.String(),
 			"--lease-ttl", r.cfg.LeaseTTL.String(),
 			"--concurrency", strconv.Itoa(r.cfg.Concurrency),
 			"--shutdown-timeout", "5s",
@@ -299,10 +343,13 @@ func (r *run) addWorker() (*Proc, error) {
 	// export errors.
 	w.Env = []string{"OTEL_TRACES_EXPORTER=none"}
 	if err := w.Start(); err != nil {
+		wn.close()
 		return nil, err
 	}
 	r.mu.Lock()
 	r.workers = append(r.workers, w)
+	r.nets[w] = wn
+	r.metrics[w] = "http://" + httpAddr + "/metrics"
 	r.mu.Unlock()
 	return w, nil
 }
@@ -339,7 +386,7 @@ func (r *run) liveCount() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, w := range r.workers {
-		if !r.removed[w] && w.Running() && !w.Paused() {
+		if !r.removed[w] && w.Running() && !w.Paused() && !r.cutOff[w] {
 			n++
 		}
 	}
@@ -411,8 +458,10 @@ func (r *run) apply(ctx context.Context, e Event) {
 			return
 		}
 		r.faults.Go(func() { r.kafka.apply(ctx, e, log) })
+	case Partition:
+		r.partition(ctx, e, log)
 	case AddWorker:
-		w, err := r.addWorker()
+		w, err := r.addWorker(ctx)
 		if err != nil {
 			log.Warn("add worker", slog.Any("err", err))
 			return
@@ -618,6 +667,11 @@ func (r *run) teardown(ctx context.Context) {
 		wg.Go(func() { _ = w.Stop(10 * time.Second) })
 	}
 	wg.Wait()
+	r.mu.Lock()
+	for _, n := range r.nets {
+		n.close()
+	}
+	r.mu.Unlock()
 	for _, p := range []*Proc{r.stub, r.broker} {
 		if p != nil {
 			_ = p.Stop(5 * time.Second)

@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// workerNet is one worker's network as the harness sees it: its own link to
+// Redis and its own link to the Kafka broker (the worker dials the broker's
+// advertised address through it, see `worker run --kafka-dial-map`). The
+// links outlive the worker's restarts.
+type workerNet struct {
+	name  string
+	redis *Link
+	kafka *Link
+}
+
+// openNet opens the links of worker name; taps, when not nil, observes its
+// Redis traffic.
+func (r *run) openNet(ctx context.Context, name string) (*workerNet, error) {
+	var newTap func() Tap
+	if r.hist != nil {
+		newTap = func() Tap { return r.hist.tap(name) }
+	}
+	rl, err := NewLink(ctx, r.redis.Addr(), newTap)
+	if err != nil {
+		return nil, err
+	}
+	kl, err := NewLink(ctx, r.brokerAdr, nil)
+	if err != nil {
+		rl.Close()
+		return nil, err
+	}
+	return &workerNet{name: name, redis: rl, kafka: kl}, nil
+}
+
+func (n *workerNet) close() {
+	n.redis.Close()
+	n.kafka.Close()
+}
+
+// cut blackholes the links of the services in s in direction d.
+func (n *workerNet) cut(s Service, d Direction) {
+	if s&NetRedis != 0 {
+		n.redis.Cut(d)
+	}
+	if s&NetKafka != 0 {
+		n.kafka.Cut(d)
+	}
+}
+
+// heal lets everything through again.
+func (n *workerNet) heal() {
+	n.redis.Heal()
+	n.kafka.Heal()
+}
+
+// PartitionMark is one partition the run carried out.
+type PartitionMark struct {
+	Worker   string
+	Net      Service
+	Cut      Direction
+	From, To time.Time // local time of the cut and of the heal
+}
+
+// partitions records the partitions carried out.
+type partitions struct {
+	mu    sync.Mutex
+	marks []PartitionMark
+}
+
+func (p *partitions) add(m PartitionMark) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marks = append(p.marks, m)
+}
+
+func (p *partitions) all() []PartitionMark {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]PartitionMark(nil), p.marks...)
+}
+
+// partition carries out e (a Partition) on a live worker in the background:
+// cut, wait e.For, heal.
+func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
+	if r.liveCount() < 2 {
+		log.Info("skipped: it would leave no live worker")
+		return
+	}
+	w := r.pick(e.Slot)
+	if w == nil {
+		log.Info("skipped: no idle worker")
+		return
+	}
+	r.mu.Lock()
+	n := r.nets[w]
+	r.cutOff[w] = true
+	r.mu.Unlock()
+	from := time.Now()
+	n.cut(e.Net, e.Cut)
+	log.Info("partitioned", slog.String("worker", w.Name), slog.String("from", e.Net.String()),
+		slog.String("cut", e.Cut.String()))
+	r.faults.Go(func() {
+		defer r.idle(w)
+		sleepCtx(ctx, e.For)
+		n.heal()
+		to := time.Now()
+		r.mu.Lock()
+		delete(r.cutOff, w)
+		r.mu.Unlock()
+		r.parts.add(PartitionMark{Worker: w.Name, Net: e.Net, Cut: e.Cut, From: from, To: to})
+		log.Info("healed", slog.String("worker", w.Name), slog.Duration("after", to.Sub(from)))
+	})
+}
