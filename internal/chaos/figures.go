@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Figures is the outcome of a chaos run, printed one figure a line as
@@ -62,6 +64,11 @@ type Figures struct {
 	Partitions []PartitionMark
 	// Soak holds a soak's resource figures (nil for a plain run).
 	Soak *SoakFigures
+	// History is the verdict of the history check (nil: not checked).
+	History *HistoryVerdict
+	// PartitionVerdict times the takeovers of partitioned workers' leases
+	// (nil: not judged).
+	PartitionVerdict *PartitionVerdict
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -75,6 +82,9 @@ func (f Figures) MustBeZero() []string {
 		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
 		{"unfenced_net_not_one", f.UnfencedNetNotOne},
 		{"soak_resources_growing", f.soakGrowing()},
+		{"history_not_linearizable", f.historyIllegal()},
+		{"partition_overlap_positive", f.overlapPositive()},
+		{"partition_zombie_writes_after_newer_applied", f.zombieAfterNewer()},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -112,6 +122,7 @@ func (f Figures) Write(w io.Writer) error {
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
 	}
 	lines = append(lines, f.partitionLines()...)
+	lines = append(lines, f.historyLines()...)
 	lines = append(lines, f.soakLines()...)
 	lines = append(lines, line{"seed", f.Seed, "seed"})
 	for _, l := range lines {
@@ -127,6 +138,54 @@ type line struct {
 	name  string
 	value any
 	unit  string
+}
+
+func (f Figures) historyIllegal() int {
+	if f.History != nil && f.History.Result == porcupine.Illegal {
+		return 1
+	}
+	return 0
+}
+
+func (f Figures) overlapPositive() int {
+	if f.PartitionVerdict != nil && f.PartitionVerdict.Measured > 0 && f.PartitionVerdict.OverlapMax > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (f Figures) zombieAfterNewer() int {
+	if f.PartitionVerdict == nil {
+		return 0
+	}
+	return f.PartitionVerdict.ZombieWritesAfterNewerApplied
+}
+
+// historyLines are the history check's and the partition takeovers'
+// figures (none when the run did not judge them).
+func (f Figures) historyLines() []line {
+	var out []line
+	if v := f.PartitionVerdict; v != nil {
+		out = append(out,
+			line{"partition_takeovers", v.Takeovers, "leases"},
+			line{"partition_takeovers_measured", v.Measured, "leases"},
+			line{"partition_overlap_ms_max", v.OverlapMax.Milliseconds(), "ms"},
+			line{"partition_zombie_writes", v.ZombieWrites, "writes"},
+			line{"partition_zombie_writes_applied_before_newer", v.ZombieWritesApplied - v.ZombieWritesAfterNewerApplied, "writes"},
+			line{"partition_zombie_writes_after_newer", v.ZombieWritesAfterNewer, "writes"},
+			line{"partition_zombie_writes_after_newer_applied", v.ZombieWritesAfterNewerApplied, "writes"},
+		)
+	}
+	if h := f.History; h != nil {
+		lin := map[porcupine.CheckResult]string{porcupine.Ok: "1", porcupine.Illegal: "0", porcupine.Unknown: "unknown"}[h.Result]
+		out = append(out,
+			line{"history_ops", h.Ops, "ops"},
+			line{"history_ambiguous_ops", h.Ambiguous, "ops"},
+			line{"history_keys", h.Keys, "keys"},
+			line{"history_linearizable", lin, "bool"},
+		)
+	}
+	return out
 }
 
 func (f Figures) soakGrowing() int {

@@ -66,7 +66,8 @@ type run struct {
 	nets    map[*Proc]*workerNet
 	metrics map[*Proc]string // the worker's /metrics URL
 	parts   partitions
-	hist    *History      // nil: no history recorded
+	hist    *History // nil: no history recorded
+	kills   []KillMark
 	outage  time.Duration // Redis restart
 	obs     *Observer
 	faults  sync.WaitGroup
@@ -91,6 +92,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.prepare(ctx); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
+	r.hist = NewHistory()
 	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
@@ -188,7 +190,49 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if f.ZombieWritesRejected, err = CountStaleFences(logs); err != nil {
 		return f, err
 	}
+	if err := r.judge(&f); err != nil {
+		return f, err
+	}
 	return f, nil
+}
+
+// judge checks the history (the Redis operations the links saw and the
+// fenced writes the workers logged) against the model, and times the
+// takeovers of partitioned workers' leases.
+func (r *run) judge(f *Figures) error {
+	r.mu.Lock()
+	logs := map[string]string{}
+	for _, w := range r.workers {
+		logs[w.Name] = w.LogPath
+	}
+	r.mu.Unlock()
+	ev, err := readWorkerEvents(logs)
+	if err != nil {
+		return err
+	}
+	redisOps := r.hist.Operations()
+	r.mu.Lock()
+	kills := append([]KillMark(nil), r.kills...)
+	r.mu.Unlock()
+	pv := judgePartitions(redisOps, ev, f.Partitions, kills)
+	f.PartitionVerdict = &pv
+	ev.addTo(r.hist)
+	began := time.Now()
+	hv, err := CheckHistory(r.hist.Operations(), r.dir, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	f.History = &hv
+	r.log.Info("history checked", slog.Int("ops", hv.Ops), slog.Int("keys", hv.Keys), slog.Int("ambiguous", hv.Ambiguous),
+		slog.String("result", string(hv.Result)), slog.Duration("took", time.Since(began)),
+		slog.Int("unparsed_connections", r.hist.Unparsed()))
+	for _, o := range hv.Offending {
+		r.log.Error("history not linearizable", slog.String("ops", o))
+	}
+	if hv.Visualization != "" {
+		r.log.Error("history visualisation", slog.String("file", hv.Visualization))
+	}
+	return nil
 }
 
 // prepare makes the directory, builds the worker if needed, and starts
@@ -318,8 +362,12 @@ func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 			"--redis", "redis://" + wn.redis.Addr() + "/0",
 			"--http", httpAddr,
 			"--retention", r.cfg.Retention.String(),
+			"--journal-retention", r.cfg.Retention.String(),
 			"--lease-ttl", r.cfg.LeaseTTL.String(),
 			"--concurrency", strconv.Itoa(r.cfg.Concurrency),
+			// demo.transfer's fenced writes and cancellations, for the
+			// history check and the partition figures.
+			"--log-level", "debug",
 			"--shutdown-timeout", "5s",
 			// A SIGKILLed member's partitions move after the session
 			// timeout, and the survivors learn of the rebalance on their
@@ -411,6 +459,9 @@ func (r *run) apply(ctx context.Context, e Event) {
 		if err := w.Kill(); err != nil {
 			log.Warn("kill", slog.Any("err", err))
 		}
+		r.mu.Lock()
+		r.kills = append(r.kills, KillMark{Worker: w.Name, At: time.Now()})
+		r.mu.Unlock()
 		r.obs.MarkKill(10 * r.cfg.LeaseTTL)
 		log.Info("killed", slog.String("worker", w.Name))
 		r.faults.Go(func() {
@@ -561,6 +612,12 @@ func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 				d = max(0, i-rng.IntN(min(i+1, 200)))
 			} else {
 				d = rng.IntN(max(1, len(jobs)/10))
+				if r.cfg.Soak > 0 {
+					// A re-send after the retention would be a new job:
+					// re-send one finished within half of it.
+					back := max(1, int(r.cfg.Retention.Seconds()*float64(r.cfg.Rate)/2))
+					d = max(0, i-rng.IntN(min(i+1, back)))
+				}
 			}
 			nj = append(nj, transferJob(jobs[d], holds[d]))
 		}

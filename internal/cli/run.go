@@ -31,6 +31,14 @@ const DefaultFetchMaxWait = 5 * time.Second
 // compensation recovery sweep: package compensation's own default.
 const DefaultSweepInterval = 30 * time.Second
 
+// DefaultJournalRetention is `worker run`'s default retention of a finished
+// job's saga journal: package compensation's own default.
+const DefaultJournalRetention = 24 * time.Hour
+
+// DefaultOpenJournalRetention is how long `worker run` keeps an unfinished
+// saga journal after its last write: package compensation's own default.
+const DefaultOpenJournalRetention = 7 * 24 * time.Hour
+
 // runConfig is what `worker run` reads from flags and environment.
 type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
@@ -38,7 +46,7 @@ type runConfig struct {
 	concurrency                                             int
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
-	fetchMaxWait, sweepInterval                             time.Duration
+	fetchMaxWait, sweepInterval, journalRetention           time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
 	embeddedKafka                                           bool
@@ -67,6 +75,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
+	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
 	c.maxmemoryPolicy = policyFlag(f)
 	f.stringVar(&c.logLevel, "log-level", "LEASEHOLD_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.stringVar(&c.logFormat, "log-format", "LEASEHOLD_LOG_FORMAT", "text", "text or json")
@@ -116,6 +125,8 @@ func (c *runConfig) check(f *flags) error {
 		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
 	case c.sweepInterval < 100*time.Millisecond:
 		return usagef("sweep interval %v: want at least 100ms", c.sweepInterval)
+	case c.journalRetention < time.Second:
+		return usagef("journal retention %v is too short (minimum 1s)", c.journalRetention)
 	}
 	hasBrokers := len(splitList(c.brokers)) > 0
 	switch {
@@ -219,7 +230,8 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithLogger(log),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
-	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval)))
+	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),
+		compensation.WithRetention(DefaultOpenJournalRetention, c.journalRetention)))
 	w, err := leasehold.New(rdb, opts...)
 	if err != nil {
 		return err

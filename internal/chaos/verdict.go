@@ -1,0 +1,280 @@
+package chaos
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// HistoryVerdict is the outcome of checking a run's history against
+// [RecordModel].
+type HistoryVerdict struct {
+	// Ops counts the operations checked; Ambiguous those without an answer.
+	Ops, Ambiguous int
+	// Keys counts the idempotency keys the operations touch.
+	Keys int
+	// Result is porcupine's: Ok (linearizable), Illegal, or Unknown (the
+	// check timed out).
+	Result porcupine.CheckResult
+	// Offending describes the operations of up to three keys whose history
+	// is not linearizable.
+	Offending []string
+	// Visualization is the HTML file porcupine wrote for an illegal history.
+	Visualization string
+}
+
+// CheckHistory checks ops against [RecordModel] within timeout. For an
+// illegal history it writes porcupine's visualisation to dir/history.html
+// and names the offending keys' operations.
+func CheckHistory(ops []porcupine.Operation, dir string, timeout time.Duration) (HistoryVerdict, error) {
+	v := HistoryVerdict{Ops: len(ops)}
+	keys := map[string]bool{}
+	for _, op := range ops {
+		keys[op.Input.(Op).Key] = true
+		if op.Output.(OpOutput).Unknown {
+			v.Ambiguous++
+		}
+	}
+	v.Keys = len(keys)
+	model := RecordModel()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	v.Result = res
+	if res != porcupine.Illegal {
+		return v, nil
+	}
+	v.Visualization = filepath.Join(dir, "history.html")
+	if err := porcupine.VisualizePath(model, info, v.Visualization); err != nil {
+		return v, fmt.Errorf("chaos: history visualisation: %w", err)
+	}
+	for _, part := range partitionByKey(ops) {
+		if len(v.Offending) == 3 {
+			break
+		}
+		if porcupine.CheckOperations(model, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmpInt64(a.Call, b.Call) })
+		s := fmt.Sprintf("key %s:", part[0].Input.(Op).Key)
+		for _, op := range part {
+			s += fmt.Sprintf("\n  %s %s [%s, %s]", op.Metadata.(Meta).Worker, describeOp(op.Input.(Op), op.Output.(OpOutput)),
+				stamp(op.Call), stamp(op.Return))
+		}
+		v.Offending = append(v.Offending, s)
+	}
+	return v, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func stamp(ns int64) string {
+	if ns == math.MaxInt64 {
+		return "no answer"
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05.000000")
+}
+
+// workerEvents are what the workers' logs say about their jobs: every
+// fenced write and every cancelled handler.
+type workerEvents struct {
+	writes  []writeEvent
+	cancels map[attempt]time.Time // the handler of the attempt was cancelled (or returned) then
+}
+
+type attempt struct {
+	key   string
+	fence uint64
+}
+
+type writeEvent struct {
+	worker     string
+	key        string
+	fence      uint64
+	began, end time.Time
+	outcome    string // applied, refused, error
+}
+
+var (
+	writeLine  = regexp.MustCompile(`msg="fenced write" key=(\S+) fence=(\d+) began_us=(\d+) ended_us=(\d+) outcome=(\w+)`)
+	cancelLine = regexp.MustCompile(`msg="transfer (?:cancelled|returned)" key=(\S+) fence=(\d+) at_us=(\d+)`)
+)
+
+// readWorkerEvents reads the debug events of demo.transfer from the logs of
+// the workers (worker name -> log path).
+func readWorkerEvents(logs map[string]string) (workerEvents, error) {
+	ev := workerEvents{cancels: map[attempt]time.Time{}}
+	for name, path := range logs {
+		fh, err := os.Open(path) //nolint:gosec // the run's own log files
+		if err != nil {
+			return ev, fmt.Errorf("chaos: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := writeLine.FindStringSubmatch(line); m != nil {
+				f, _ := strconv.ParseUint(m[2], 10, 64)
+				b, _ := strconv.ParseInt(m[3], 10, 64)
+				e, _ := strconv.ParseInt(m[4], 10, 64)
+				ev.writes = append(ev.writes, writeEvent{worker: name, key: m[1], fence: f,
+					began: time.UnixMicro(b), end: time.UnixMicro(e), outcome: m[5]})
+			} else if m := cancelLine.FindStringSubmatch(line); m != nil {
+				f, _ := strconv.ParseUint(m[2], 10, 64)
+				at, _ := strconv.ParseInt(m[3], 10, 64)
+				ev.cancels[attempt{m[1], f}] = time.UnixMicro(at)
+			}
+		}
+		err = sc.Err()
+		_ = fh.Close()
+		if err != nil {
+			return ev, fmt.Errorf("chaos: read %s: %w", path, err)
+		}
+	}
+	return ev, nil
+}
+
+// addTo adds the writes to h.
+func (ev workerEvents) addTo(h *History) {
+	for _, w := range ev.writes {
+		out := OpOutput{Code: WriteApplied}
+		switch w.outcome {
+		case "refused":
+			out.Code = WriteRefused
+		case "error":
+			out.Unknown = true
+		}
+		h.AddWrite(w.worker, w.key, w.fence, w.began, w.end, out)
+	}
+}
+
+// PartitionVerdict times the takeovers of the leases of workers partitioned
+// from Redis.
+type PartitionVerdict struct {
+	// Takeovers counts the takeovers, by another worker, of a lease that a
+	// worker partitioned from Redis held; Measured those whose old handler
+	// reported its cancellation (the others never started their handler:
+	// the claim's answer was lost in the partition).
+	Takeovers, Measured int
+	// OverlapMax is the largest of (old handler cancelled) - (takeover
+	// answered to the new holder) over the measured takeovers: above 0,
+	// the old holder's handler was still running when the new one started.
+	// The takeover's answer comes before the new handler starts, so the
+	// figure errs on the side of overlap.
+	OverlapMax time.Duration
+	// ZombieWrites counts the fenced writes an old holder attempted after
+	// its lease was taken over; ZombieWritesApplied those the guard
+	// applied because the new holder had not written yet (legal: the guard
+	// only refuses a fence older than one it has seen), and
+	// ZombieWritesAfterNewer those attempted after the new holder's write,
+	// which must all have been refused: ZombieWritesAfterNewerApplied is
+	// must-be-zero.
+	ZombieWrites, ZombieWritesApplied, ZombieWritesAfterNewer, ZombieWritesAfterNewerApplied int
+}
+
+// judgePartitions derives the partition figures from the history's claims,
+// the workers' cancellation and write events, and the partitions carried
+// out.
+func judgePartitions(ops []porcupine.Operation, ev workerEvents, parts []PartitionMark, kills []KillMark) PartitionVerdict {
+	var v PartitionVerdict
+	v.OverlapMax = math.MinInt64
+	type grant struct {
+		worker string
+		ret    int64
+	}
+	grants := map[attempt]grant{}
+	for _, op := range ops {
+		in, out := op.Input.(Op), op.Output.(OpOutput)
+		if in.Kind == OpClaim && !out.Unknown && (out.Code == ClaimAcquired || out.Code == ClaimTakeover) {
+			grants[attempt{in.Key, out.Fence}] = grant{op.Metadata.(Meta).Worker, op.Return}
+		}
+	}
+	newestWrite := map[string][]writeEvent{} // key -> applied writes
+	for _, w := range ev.writes {
+		if w.outcome == "applied" {
+			newestWrite[w.key] = append(newestWrite[w.key], w)
+		}
+	}
+	for _, op := range ops {
+		in, out := op.Input.(Op), op.Output.(OpOutput)
+		if in.Kind != OpClaim || out.Unknown || out.Code != ClaimTakeover {
+			continue
+		}
+		old, ok := grants[attempt{in.Key, out.Prev}]
+		newWorker := op.Metadata.(Meta).Worker
+		if !ok || old.worker == newWorker || !partitionedFromRedis(parts, old.worker, old.ret, op.Call) ||
+			killedBetween(kills, old.worker, old.ret, op.Call) {
+			continue
+		}
+		v.Takeovers++
+		if at, ok := ev.cancels[attempt{in.Key, out.Prev}]; ok {
+			v.Measured++
+			v.OverlapMax = max(v.OverlapMax, at.Sub(time.Unix(0, op.Return)))
+		}
+		takenAt := time.Unix(0, op.Return)
+		for _, w := range ev.writes {
+			if w.key != in.Key || w.fence != out.Prev || w.worker != old.worker || w.began.Before(takenAt) {
+				continue
+			}
+			v.ZombieWrites++
+			if w.outcome == "applied" {
+				v.ZombieWritesApplied++
+			}
+			for _, nw := range newestWrite[in.Key] {
+				if nw.fence > w.fence && nw.end.Before(w.began) {
+					v.ZombieWritesAfterNewer++
+					if w.outcome == "applied" {
+						v.ZombieWritesAfterNewerApplied++
+					}
+					break
+				}
+			}
+		}
+	}
+	if v.Measured == 0 {
+		v.OverlapMax = 0
+	}
+	return v
+}
+
+// KillMark is one SIGKILL of a worker the run carried out.
+type KillMark struct {
+	Worker string
+	At     time.Time
+}
+
+// killedBetween reports whether worker was killed between from and to (Unix
+// nanoseconds): a lease it held then was taken over because of the kill.
+func killedBetween(kills []KillMark, worker string, from, to int64) bool {
+	for _, k := range kills {
+		if k.Worker == worker && k.At.UnixNano() >= from && k.At.UnixNano() <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// partitionedFromRedis reports whether worker was cut off from Redis at
+// some time between from and to (Unix nanoseconds).
+func partitionedFromRedis(parts []PartitionMark, worker string, from, to int64) bool {
+	for _, p := range parts {
+		if p.Worker == worker && p.Net&NetRedis != 0 && p.From.UnixNano() <= to && p.To.UnixNano() >= from {
+			return true
+		}
+	}
+	return false
+}
