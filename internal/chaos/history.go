@@ -258,6 +258,7 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 		return argv[i-1]
 	}
 	num := func(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
+	small := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	entry := func(i int) *respValue {
 		if reply == nil || i >= len(reply.elems) {
 			return nil
@@ -267,21 +268,21 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	var ops []Op
 	switch name {
 	case scriptClaim:
-		stride := 3 + int(num(arg(5))) + int(num(arg(6)))
+		stride := 3 + small(arg(5)) + small(arg(6))
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			ops = append(ops, Op{Kind: OpClaim, Key: recordKey(keys[i*stride]), Out: claimOutput(entry(i))})
 		}
 	case scriptComplete:
 		if len(keys) > 0 {
 			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[0]), Fence: num(arg(2)),
-				State: int(num(arg(9))), Result: arg(12), Out: codeOutput(reply)})
+				State: small(arg(9)), Result: arg(12), Out: codeOutput(reply)})
 		}
 	case scriptCompleteBatch:
-		stride := 4 + int(num(arg(4)))
+		stride := 4 + small(arg(4))
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			a := 5 + i*10
 			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: num(arg(a + 1)),
-				State: int(num(arg(a + 5))), Result: arg(a + 8), Out: codeOutput(entry(i))})
+				State: small(arg(a + 5)), Result: arg(a + 8), Out: codeOutput(entry(i))})
 		}
 	case scriptRelease:
 		if len(keys) > 0 {

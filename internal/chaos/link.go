@@ -55,7 +55,8 @@ type Tap interface {
 type Link struct {
 	ln     net.Listener
 	target string
-	tap    func() Tap // nil: no tap
+	stop   context.CancelFunc // ends the context of the dials to the target
+	tap    func() Tap         // nil: no tap
 
 	mu      sync.Mutex
 	cut     Direction
@@ -74,10 +75,11 @@ func NewLink(ctx context.Context, target string, newTap func() Tap) (*Link, erro
 	if err != nil {
 		return nil, fmt.Errorf("chaos: link to %s: %w", target, err)
 	}
-	l := &Link{ln: ln, target: target, tap: newTap, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	lctx, stop := context.WithCancel(ctx)
+	l := &Link{ln: ln, target: target, stop: stop, tap: newTap, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	close(l.healed)
 	l.wg.Add(1)
-	go l.accept()
+	go l.accept(lctx)
 	return l, nil
 }
 
@@ -117,6 +119,7 @@ func (l *Link) Close() {
 		return
 	}
 	l.closed = true
+	l.stop()
 	_ = l.ln.Close()
 	for c := range l.conns {
 		_ = c.Close()
@@ -174,7 +177,7 @@ func (l *Link) untrack(cs ...net.Conn) {
 	}
 }
 
-func (l *Link) accept() {
+func (l *Link) accept(ctx context.Context) {
 	defer l.wg.Done()
 	for {
 		in, err := l.ln.Accept()
@@ -187,7 +190,7 @@ func (l *Link) accept() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.serve(in)
+			l.serve(ctx, in)
 		}()
 	}
 }
@@ -195,7 +198,7 @@ func (l *Link) accept() {
 // serve connects in to the target once nothing is cut (a connection made
 // during a partition hangs: its handshake would not get through) and
 // pipes both ways until either side ends.
-func (l *Link) serve(in net.Conn) {
+func (l *Link) serve(ctx context.Context, in net.Conn) {
 	done := make(chan struct{})
 	var once sync.Once
 	end := func() { once.Do(func() { close(done) }) }
@@ -204,7 +207,7 @@ func (l *Link) serve(in net.Conn) {
 		return
 	}
 	var d net.Dialer
-	out, err := d.DialContext(context.Background(), "tcp", l.target)
+	out, err := d.DialContext(ctx, "tcp", l.target)
 	if err != nil {
 		l.untrack(in)
 		return
