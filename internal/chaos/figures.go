@@ -174,6 +174,8 @@ func (f Figures) historyLines() []line {
 			line{"partition_zombie_writes_applied_before_newer", v.ZombieWritesApplied - v.ZombieWritesAfterNewerApplied, "writes"},
 			line{"partition_zombie_writes_after_newer", v.ZombieWritesAfterNewer, "writes"},
 			line{"partition_zombie_writes_after_newer_applied", v.ZombieWritesAfterNewerApplied, "writes"},
+			line{"partition_kafka_only_commits", v.KafkaOnlyCommits, "commits"},
+			line{"partition_kafka_only_takeovers", v.KafkaOnlyTakeovers, "leases"},
 		)
 	}
 	if h := f.History; h != nil {

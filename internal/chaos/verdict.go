@@ -184,6 +184,13 @@ type PartitionVerdict struct {
 	// which must all have been refused: ZombieWritesAfterNewerApplied is
 	// must-be-zero.
 	ZombieWrites, ZombieWritesApplied, ZombieWritesAfterNewer, ZombieWritesAfterNewerApplied int
+	// KafkaOnlyCommits counts the commits that workers partitioned from
+	// Kafka only (not from Redis) got written while partitioned: they
+	// finish their jobs. KafkaOnlyTakeovers counts takeovers of such a
+	// worker's leases during its partition, the worker not killed
+	// meanwhile (it keeps renewing them, so only a coinciding fault, such
+	// as the Redis restart, explains one).
+	KafkaOnlyCommits, KafkaOnlyTakeovers int
 }
 
 // judgePartitions derives the partition figures from the history's claims,
@@ -192,10 +199,6 @@ type PartitionVerdict struct {
 func judgePartitions(ops []porcupine.Operation, ev workerEvents, parts []PartitionMark, kills []KillMark) PartitionVerdict {
 	var v PartitionVerdict
 	v.OverlapMax = math.MinInt64
-	type grant struct {
-		worker string
-		ret    int64
-	}
 	grants := map[attempt]grant{}
 	for _, op := range ops {
 		in, out := op.Input.(Op), op.Output.(OpOutput)
@@ -248,7 +251,41 @@ func judgePartitions(ops []porcupine.Operation, ev workerEvents, parts []Partiti
 	if v.Measured == 0 {
 		v.OverlapMax = 0
 	}
+	v.KafkaOnlyCommits, v.KafkaOnlyTakeovers = kafkaOnly(ops, grants, parts, kills)
 	return v
+}
+
+// kafkaOnly counts, over the partitions from Kafka alone, the commits the
+// partitioned worker got written and the takeovers of its leases, both
+// while it was partitioned.
+func kafkaOnly(ops []porcupine.Operation, grants map[attempt]grant, parts []PartitionMark, kills []KillMark) (commits, takeovers int) {
+	for _, p := range parts {
+		if p.Net != NetKafka {
+			continue
+		}
+		from, to := p.From.UnixNano(), p.To.UnixNano()
+		for _, op := range ops {
+			in, out := op.Input.(Op), op.Output.(OpOutput)
+			if out.Unknown || op.Call < from || op.Call > to {
+				continue
+			}
+			switch {
+			case in.Kind == OpCommit && out.Code == CommitWritten && op.Metadata.(Meta).Worker == p.Worker:
+				commits++
+			case in.Kind == OpClaim && out.Code == ClaimTakeover:
+				if g, ok := grants[attempt{in.Key, out.Prev}]; ok && g.worker == p.Worker && !killedBetween(kills, g.worker, g.ret, op.Call) {
+					takeovers++
+				}
+			}
+		}
+	}
+	return commits, takeovers
+}
+
+// grant is a claim that ran the job: the worker it answered and when.
+type grant struct {
+	worker string
+	ret    int64
 }
 
 // KillMark is one SIGKILL of a worker the run carried out.

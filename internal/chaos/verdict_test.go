@@ -1,0 +1,50 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+// TestJudgePartitions times the takeover of a partitioned worker's lease
+// against its old handler's cancellation, leaves out takeovers explained by
+// a kill or by no partition, and sorts a zombie's late writes.
+func TestJudgePartitions(t *testing.T) {
+	t.Parallel()
+	at := func(ms int64) time.Time { return time.Unix(1000, ms*int64(time.Millisecond)) }
+	ns := func(ms int64) int64 { return at(ms).UnixNano() }
+	ops := history(
+		// k: w1 partitioned from Redis at 100ms, w2 takes over at 2000ms.
+		hop{"w1", ns(0), ns(10), Op{Key: "k", Kind: OpClaim, Out: OpOutput{Code: ClaimAcquired, Fence: 10}}},
+		hop{"w2", ns(1990), ns(2000), Op{Key: "k", Kind: OpClaim, Out: OpOutput{Code: ClaimTakeover, Fence: 11, Prev: 10}}},
+		// j: w3 was killed, not partitioned.
+		hop{"w3", ns(0), ns(10), Op{Key: "j", Kind: OpClaim, Out: OpOutput{Code: ClaimAcquired, Fence: 20}}},
+		hop{"w2", ns(1990), ns(2000), Op{Key: "j", Kind: OpClaim, Out: OpOutput{Code: ClaimTakeover, Fence: 21, Prev: 20}}},
+		// m: w1's claim answer was lost in the partition: no handler to time.
+		hop{"w1", ns(150), ns(160), Op{Key: "m", Kind: OpClaim, Out: OpOutput{Code: ClaimAcquired, Fence: 30}}},
+		hop{"w2", ns(2500), ns(2510), Op{Key: "m", Kind: OpClaim, Out: OpOutput{Code: ClaimTakeover, Fence: 31, Prev: 30}}},
+	)
+	ev := workerEvents{
+		cancels: map[attempt]time.Time{{"k", 10}: at(1500), {"j", 20}: at(3000)},
+		writes: []writeEvent{
+			{worker: "w2", key: "k", fence: 11, began: at(2100), end: at(2110), outcome: "applied"},
+			{worker: "w1", key: "k", fence: 10, began: at(2050), end: at(2060), outcome: "applied"},
+			{worker: "w1", key: "k", fence: 10, began: at(2200), end: at(2210), outcome: "refused"},
+		},
+	}
+	parts := []PartitionMark{
+		{Worker: "w1", Net: NetAll, Cut: Both, From: at(100), To: at(4000)},
+		{Worker: "w3", Net: NetKafka, Cut: Both, From: at(100), To: at(4000)},
+	}
+	kills := []KillMark{{Worker: "w3", At: at(50)}}
+	v := judgePartitions(ops, ev, parts, kills)
+	want := PartitionVerdict{Takeovers: 2, Measured: 1, OverlapMax: -500 * time.Millisecond,
+		ZombieWrites: 2, ZombieWritesApplied: 1, ZombieWritesAfterNewer: 1}
+	if v != want {
+		t.Fatalf("verdict\n%+v\nwant\n%+v", v, want)
+	}
+	// A handler cancelled after the takeover answered is an overlap.
+	ev.cancels[attempt{"k", 10}] = at(2100)
+	if v := judgePartitions(ops, ev, parts, kills); v.OverlapMax != 100*time.Millisecond {
+		t.Fatalf("overlap %s, want 100ms", v.OverlapMax)
+	}
+}
