@@ -106,46 +106,73 @@ type writeEvent struct {
 	key        string
 	fence      uint64
 	began, end time.Time
-	outcome    string // applied, refused, error
+	outcome    string // applied, refused, error, unknown (no end logged)
 }
 
 var (
+	beginLine  = regexp.MustCompile(`msg="fenced write begins" key=(\S+) fence=(\d+) began_us=(\d+)`)
 	writeLine  = regexp.MustCompile(`msg="fenced write" key=(\S+) fence=(\d+) began_us=(\d+) ended_us=(\d+) outcome=(\w+)`)
 	cancelLine = regexp.MustCompile(`msg="transfer (?:cancelled|returned)" key=(\S+) fence=(\d+) at_us=(\d+)`)
 )
 
 // readWorkerEvents reads the debug events of demo.transfer from the logs of
-// the workers (worker name -> log path).
+// the workers (worker name -> log path). A write that began but never
+// ended (the worker was killed meanwhile) is kept with outcome "unknown".
 func readWorkerEvents(logs map[string]string) (workerEvents, error) {
 	ev := workerEvents{cancels: map[attempt]time.Time{}}
 	for name, path := range logs {
-		fh, err := os.Open(path) //nolint:gosec // the run's own log files
-		if err != nil {
-			return ev, fmt.Errorf("chaos: %w", err)
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if m := writeLine.FindStringSubmatch(line); m != nil {
-				f, _ := strconv.ParseUint(m[2], 10, 64)
-				b, _ := strconv.ParseInt(m[3], 10, 64)
-				e, _ := strconv.ParseInt(m[4], 10, 64)
-				ev.writes = append(ev.writes, writeEvent{worker: name, key: m[1], fence: f,
-					began: time.UnixMicro(b), end: time.UnixMicro(e), outcome: m[5]})
-			} else if m := cancelLine.FindStringSubmatch(line); m != nil {
-				f, _ := strconv.ParseUint(m[2], 10, 64)
-				at, _ := strconv.ParseInt(m[3], 10, 64)
-				ev.cancels[attempt{m[1], f}] = time.UnixMicro(at)
-			}
-		}
-		err = sc.Err()
-		_ = fh.Close()
-		if err != nil {
-			return ev, fmt.Errorf("chaos: read %s: %w", path, err)
+		if err := ev.read(name, path); err != nil {
+			return ev, err
 		}
 	}
 	return ev, nil
+}
+
+func (ev *workerEvents) read(worker, path string) error {
+	fh, err := os.Open(path) //nolint:gosec // the run's own log files
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	defer func() { _ = fh.Close() }()
+	type begun struct {
+		key   string
+		fence uint64
+		at    int64
+	}
+	open := map[begun]bool{}
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case beginLine.MatchString(line):
+			m := beginLine.FindStringSubmatch(line)
+			f, _ := strconv.ParseUint(m[2], 10, 64)
+			b, _ := strconv.ParseInt(m[3], 10, 64)
+			open[begun{m[1], f, b}] = true
+		case writeLine.MatchString(line):
+			m := writeLine.FindStringSubmatch(line)
+			f, _ := strconv.ParseUint(m[2], 10, 64)
+			b, _ := strconv.ParseInt(m[3], 10, 64)
+			e, _ := strconv.ParseInt(m[4], 10, 64)
+			delete(open, begun{m[1], f, b})
+			ev.writes = append(ev.writes, writeEvent{worker: worker, key: m[1], fence: f,
+				began: time.UnixMicro(b), end: time.UnixMicro(e), outcome: m[5]})
+		case cancelLine.MatchString(line):
+			m := cancelLine.FindStringSubmatch(line)
+			f, _ := strconv.ParseUint(m[2], 10, 64)
+			at, _ := strconv.ParseInt(m[3], 10, 64)
+			ev.cancels[attempt{m[1], f}] = time.UnixMicro(at)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("chaos: read %s: %w", path, err)
+	}
+	for b := range open {
+		ev.writes = append(ev.writes, writeEvent{worker: worker, key: b.key, fence: b.fence,
+			began: time.UnixMicro(b.at), outcome: "unknown"})
+	}
+	return nil
 }
 
 // addTo adds the writes to h.
@@ -155,7 +182,7 @@ func (ev workerEvents) addTo(h *History) {
 		switch w.outcome {
 		case "refused":
 			out.Code = WriteRefused
-		case "error":
+		case "error", "unknown":
 			out.Unknown = true
 		}
 		h.AddWrite(w.worker, w.key, w.fence, w.began, w.end, out)
