@@ -101,6 +101,11 @@ func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
 	r.mu.Unlock()
 	from := time.Now()
 	n.cut(e.Net, e.Cut)
+	if e.Net&NetRedis != 0 {
+		// Its leases stop being renewed like a paused worker's: the
+		// observer must not count them as a killed worker's.
+		r.obs.MarkPause(e.For)
+	}
 	log.Info("partitioned", slog.String("worker", w.Name), slog.String("from", e.Net.String()),
 		slog.String("cut", e.Cut.String()))
 	r.faults.Go(func() {
