@@ -1,6 +1,9 @@
 package chaos
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,5 +49,36 @@ func TestJudgePartitions(t *testing.T) {
 	ev.cancels[attempt{"k", 10}] = at(2100)
 	if v := judgePartitions(ops, ev, parts, kills); v.OverlapMax != 100*time.Millisecond {
 		t.Fatalf("overlap %s, want 100ms", v.OverlapMax)
+	}
+}
+
+// TestReadWorkerEvents reads demo.transfer's debug lines as `worker run`
+// writes them: a write that began and ended, one cut short by a kill (no
+// end: unknown), and a cancellation.
+func TestReadWorkerEvents(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "worker-1.log")
+	log := `time=2026-11-24T04:38:24.123Z level=DEBUG msg="fenced write begins" key=k1 fence=10 began_us=1000
+time=2026-11-24T04:38:24.124Z level=DEBUG msg="fenced write" key=k1 fence=10 began_us=1000 ended_us=1500 outcome=refused
+time=2026-11-24T04:38:24.125Z level=DEBUG msg="transfer cancelled" key=k2 fence=20 at_us=2000 cause="lease lost"
+time=2026-11-24T04:38:24.126Z level=DEBUG msg="fenced write begins" key=k2 fence=20 began_us=2500
+=== chaos: start #2 of worker-1 at 2026-11-24T04:38:25Z
+`
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := readWorkerEvents(map[string]string{"worker-1": path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []writeEvent{
+		{worker: "worker-1", key: "k1", fence: 10, began: time.UnixMicro(1000), end: time.UnixMicro(1500), outcome: "refused"},
+		{worker: "worker-1", key: "k2", fence: 20, began: time.UnixMicro(2500), outcome: "unknown"},
+	}
+	if !slices.Equal(ev.writes, want) {
+		t.Fatalf("writes %+v, want %+v", ev.writes, want)
+	}
+	if got := ev.cancels[attempt{"k2", 20}]; !got.Equal(time.UnixMicro(2000)) {
+		t.Fatalf("cancellation of k2 at %v, want %v", got, time.UnixMicro(2000))
 	}
 }
