@@ -216,6 +216,11 @@ func (r *run) judge(f *Figures) error {
 	r.mu.Unlock()
 	pv := judgePartitions(redisOps, ev, f.Partitions, kills)
 	f.PartitionVerdict = &pv
+	for _, c := range pv.Closest {
+		r.log.Info("partition takeover with the thinnest margin", slog.String("key", c.Key), slog.Uint64("fence", c.Fence),
+			slog.String("old", c.Old), slog.String("new", c.New), slog.Time("cancelled", c.Cancelled),
+			slog.Duration("overlap", c.Overlap))
+	}
 	ev.addTo(r.hist)
 	began := time.Now()
 	hv, err := CheckHistory(r.hist.Operations(), r.dir, 5*time.Minute)

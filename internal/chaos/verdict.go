@@ -218,6 +218,18 @@ type PartitionVerdict struct {
 	// meanwhile (it keeps renewing them, so only a coinciding fault, such
 	// as the Redis restart, explains one).
 	KafkaOnlyCommits, KafkaOnlyTakeovers int
+	// Closest are the three measured takeovers with the largest overlap
+	// (the thinnest margin), to look up in the workers' logs.
+	Closest []TimedTakeover
+}
+
+// TimedTakeover is one measured takeover of a partitioned worker's lease.
+type TimedTakeover struct {
+	Key       string
+	Fence     uint64 // the old holder's
+	Old, New  string // workers
+	Cancelled time.Time
+	Overlap   time.Duration // Cancelled - the takeover's answer
 }
 
 // judgePartitions derives the partition figures from the history's claims,
@@ -253,7 +265,10 @@ func judgePartitions(ops []porcupine.Operation, ev workerEvents, parts []Partiti
 		v.Takeovers++
 		if at, ok := ev.cancels[attempt{in.Key, out.Prev}]; ok {
 			v.Measured++
-			v.OverlapMax = max(v.OverlapMax, at.Sub(time.Unix(0, op.Return)))
+			ov := at.Sub(time.Unix(0, op.Return))
+			v.OverlapMax = max(v.OverlapMax, ov)
+			v.Closest = append(v.Closest, TimedTakeover{Key: in.Key, Fence: out.Prev, Old: old.worker, New: newWorker,
+				Cancelled: at, Overlap: ov})
 		}
 		takenAt := time.Unix(0, op.Return)
 		for _, w := range ev.writes {
@@ -278,6 +293,8 @@ func judgePartitions(ops []porcupine.Operation, ev workerEvents, parts []Partiti
 	if v.Measured == 0 {
 		v.OverlapMax = 0
 	}
+	slices.SortFunc(v.Closest, func(a, b TimedTakeover) int { return cmpInt64(int64(b.Overlap), int64(a.Overlap)) })
+	v.Closest = v.Closest[:min(3, len(v.Closest))]
 	v.KafkaOnlyCommits, v.KafkaOnlyTakeovers = kafkaOnly(ops, grants, parts, kills)
 	return v
 }

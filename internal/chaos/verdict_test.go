@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestJudgePartitions times the takeover of a partitioned worker's lease
@@ -41,8 +43,9 @@ func TestJudgePartitions(t *testing.T) {
 	kills := []KillMark{{Worker: "w3", At: at(50)}}
 	v := judgePartitions(ops, ev, parts, kills)
 	want := PartitionVerdict{Takeovers: 2, Measured: 1, OverlapMax: -500 * time.Millisecond,
-		ZombieWrites: 2, ZombieWritesApplied: 1, ZombieWritesAfterNewer: 1}
-	if v != want {
+		ZombieWrites: 2, ZombieWritesApplied: 1, ZombieWritesAfterNewer: 1,
+		Closest: []TimedTakeover{{Key: "k", Fence: 10, Old: "w1", New: "w2", Cancelled: at(1500), Overlap: -500 * time.Millisecond}}}
+	if !cmp.Equal(v, want) {
 		t.Fatalf("verdict\n%+v\nwant\n%+v", v, want)
 	}
 	// A handler cancelled after the takeover answered is an overlap.
