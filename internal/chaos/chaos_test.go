@@ -26,20 +26,22 @@ func TestChaosShortRun(t *testing.T) {
 	bin := buildWorker(t, dir)
 	c := Config{
 		Seed:        envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
-		Jobs:        600,
+		Jobs:        800,
 		Workers:     3,
 		KillEvery:   1500 * time.Millisecond,
 		LeaseTTL:    time.Second,
 		Duplicates:  0.2,
 		Rate:        40,
 		Concurrency: 8,
-		// One job in five stalls between its charge and its fenced write,
-		// so that a pause or a partition catches some in flight and a
-		// zombie's write may be refused.
-		SlowFraction: 0.2,
-		// The schedule's first three partitions cut a worker off from
-		// Redis and Kafka, from Redis, then from Kafka (both ways).
-		PartitionEvery: 4 * time.Second,
+		// One job in ten stalls for 3s between its charge and its fenced
+		// write, so that every worker has a few in flight when a pause or
+		// a partition comes, and a zombie's write may be refused.
+		SlowFraction: 0.1,
+		Hold:         3 * time.Second,
+		// About four partitions: the schedule's first ones cut a worker
+		// off from Redis and Kafka, from Redis, from Kafka, then from both
+		// again (both ways).
+		PartitionEvery: 5 * time.Second,
 		Drain:          90 * time.Second,
 		Worker:         bin,
 		Dir:            filepath.Join(dir, "run"),
@@ -131,9 +133,14 @@ func TestChaosApacheRun(t *testing.T) {
 		Duplicates:  0.2,
 		Rate:        100,
 		Concurrency: 8,
-		// One job in fifty stalls between its charge and its fenced write,
-		// so that a worker pause may catch one and its write be refused.
-		SlowFraction: 0.02,
+		// One job in twenty stalls for 3s between its charge and its
+		// fenced write, so that a worker pause or partition catches some
+		// and a zombie's write may be refused.
+		SlowFraction: 0.05,
+		Hold:         3 * time.Second,
+		// About five partitions, twice from Redis and Kafka (see
+		// TestChaosShortRun).
+		PartitionEvery: 6 * time.Second,
 		// Within the 30s fault phase, the kill and the pause the schedule
 		// always holds, rarely more: a restart takes 10 to 15s here.
 		BrokerFaultEvery: 40 * time.Second,

@@ -260,10 +260,11 @@ func brokerEvents(c ScheduleConfig) []Event {
 
 // partitionEvents draws the partitions of c, from a stream of their own (the
 // other faults of a seed are the same with and without them): every
-// PartitionEvery on average, a random worker cut off from Redis, from
-// Kafka, or from both, in one direction or both. The first three (when the
-// horizon has room) are one of each service, both directions cut, so that
-// a short run holds every kind.
+// PartitionEvery on average, the first after at least half of it, a random
+// worker cut off from Redis, from Kafka, or from both, in one direction or
+// both. The first six (when the horizon has room) cut both ways and cycle
+// through the services (both, Redis, Kafka), so that a short run holds every
+// kind, and twice the one whose leases are sure to be taken over.
 func partitionEvents(c ScheduleConfig) []Event {
 	rng := rand.New(rand.NewPCG(c.Seed^0x2545f4914f6cdd1d, c.Seed+1))
 	between := func(lo, hi time.Duration) time.Duration {
@@ -273,11 +274,11 @@ func partitionEvents(c ScheduleConfig) []Event {
 	dirs := []Direction{Both, ToServer, FromServer}
 	var ev []Event
 	every := c.PartitionEvery
-	for t := between(every/3, every); t < c.Horizon; t += between(every/2, 3*every/2) {
+	for t := between(every/2, every); t < c.Horizon; t += between(every/2, 3*every/2) {
 		e := Event{At: t, Action: Partition, Slot: rng.IntN(c.Slots), For: c.PartitionFor,
 			Net: services[rng.IntN(len(services))], Cut: dirs[rng.IntN(len(dirs))]}
-		if n := len(ev); n < len(services) {
-			e.Net, e.Cut = services[n], Both
+		if n := len(ev); n < 2*len(services) {
+			e.Net, e.Cut = services[n%len(services)], Both
 		}
 		ev = append(ev, e)
 	}

@@ -187,8 +187,8 @@ func TestScheduleBrokerFaults(t *testing.T) {
 
 // TestSchedulePartitions: partitions come from a stream of their own (the
 // other events of a seed are the same with and without them), within the
-// horizon, the first three cutting a worker off from Redis and Kafka, from
-// Redis, then from Kafka, both ways.
+// horizon, the first six cycling through a worker cut off from Redis and
+// Kafka, from Redis, then from Kafka, both ways.
 func TestSchedulePartitions(t *testing.T) {
 	t.Parallel()
 	for seed := uint64(0); seed < 100; seed++ {
@@ -214,10 +214,10 @@ func TestSchedulePartitions(t *testing.T) {
 			t.Fatalf("seed %d: partitions changed the other events (-without +with):\n%s", seed, diff)
 		}
 		// 2 minutes at one every 10s on average: 8 to 24.
-		if len(parts) < 8 || len(parts) > 24 {
+		if len(parts) < 8 || len(parts) > 24 || parts[0].At < c.PartitionEvery/2 {
 			t.Fatalf("seed %d: %d partitions", seed, len(parts))
 		}
-		for i, want := range []Service{NetAll, NetRedis, NetKafka} {
+		for i, want := range []Service{NetAll, NetRedis, NetKafka, NetAll, NetRedis, NetKafka} {
 			if parts[i].Net != want || parts[i].Cut != Both {
 				t.Fatalf("seed %d: partition %d is %s, want %s both ways", seed, i, parts[i], want)
 			}
