@@ -3,6 +3,7 @@ package chaos
 import (
 	"crypto/sha1" //nolint:gosec // Redis names scripts by their SHA-1
 	"encoding/binary"
+	"errors"
 	"encoding/hex"
 	"math"
 	"strconv"
@@ -120,7 +121,7 @@ func (t *redisTap) Request(p []byte, at time.Time) {
 	t.req = append(t.req, p...)
 	for {
 		v, n, err := parseRESP(t.req)
-		if err == errIncomplete { //nolint:errorlint // a sentinel of this file, never wrapped
+		if errors.Is(err, errIncomplete) {
 			break
 		}
 		if err != nil {
@@ -142,7 +143,7 @@ func (t *redisTap) Reply(p []byte, at time.Time) {
 	t.rep = append(t.rep, p...)
 	for {
 		v, n, err := parseRESP(t.rep)
-		if err == errIncomplete { //nolint:errorlint // a sentinel of this file, never wrapped
+		if errors.Is(err, errIncomplete) {
 			break
 		}
 		if err != nil {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bytes"
-	"errors"
 	"strconv"
 )
 
@@ -14,12 +13,6 @@ type respValue struct {
 	elems []respValue
 	null  bool
 }
-
-// errIncomplete means the buffer holds only the beginning of a value.
-var errIncomplete = errors.New("chaos: incomplete RESP value")
-
-// errBadRESP means the bytes are not RESP.
-var errBadRESP = errors.New("chaos: malformed RESP")
 
 // parseRESP reads one value from the start of b and returns it and its length
 // in bytes, errIncomplete when b ends before it does.
