@@ -3,8 +3,8 @@ package chaos
 import (
 	"crypto/sha1" //nolint:gosec // Redis names scripts by their SHA-1
 	"encoding/binary"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
