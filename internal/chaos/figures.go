@@ -228,6 +228,8 @@ func (f Figures) soakLines() []line {
 		{"soak_redis_used_memory_last_mb", mb(s.UsedMemoryLast), "MiB"},
 		{"soak_redis_keys_first", s.KeysFirst, "keys"},
 		{"soak_redis_keys_last", s.KeysLast, "keys"},
+		{"soak_jobs_per_s_first", strconv.FormatFloat(s.JobsPerSecondFirst, 'f', 1, 64), "jobs/s"},
+		{"soak_jobs_per_s_last", strconv.FormatFloat(s.JobsPerSecondLast, 'f', 1, 64), "jobs/s"},
 		{"soak_resources_growing", len(s.Growing), "resources"},
 	}
 }

@@ -23,6 +23,7 @@ type Sample struct {
 	WorkerGoroutine int64 // go_goroutines of the busiest worker
 	RedisUsedMemory int64 // INFO memory used_memory, bytes
 	RedisKeys       int64 // DBSIZE
+	Transfers       int64 // jobs whose fenced transfer is in PostgreSQL so far
 }
 
 // SoakBound is the flatness rule of a soak: once the warm-up (the workers'
@@ -43,7 +44,10 @@ type SoakFigures struct {
 	GoroutinesFirst, GoroutinesLast int64
 	UsedMemoryFirst, UsedMemoryLast int64
 	KeysFirst, KeysLast             int64
-	Growing                         []string // the resources beyond SoakBound
+	// JobsPerSecondFirst and JobsPerSecondLast are the rates at which
+	// transfers reached PostgreSQL over the first and the last quarter.
+	JobsPerSecondFirst, JobsPerSecondLast float64
+	Growing                               []string // the resources beyond SoakBound, and a stalled throughput
 }
 
 // sampler reads the workers' RSS and goroutines and Redis's memory and key
@@ -118,6 +122,9 @@ func (s *sampler) sample(ctx context.Context) (Sample, bool) {
 		return smp, false
 	}
 	smp.RedisUsedMemory, smp.RedisKeys = used, keys
+	if err := s.run.db.QueryRow(rctx, `SELECT count(*) FROM demo_transfers`).Scan(&smp.Transfers); err != nil {
+		return smp, false
+	}
 	return smp, true
 }
 
@@ -170,7 +177,8 @@ func (s *sampler) all() []Sample {
 
 // Flatness compares the samples taken after warmup: the largest value of
 // each resource in the first quarter against the last quarter (see
-// [SoakBound]). It needs at least eight samples after the warm-up.
+// [SoakBound]), and the rate at which jobs finished, which must not fall
+// below half. It needs at least eight samples after the warm-up.
 func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 	if len(samples) == 0 {
 		return SoakFigures{}, fmt.Errorf("%w: the soak took no sample", ErrConfig)
@@ -211,6 +219,20 @@ func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 		if float64(*r.last) > float64(*r.first)*(1+SoakBound.Ratio)+float64(r.slack) {
 			f.Growing = append(f.Growing, fmt.Sprintf("%s %d -> %d", r.name, *r.first, *r.last))
 		}
+	}
+	// Flat resources mean nothing if the work stopped: the jobs keep
+	// arriving at the same rate, so the last quarter must finish them at
+	// least half as fast as the first.
+	rate := func(ss []Sample) float64 {
+		d := ss[len(ss)-1].At.Sub(ss[0].At).Seconds()
+		if d <= 0 {
+			return 0
+		}
+		return float64(ss[len(ss)-1].Transfers-ss[0].Transfers) / d
+	}
+	f.JobsPerSecondFirst, f.JobsPerSecondLast = rate(first), rate(last)
+	if f.JobsPerSecondLast < f.JobsPerSecondFirst/2 {
+		f.Growing = append(f.Growing, fmt.Sprintf("jobs_per_s %.1f -> %.1f (stalled)", f.JobsPerSecondFirst, f.JobsPerSecondLast))
 	}
 	return f, nil
 }
