@@ -38,10 +38,11 @@ func TestChaosShortRun(t *testing.T) {
 		// a partition comes, and a zombie's write may be refused.
 		SlowFraction: 0.1,
 		Hold:         3 * time.Second,
-		// About four partitions: the schedule's first ones cut a worker
+		// About five partitions: the schedule's first ones cut a worker
 		// off from Redis and Kafka, from Redis, from Kafka, then from both
-		// again (both ways).
-		PartitionEvery: 5 * time.Second,
+		// again (both ways); each takes the worker with the most jobs in
+		// flight.
+		PartitionEvery: 4 * time.Second,
 		Drain:          90 * time.Second,
 		Worker:         bin,
 		Dir:            filepath.Join(dir, "run"),

@@ -28,13 +28,14 @@ type History struct {
 
 	mu        sync.Mutex
 	ops       []porcupine.Operation
-	clients   map[string]int // worker -> porcupine client id
-	badStream int            // connections whose bytes did not parse as RESP
+	clients   map[string]int             // worker -> porcupine client id
+	badStream int                        // connections whose bytes did not parse as RESP
+	running   map[string]map[string]bool // worker -> keys it was granted and has not finished
 }
 
 // NewHistory returns an empty history.
 func NewHistory() *History {
-	h := &History{scripts: map[string]string{}, clients: map[string]int{}}
+	h := &History{scripts: map[string]string{}, clients: map[string]int{}, running: map[string]map[string]bool{}}
 	for name, s := range lua.All() {
 		h.scripts[s.Hash()] = name
 	}
@@ -79,6 +80,28 @@ func (h *History) add(worker string, op Op, call, ret int64) {
 	}
 	h.ops = append(h.ops, porcupine.Operation{ClientId: id, Input: op, Output: op.Out, Call: call, Return: ret,
 		Metadata: Meta{Worker: worker}})
+	switch {
+	case op.Kind == OpClaim && (op.Out.Code == ClaimAcquired || op.Out.Code == ClaimTakeover) && !op.Out.Unknown:
+		if h.running[worker] == nil {
+			h.running[worker] = map[string]bool{}
+		}
+		h.running[worker][op.Key] = true
+	case op.Kind == OpCommit || op.Kind == OpRelease:
+		delete(h.running[worker], op.Key)
+	}
+}
+
+// Running returns how many keys each worker was granted and has not
+// committed or released yet (as far as its link saw): the jobs it has in
+// flight, give or take the ones it lost.
+func (h *History) Running() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int, len(h.running))
+	for w, keys := range h.running {
+		out[w] = len(keys)
+	}
+	return out
 }
 
 // AddWrite records a downstream write of key under fence by worker, called

@@ -83,6 +83,36 @@ func (p *partitions) all() []PartitionMark {
 	return append([]PartitionMark(nil), p.marks...)
 }
 
+// pickRunning is pick for a partition: of the live, idle workers it takes
+// the one with the most jobs in flight (by the history; the slot breaks
+// ties), so that a partition catches leases to take over rather than an
+// idle worker.
+func (r *run) pickRunning(slot int) *Proc {
+	var running map[string]int
+	if r.hist != nil {
+		running = r.hist.Running()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var live []*Proc
+	for _, w := range r.workers {
+		if !r.removed[w] && w.Running() && !r.busy[w] {
+			live = append(live, w)
+		}
+	}
+	var best *Proc
+	for i := range live {
+		w := live[(slot+i)%len(live)]
+		if best == nil || running[w.Name] > running[best.Name] {
+			best = w
+		}
+	}
+	if best != nil {
+		r.busy[best] = true
+	}
+	return best
+}
+
 // partition carries out e (a Partition) on a live worker in the background:
 // cut, wait e.For, heal.
 func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
@@ -90,7 +120,7 @@ func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
 		log.Info("skipped: it would leave no live worker")
 		return
 	}
-	w := r.pick(e.Slot)
+	w := r.pickRunning(e.Slot)
 	if w == nil {
 		log.Info("skipped: no idle worker")
 		return
