@@ -57,6 +57,7 @@ type Link struct {
 	target string
 	stop   context.CancelFunc // ends the context of the dials to the target
 	tap    func() Tap         // nil: no tap
+	reset  bool               // Heal resets the connections instead of delivering what they held
 
 	mu      sync.Mutex
 	cut     Direction
@@ -98,6 +99,11 @@ func (l *Link) Cut(d Direction) {
 	l.cut |= d
 }
 
+// ResetOnHeal makes Heal close every connection through the link instead of
+// delivering what it held, as a middlebox that lost the connections' state
+// during the partition would: the worker reconnects. Call it before use.
+func (l *Link) ResetOnHeal() { l.reset = true }
+
 // Heal lets traffic through both ways again and returns how long the link
 // was cut (0 if it was not).
 func (l *Link) Heal() time.Duration {
@@ -105,6 +111,12 @@ func (l *Link) Heal() time.Duration {
 	defer l.mu.Unlock()
 	if l.cut == 0 {
 		return 0
+	}
+	if l.reset {
+		// Before the pipes wake up: what they hold must not get through.
+		for c := range l.conns {
+			_ = c.Close()
+		}
 	}
 	l.cut = 0
 	close(l.healed)

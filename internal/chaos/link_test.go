@@ -158,3 +158,31 @@ func TestLinkCutToServer(t *testing.T) {
 		t.Fatalf("held request after the heal: %q, %v", r, err)
 	}
 }
+
+// TestLinkResetOnHeal: with ResetOnHeal, what a cut held is never
+// delivered: the connection ends at the heal, and a new one works.
+func TestLinkResetOnHeal(t *testing.T) {
+	t.Parallel()
+	addr, got := echoServer(t)
+	l := newTestLink(t, addr)
+	l.ResetOnHeal()
+	c := dialLink(t, l)
+	if _, err := roundTrip(c, "a", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l.Cut(Both)
+	_, err := roundTrip(c, "b", 300*time.Millisecond)
+	wantHang(t, err)
+	l.Heal()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if r, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Fatalf("read %q after the heal, want the connection reset", r)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := got.Load(); n != 1 {
+		t.Fatalf("server received %d lines, want only the one before the cut", n)
+	}
+	if r, err := roundTrip(dialLink(t, l), "c", 2*time.Second); err != nil || r != "c\n" {
+		t.Fatalf("new connection after the heal: %q, %v", r, err)
+	}
+}

@@ -10,7 +10,8 @@ import (
 // workerNet is one worker's network as the harness sees it: its own link to
 // Redis and its own link to the Kafka broker (the worker dials the broker's
 // advertised address through it, see `worker run --kafka-dial-map`). The
-// links outlive the worker's restarts.
+// links outlive the worker's restarts. At a heal the Redis link delivers
+// what it held, as TCP would; the Kafka link resets its connections.
 type workerNet struct {
 	name  string
 	redis *Link
@@ -33,6 +34,12 @@ func (r *run) openNet(ctx context.Context, name string) (*workerNet, error) {
 		rl.Close()
 		return nil, err
 	}
+	// Kafka connections are reset at the heal rather than handed what
+	// they held: the dev-broker (kfake) keeps a group member for every
+	// JoinGroup it receives, also one its client gave up on during the
+	// partition, and waits for it in every rebalance from then on (seen as
+	// a group stuck in PreparingRebalance with hundreds of members).
+	kl.ResetOnHeal()
 	return &workerNet{name: name, redis: rl, kafka: kl}, nil
 }
 
