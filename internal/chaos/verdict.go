@@ -93,7 +93,7 @@ func stamp(ns int64) string {
 // fenced write and every cancelled handler.
 type workerEvents struct {
 	writes  []writeEvent
-	cancels map[attempt]time.Time // the handler of the attempt was cancelled (or returned) then
+	cancels map[attempt]time.Time // the attempt's lease was lost locally, or its handler cancelled or returned, then
 }
 
 type attempt struct {
@@ -113,6 +113,8 @@ var (
 	beginLine  = regexp.MustCompile(`msg="fenced write begins" key=(\S+) fence=(\d+) began_us=(\d+)`)
 	writeLine  = regexp.MustCompile(`msg="fenced write" key=(\S+) fence=(\d+) began_us=(\d+) ended_us=(\d+) outcome=(\w+)`)
 	cancelLine = regexp.MustCompile(`msg="transfer (?:cancelled|returned)" key=(\S+) fence=(\d+) at_us=(\d+)`)
+	// The lease Manager's own line at a lease's local deadline.
+	leaseLostLine = regexp.MustCompile(`^time=(\S+) level=WARN msg="lease lost" lease=\S*?\}:(\S+) fence=(\d+)`)
 )
 
 // readWorkerEvents reads the debug events of demo.transfer from the logs of
@@ -162,7 +164,13 @@ func (ev *workerEvents) read(worker, path string) error {
 			m := cancelLine.FindStringSubmatch(line)
 			f, _ := strconv.ParseUint(m[2], 10, 64)
 			at, _ := strconv.ParseInt(m[3], 10, 64)
-			ev.cancels[attempt{m[1], f}] = time.UnixMicro(at)
+			ev.cancel(attempt{m[1], f}, time.UnixMicro(at))
+		case leaseLostLine.MatchString(line):
+			m := leaseLostLine.FindStringSubmatch(line)
+			f, _ := strconv.ParseUint(m[3], 10, 64)
+			if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+				ev.cancel(attempt{m[2], f}, at)
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -173,6 +181,17 @@ func (ev *workerEvents) read(worker, path string) error {
 			began: time.UnixMicro(b.at), outcome: "unknown"})
 	}
 	return nil
+}
+
+// cancel records that attempt a was cancelled at t, keeping the earliest:
+// the lease's local deadline or the handler's cancellation or return,
+// whichever came first. A job started after its lease was lost (it waited
+// for a slot) has its handler invoked with its context already cancelled:
+// the deadline is when it was lost.
+func (ev *workerEvents) cancel(a attempt, t time.Time) {
+	if old, ok := ev.cancels[a]; !ok || t.Before(old) {
+		ev.cancels[a] = t
+	}
 }
 
 // addTo adds the writes to h.

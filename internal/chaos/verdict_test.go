@@ -65,6 +65,9 @@ func TestReadWorkerEvents(t *testing.T) {
 time=2026-11-24T04:38:24.124Z level=DEBUG msg="fenced write" key=k1 fence=10 began_us=1000 ended_us=1500 outcome=refused
 time=2026-11-24T04:38:24.125Z level=DEBUG msg="transfer cancelled" key=k2 fence=20 at_us=2000 cause="lease lost"
 time=2026-11-24T04:38:24.126Z level=DEBUG msg="fenced write begins" key=k2 fence=20 began_us=2500
+time=1970-01-01T00:00:00.001Z level=WARN msg="lease lost" lease={i:7}:k2 fence=20 cause="lease: renewals failed until the local deadline"
+time=2026-11-24T04:38:24.127Z level=DEBUG msg="transfer cancelled" key=k3 fence=30 at_us=3000 cause="lease lost"
+time=1970-01-01T00:00:00.004Z level=WARN msg="lease lost" lease={i:7}:k3 fence=30 cause="lease: renewals failed until the local deadline"
 === chaos: start #2 of worker-1 at 2026-11-24T04:38:25Z
 `
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
@@ -81,7 +84,12 @@ time=2026-11-24T04:38:24.126Z level=DEBUG msg="fenced write begins" key=k2 fence
 	if !slices.Equal(ev.writes, want) {
 		t.Fatalf("writes %+v, want %+v", ev.writes, want)
 	}
-	if got := ev.cancels[attempt{"k2", 20}]; !got.Equal(time.UnixMicro(2000)) {
-		t.Fatalf("cancellation of k2 at %v, want %v", got, time.UnixMicro(2000))
+	// The earlier of the lease's local deadline and the handler's
+	// cancellation counts.
+	if got := ev.cancels[attempt{"k2", 20}]; !got.Equal(time.UnixMicro(1000)) {
+		t.Fatalf("cancellation of k2 at %v, want the lease lost at %v", got, time.UnixMicro(1000))
+	}
+	if got := ev.cancels[attempt{"k3", 30}]; !got.Equal(time.UnixMicro(3000)) {
+		t.Fatalf("cancellation of k3 at %v, want the handler's at %v", got, time.UnixMicro(3000))
 	}
 }
