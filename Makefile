@@ -49,9 +49,15 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run --allow-parallel-runners
 
 .PHONY: chaos
-chaos: deps ## chaos run: real workers, kills, zombies, Redis restart; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
+chaos: deps ## chaos run: real workers, kills, zombies, partitions, Redis restart, history check; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
 	$(GO) build -o bin/worker ./cmd/worker
 	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
+
+.PHONY: soak
+soak: deps ## soak: the chaos schedule at a steady pace, resources checked flat; env SOAK_DURATION (10m) SOAK_RATE (50 jobs/s) SOAK_RETENTION (2m) SOAK_SAMPLE_EVERY (10s), CHAOS_* as for chaos
+	$(GO) build -o bin/worker ./cmd/worker
+	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker \
+	SOAK_DURATION=$${SOAK_DURATION:-10m} CHAOS_RATE=$${SOAK_RATE:-50} CHAOS_RETENTION=$${SOAK_RETENTION:-2m} $(GO) run ./cmd/chaos
 
 .PHONY: kafka
 kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT

@@ -2,7 +2,11 @@
 // Redis with its append-only file, a Kafka dev broker (or, with
 // CHAOS_KAFKA=apache, a real Apache Kafka broker that is killed, restarted
 // and paused too), the payment stub and PostgreSQL, with SIGKILLs, SIGSTOP
-// zombies, a Redis restart and rebalances from a seeded schedule. It prints
+// zombies, a Redis restart, rebalances and network partitions of workers
+// from a seeded schedule, and checks the workers' history of Redis operations
+// and fenced writes against a model of the record (Porcupine); with
+// SOAK_DURATION (`make soak`) it runs for that long and checks that memory,
+// goroutines and Redis keys stay flat. It prints
 // the seed first (on stderr, with the progress log), then one figure a line
 // on stdout, and exits 1 when a must-be-zero figure is not zero (2, printing
 // only the seed, when the run could not be carried out or was interrupted).

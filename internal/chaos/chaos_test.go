@@ -9,41 +9,109 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // TestChaosShortRun is the short seeded chaos run that `make test` includes:
 // real dev-broker, AOF Redis, payment stub and worker processes, with kills,
-// a zombie pause, a Redis restart and a worker added and removed, checked
-// from PostgreSQL and the stub's ledger. CHAOS_SEED replays a failing seed.
+// a zombie pause, a Redis restart, a worker added and removed, and network
+// partitions of workers from Redis, from Kafka and from both, checked from
+// PostgreSQL and the stub's ledger, and the Redis operations and fenced
+// writes checked against the record's model (Porcupine). CHAOS_SEED
+// replays a failing seed.
 func TestChaosShortRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
 	c := Config{
 		Seed:        envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
-		Jobs:        200,
+		Jobs:        800,
 		Workers:     3,
 		KillEvery:   1500 * time.Millisecond,
 		LeaseTTL:    time.Second,
 		Duplicates:  0.2,
 		Rate:        40,
 		Concurrency: 8,
-		// One job in ten stalls between its charge and its fenced write,
-		// so that a pause may catch one and its write be refused.
+		// One job in ten stalls for 3s between its charge and its fenced
+		// write, so that every worker has a few in flight when a pause or
+		// a partition comes, and a zombie's write may be refused.
 		SlowFraction: 0.1,
-		Drain:        90 * time.Second,
-		Worker:       bin,
-		Dir:          filepath.Join(dir, "run"),
+		Hold:         3 * time.Second,
+		// About five partitions: the schedule's first ones cut a worker
+		// off from Redis and Kafka, from Redis, from Kafka, then from both
+		// again (both ways); each takes the worker with the most jobs in
+		// flight.
+		PartitionEvery: 4 * time.Second,
+		Drain:          90 * time.Second,
+		Worker:         bin,
+		Dir:            filepath.Join(dir, "run"),
 	}
 	f, progress := runChaos(t, &c)
 	// The schedule must really have injected its faults.
-	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added"} {
+	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added", "msg=partitioned", "msg=healed"} {
 		if !strings.Contains(progress, want) {
 			t.Errorf("progress log lacks %s:\n%s", want, progress)
 		}
 	}
 	if f.RedisOutage <= 0 {
 		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
+	}
+	wantPartitions(t, f, progress)
+}
+
+// wantPartitions fails the test unless the run partitioned a worker from
+// Redis, a lease of a partitioned worker was taken over with its old
+// handler's cancellation timed, and the history was checked linearizable
+// (runChaos has already failed a positive overlap or an illegal history).
+func wantPartitions(t *testing.T, f Figures, progress string) {
+	t.Helper()
+	redis := 0
+	for _, p := range f.Partitions {
+		if p.Net&NetRedis != 0 {
+			redis++
+		}
+	}
+	if redis == 0 {
+		t.Errorf("no worker was partitioned from Redis:\n%s", progress)
+	}
+	if v := f.PartitionVerdict; v == nil || v.Measured == 0 {
+		t.Errorf("no takeover of a partitioned worker's lease was timed (%+v)", v)
+	}
+	if h := f.History; h == nil || h.Result != porcupine.Ok || h.Ops == 0 {
+		t.Errorf("history not checked linearizable: %+v", h)
+	}
+}
+
+// TestChaosSoak is a short `make soak`: the chaos schedule at a steady pace
+// for two minutes with a 20s retention, the workers' RSS and goroutines and
+// Redis's memory and keys sampled every 5s and checked flat after the
+// warm-up (SoakBound), as well as every figure of a chaos run.
+func TestChaosSoak(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := buildWorker(t, dir)
+	c := Config{
+		Seed:         envUint(t, "CHAOS_SEED", uint64(time.Now().UnixNano())),
+		Workers:      3,
+		KillEvery:    5 * time.Second,
+		LeaseTTL:     time.Second,
+		Rate:         30,
+		Concurrency:  8,
+		SlowFraction: 0.05,
+		Retention:    20 * time.Second,
+		Soak:         2 * time.Minute,
+		SoakSample:   5 * time.Second,
+		Drain:        90 * time.Second,
+		Worker:       bin,
+		Dir:          filepath.Join(dir, "run"),
+	}
+	f, _ := runChaos(t, &c)
+	if f.Soak == nil || f.Soak.Samples < 8 {
+		t.Fatalf("soak figures %+v, want at least 8 samples after the warm-up", f.Soak)
+	}
+	if f.Soak.RSSFirst == 0 || f.Soak.GoroutinesFirst == 0 || f.Soak.KeysFirst == 0 || f.Soak.UsedMemoryFirst == 0 {
+		t.Fatalf("soak figures %+v: a resource was never read", f.Soak)
 	}
 }
 
@@ -66,9 +134,14 @@ func TestChaosApacheRun(t *testing.T) {
 		Duplicates:  0.2,
 		Rate:        100,
 		Concurrency: 8,
-		// One job in fifty stalls between its charge and its fenced write,
-		// so that a worker pause may catch one and its write be refused.
-		SlowFraction: 0.02,
+		// One job in twenty stalls for 3s between its charge and its
+		// fenced write, so that a worker pause or partition catches some
+		// and a zombie's write may be refused.
+		SlowFraction: 0.05,
+		Hold:         3 * time.Second,
+		// About five partitions, twice from Redis and Kafka (see
+		// TestChaosShortRun).
+		PartitionEvery: 6 * time.Second,
 		// Within the 30s fault phase, the kill and the pause the schedule
 		// always holds, rarely more: a restart takes 10 to 15s here.
 		BrokerFaultEvery: 40 * time.Second,
@@ -92,6 +165,7 @@ func TestChaosApacheRun(t *testing.T) {
 	if f.BrokerOutage < c.BrokerPause {
 		t.Errorf("broker_outage_ms = %s, want at least the pause %s", f.BrokerOutage, c.BrokerPause)
 	}
+	wantPartitions(t, f, progress)
 }
 
 // runChaos finishes c's settings (in place, so that the caller sees the

@@ -93,6 +93,27 @@ type Config struct {
 	// SessionTimeout, so that the group's members time out on the broker
 	// (CHAOS_BROKER_PAUSE, default 2*SessionTimeout + 1s).
 	BrokerPause time.Duration
+	// PartitionEvery is the mean interval between network partitions of a
+	// worker: its links to Redis, to Kafka or to both blackholed in one
+	// direction or both while it keeps running (CHAOS_PARTITION_EVERY,
+	// 10s).
+	PartitionEvery time.Duration
+	// PartitionFor is how long a partition lasts; it must exceed the lease
+	// TTL, so that a partitioned worker's leases can be taken over
+	// (CHAOS_PARTITION, default 2*LeaseTTL + SessionTimeout + 1s).
+	PartitionFor time.Duration
+	// Retention is the workers' --retention: how long a finished key
+	// answers duplicates (CHAOS_RETENTION, 1h). A soak sets it short, so
+	// that Redis's keys reach their steady state within the run.
+	Retention time.Duration
+	// Soak, when above 0, makes the run a soak: faults at the schedule's
+	// steady pace for this long, jobs enqueued at Rate all along (Jobs is
+	// Rate*Soak), and the workers' RSS and goroutines and Redis's memory
+	// and keys sampled every SoakSample, then checked to be flat
+	// ([Flatness]) (SOAK_DURATION, 0: no soak).
+	Soak time.Duration
+	// SoakSample is the sampling interval of a soak (SOAK_SAMPLE_EVERY, 10s).
+	SoakSample time.Duration
 
 	envErrs []error // malformed environment variables, reported by Finish
 }
@@ -135,6 +156,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), KafkaFake), "broker: kfake (the dev-broker) or apache (a real Apache Kafka broker, killed and paused too; needs java) (env CHAOS_KAFKA)")
 	fs.DurationVar(&c.BrokerFaultEvery, "broker-fault-every", c.envDur("CHAOS_BROKER_FAULT_EVERY", 30*time.Second), "with -kafka apache, mean interval between broker kills and pauses (env CHAOS_BROKER_FAULT_EVERY)")
 	fs.DurationVar(&c.BrokerPause, "broker-pause", c.envDur("CHAOS_BROKER_PAUSE", 0), "with -kafka apache, how long the broker stays SIGSTOPped; > session timeout; 0 means 2*session-timeout+1s (env CHAOS_BROKER_PAUSE)")
+	fs.DurationVar(&c.PartitionEvery, "partition-every", c.envDur("CHAOS_PARTITION_EVERY", 10*time.Second), "mean interval between network partitions of a worker (env CHAOS_PARTITION_EVERY)")
+	fs.DurationVar(&c.PartitionFor, "partition", c.envDur("CHAOS_PARTITION", 0), "how long a partition lasts; > lease TTL; 0 means 2*lease-ttl+session-timeout+1s (env CHAOS_PARTITION)")
+	fs.DurationVar(&c.Retention, "retention", c.envDur("CHAOS_RETENTION", time.Hour), "workers' --retention (env CHAOS_RETENTION)")
+	fs.DurationVar(&c.Soak, "soak", c.envDur("SOAK_DURATION", 0), "run a soak this long: steady faults and jobs, resources sampled and checked flat; 0: a plain run (env SOAK_DURATION)")
+	fs.DurationVar(&c.SoakSample, "soak-sample", c.envDur("SOAK_SAMPLE_EVERY", 10*time.Second), "sampling interval of a soak (env SOAK_SAMPLE_EVERY)")
 	fs.BoolVar(&c.KeepSchema, "keep-schema", os.Getenv("CHAOS_KEEP_SCHEMA") != "", "keep the PostgreSQL schema after the run (env CHAOS_KEEP_SCHEMA)")
 }
 
@@ -161,6 +187,13 @@ func (c *Config) Finish() error {
 	c.Kafka = cmp.Or(c.Kafka, KafkaFake)
 	c.BrokerFaultEvery = cmp.Or(c.BrokerFaultEvery, 30*time.Second)
 	c.BrokerPause = cmp.Or(c.BrokerPause, 2*c.SessionTimeout+time.Second)
+	c.PartitionEvery = cmp.Or(c.PartitionEvery, 10*time.Second)
+	c.PartitionFor = cmp.Or(c.PartitionFor, 2*c.LeaseTTL+c.SessionTimeout+time.Second)
+	c.Retention = cmp.Or(c.Retention, time.Hour)
+	c.SoakSample = cmp.Or(c.SoakSample, 10*time.Second)
+	if c.Soak > 0 {
+		c.Jobs = max(1, int(c.Soak.Seconds()*float64(c.Rate)))
+	}
 	c.RedisServer = cmp.Or(c.RedisServer, "redis-server")
 	c.PostgresURL = cmp.Or(c.PostgresURL, DefaultPostgresURL)
 	switch {
@@ -194,6 +227,16 @@ func (c *Config) Finish() error {
 	case c.Kafka != KafkaFake && c.Kafka != KafkaApache:
 		return fmt.Errorf("%w: kafka %q (CHAOS_KAFKA): want %s (the dev-broker) or %s (a real Apache Kafka broker, needs java)",
 			ErrConfig, c.Kafka, KafkaFake, KafkaApache)
+	case c.PartitionEvery < time.Second:
+		return fmt.Errorf("%w: partition interval %s: want at least 1s", ErrConfig, c.PartitionEvery)
+	case c.PartitionFor <= c.LeaseTTL || c.PartitionFor > 5*time.Minute:
+		return fmt.Errorf("%w: partition %s: want longer than the lease TTL %s (so that leases can be taken over) and at most 5m",
+			ErrConfig, c.PartitionFor, c.LeaseTTL)
+	case c.Soak < 0 || c.Soak > 0 && c.SoakWarmup()+8*c.SoakSample > c.Soak:
+		return fmt.Errorf("%w: soak %s: want longer than the warm-up %s (1.5 x retention + 30s) plus 8 samples of %s",
+			ErrConfig, c.Soak, c.SoakWarmup(), c.SoakSample)
+	case c.Retention < time.Second:
+		return fmt.Errorf("%w: retention %s: want at least 1s", ErrConfig, c.Retention)
 	case c.BrokerFaultEvery < time.Second:
 		return fmt.Errorf("%w: broker fault interval %s: want at least 1s", ErrConfig, c.BrokerFaultEvery)
 	case c.BrokerPause <= c.SessionTimeout || c.BrokerPause > 5*time.Minute:
@@ -201,6 +244,13 @@ func (c *Config) Finish() error {
 			ErrConfig, c.BrokerPause, c.SessionTimeout)
 	}
 	return nil
+}
+
+// SoakWarmup is how long a soak runs before its samples count: the
+// workers' retention plus one record window (half the retention), after
+// which finished records expire as fast as new ones arrive, and 30s.
+func (c *Config) SoakWarmup() time.Duration {
+	return c.Retention + c.Retention/2 + 30*time.Second
 }
 
 // Horizon is the length of the fault phase: the time it takes to enqueue

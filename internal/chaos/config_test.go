@@ -78,10 +78,35 @@ func TestConfigRejects(t *testing.T) {
 		"unknown kafka":                        {Kafka: "redpanda"},
 		"broker pause not longer than session": {SessionTimeout: 2 * time.Second, BrokerPause: 2 * time.Second},
 		"broker faults too often":              {BrokerFaultEvery: 100 * time.Millisecond},
+		"partitions too often":                 {PartitionEvery: 100 * time.Millisecond},
+		"partition not longer than TTL":        {LeaseTTL: 2 * time.Second, PartitionFor: 2 * time.Second},
+		"soak shorter than its warm-up":        {Retention: time.Minute, Soak: 2 * time.Minute},
+		"negative soak":                        {Soak: -time.Minute},
 	} {
 		if err := c.Finish(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+func TestConfigSoakAndPartitions(t *testing.T) {
+	t.Setenv("SOAK_DURATION", "10m")
+	t.Setenv("CHAOS_RATE", "50")
+	t.Setenv("CHAOS_RETENTION", "2m")
+	var c Config
+	c.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Jobs != 30000 || c.Horizon() != 10*time.Minute || c.SoakSample != 10*time.Second {
+		t.Fatalf("soak of 10m at 50 jobs/s: jobs %d (want 30000), horizon %s (want 10m), sample %s (want 10s)",
+			c.Jobs, c.Horizon(), c.SoakSample)
+	}
+	if w := c.SoakWarmup(); w != 3*time.Minute+30*time.Second {
+		t.Fatalf("warm-up %s, want retention + half of it + 30s = 3m30s", w)
+	}
+	if c.PartitionEvery != 10*time.Second || c.PartitionFor != 6500*time.Millisecond {
+		t.Fatalf("partition defaults: every %s (want 10s), for %s (want 2*2s+1.5s+1s)", c.PartitionEvery, c.PartitionFor)
 	}
 }
 

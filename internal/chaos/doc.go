@@ -6,8 +6,18 @@
 // demo.transfer job against PostgreSQL) and, while jobs flow, injects the
 // faults that at-least-once delivery has to survive: SIGKILL and restart of
 // a worker, SIGSTOP of a worker for longer than its lease TTL followed by
-// SIGCONT (a zombie), a restart of Redis, and workers joining and leaving to
-// force consumer-group rebalances.
+// SIGCONT (a zombie), a restart of Redis, workers joining and leaving to
+// force consumer-group rebalances, and network partitions: each worker
+// reaches Redis and the broker through its own [Link], a proxy that can
+// blackhole one direction or both (bytes held, nothing refused) while the
+// worker keeps running.
+//
+// The Redis links also parse the workers' traffic into a [History] of the
+// claims, commits and releases of every job's record, with call and return
+// times; the workers' logged fenced writes join it, and [CheckHistory]
+// checks it against [RecordModel] with Porcupine. With Config.Soak the run
+// is a soak: the same faults at a steady pace for a chosen time, the
+// workers' and Redis's resources sampled and checked flat ([Flatness]).
 //
 // The Kafka is the dev-broker by default. With Config.Kafka set to
 // [KafkaApache] (CHAOS_KAFKA=apache) it is a single-node Apache Kafka broker
@@ -24,7 +34,8 @@
 // it reads only PostgreSQL and the payment stub's own record of charges and
 // refunds, never the workers' own account, and reports one figure a line
 // (`name=value unit`, see [Figures]). A run fails when a figure that must be
-// zero (jobs_lost, fenced_effects_duplicated, unfenced_net_not_one) is not.
+// zero (jobs_lost, fenced_effects_duplicated, unfenced_net_not_one, and
+// those of the history, the partitions and a soak) is not.
 //
 // Every child process is started by a [Proc], which gives it its own log
 // file and lets the harness stop, kill, pause, resume and restart it.

@@ -24,6 +24,13 @@ var (
 
 	// ErrConfig is wrapped by errors about invalid harness settings.
 	ErrConfig = errors.New("chaos: invalid configuration")
+
+	// errIncomplete means a buffer holds only the beginning of a RESP
+	// value: the rest is still on its way.
+	errIncomplete = errors.New("chaos: incomplete RESP value")
+
+	// errBadRESP means bytes seen on a Redis link are not RESP.
+	errBadRESP = errors.New("chaos: malformed RESP")
 )
 
 // InvariantError lists the must-be-zero figures that were not zero.

@@ -56,6 +56,10 @@ func ExampleFigures_Write() {
 	// broker_kills=1 kills
 	// broker_pauses=1 pauses
 	// broker_outage_ms=16000 ms
+	// partitions=0 partitions
+	// partitions_redis=0 partitions
+	// partitions_kafka=0 partitions
+	// partitions_redis_kafka=0 partitions
 	// seed=7 seed
 	// chaos: invariant violated: jobs_lost=1
 }

@@ -5,7 +5,10 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Figures is the outcome of a chaos run, printed one figure a line as
@@ -57,6 +60,15 @@ type Figures struct {
 	// those faults: from each kill until the restarted broker answered
 	// metadata requests, and from each SIGSTOP to its SIGCONT.
 	BrokerOutage time.Duration
+	// Partitions are the network partitions of workers carried out.
+	Partitions []PartitionMark
+	// Soak holds a soak's resource figures (nil for a plain run).
+	Soak *SoakFigures
+	// History is the verdict of the history check (nil: not checked).
+	History *HistoryVerdict
+	// PartitionVerdict times the takeovers of partitioned workers' leases
+	// (nil: not judged).
+	PartitionVerdict *PartitionVerdict
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -69,6 +81,10 @@ func (f Figures) MustBeZero() []string {
 		{"jobs_lost", f.JobsLost},
 		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
 		{"unfenced_net_not_one", f.UnfencedNetNotOne},
+		{"soak_resources_growing", f.soakGrowing()},
+		{"history_not_linearizable", f.historyIllegal()},
+		{"partition_overlap_positive", f.overlapPositive()},
+		{"partition_zombie_writes_after_newer_applied", f.zombieAfterNewer()},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -88,11 +104,7 @@ func (f Figures) Err() error {
 // Write prints the figures, one `name=value unit` line each.
 func (f Figures) Write(w io.Writer) error {
 	p50, p99 := Percentile(f.TakeoverLatencies, 50), Percentile(f.TakeoverLatencies, 99)
-	lines := []struct {
-		name  string
-		value any
-		unit  string
-	}{
+	lines := []line{
 		{"jobs_enqueued", f.JobsEnqueued, "jobs"},
 		{"jobs_completed", f.JobsCompleted, "jobs"},
 		{"jobs_lost", f.JobsLost, "jobs"},
@@ -108,14 +120,118 @@ func (f Figures) Write(w io.Writer) error {
 		{"broker_kills", f.BrokerKills, "kills"},
 		{"broker_pauses", f.BrokerPauses, "pauses"},
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
-		{"seed", f.Seed, "seed"},
 	}
+	lines = append(lines, f.partitionLines()...)
+	lines = append(lines, f.historyLines()...)
+	lines = append(lines, f.soakLines()...)
+	lines = append(lines, line{"seed", f.Seed, "seed"})
 	for _, l := range lines {
 		if _, err := fmt.Fprintf(w, "%s=%v %s\n", l.name, l.value, l.unit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// line is one `name=value unit` figure.
+type line struct {
+	name  string
+	value any
+	unit  string
+}
+
+func (f Figures) historyIllegal() int {
+	if f.History != nil && f.History.Result == porcupine.Illegal {
+		return 1
+	}
+	return 0
+}
+
+func (f Figures) overlapPositive() int {
+	if f.PartitionVerdict != nil && f.PartitionVerdict.Measured > 0 && f.PartitionVerdict.OverlapMax > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (f Figures) zombieAfterNewer() int {
+	if f.PartitionVerdict == nil {
+		return 0
+	}
+	return f.PartitionVerdict.ZombieWritesAfterNewerApplied
+}
+
+// historyLines are the history check's and the partition takeovers'
+// figures (none when the run did not judge them).
+func (f Figures) historyLines() []line {
+	var out []line
+	if v := f.PartitionVerdict; v != nil {
+		out = append(out,
+			line{"partition_takeovers", v.Takeovers, "leases"},
+			line{"partition_takeovers_measured", v.Measured, "leases"},
+			line{"partition_overlap_ms_max", v.OverlapMax.Milliseconds(), "ms"},
+			line{"partition_zombie_writes", v.ZombieWrites, "writes"},
+			line{"partition_zombie_writes_applied_before_newer", v.ZombieWritesApplied - v.ZombieWritesAfterNewerApplied, "writes"},
+			line{"partition_zombie_writes_after_newer", v.ZombieWritesAfterNewer, "writes"},
+			line{"partition_zombie_writes_after_newer_applied", v.ZombieWritesAfterNewerApplied, "writes"},
+			line{"partition_kafka_only_commits", v.KafkaOnlyCommits, "commits"},
+			line{"partition_kafka_only_takeovers", v.KafkaOnlyTakeovers, "leases"},
+		)
+	}
+	if h := f.History; h != nil {
+		lin := map[porcupine.CheckResult]string{porcupine.Ok: "1", porcupine.Illegal: "0", porcupine.Unknown: "unknown"}[h.Result]
+		out = append(out,
+			line{"history_ops", h.Ops, "ops"},
+			line{"history_ambiguous_ops", h.Ambiguous, "ops"},
+			line{"history_keys", h.Keys, "keys"},
+			line{"history_linearizable", lin, "bool"},
+		)
+	}
+	return out
+}
+
+func (f Figures) soakGrowing() int {
+	if f.Soak == nil {
+		return 0
+	}
+	return len(f.Soak.Growing)
+}
+
+// partitionLines are the partition counts: all, and per service cut.
+func (f Figures) partitionLines() []line {
+	n := map[Service]int{}
+	for _, p := range f.Partitions {
+		n[p.Net]++
+	}
+	return []line{
+		{"partitions", len(f.Partitions), "partitions"},
+		{"partitions_redis", n[NetRedis], "partitions"},
+		{"partitions_kafka", n[NetKafka], "partitions"},
+		{"partitions_redis_kafka", n[NetAll], "partitions"},
+	}
+}
+
+// soakLines are a soak's figures (none for a plain run).
+func (f Figures) soakLines() []line {
+	s := f.Soak
+	if s == nil {
+		return nil
+	}
+	mb := func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
+	return []line{
+		{"soak_samples", s.Samples, "samples"},
+		{"soak_worker_rss_first_mb", mb(s.RSSFirst), "MiB"},
+		{"soak_worker_rss_last_mb", mb(s.RSSLast), "MiB"},
+		{"soak_worker_goroutines_first", s.GoroutinesFirst, "goroutines"},
+		{"soak_worker_goroutines_last", s.GoroutinesLast, "goroutines"},
+		{"soak_redis_used_memory_first_mb", mb(s.UsedMemoryFirst), "MiB"},
+		{"soak_redis_used_memory_last_mb", mb(s.UsedMemoryLast), "MiB"},
+		{"soak_redis_keys_first", s.KeysFirst, "keys"},
+		{"soak_redis_keys_last", s.KeysLast, "keys"},
+		{"soak_jobs_per_s_first", strconv.FormatFloat(s.JobsPerSecondFirst, 'f', 1, 64), "jobs/s"},
+		{"soak_jobs_per_s_last", strconv.FormatFloat(s.JobsPerSecondLast, 'f', 1, 64), "jobs/s"},
+		{"soak_resources_growing", len(s.Growing), "resources"},
+	}
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

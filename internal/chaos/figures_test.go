@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -17,6 +18,9 @@ func TestFiguresFormat(t *testing.T) {
 		TakeoverLatencies: []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
 		RedisOutage:       1500 * time.Millisecond, Drain: 2500 * time.Millisecond,
 		BrokerKills: 1, BrokerPauses: 2, BrokerOutage: 14 * time.Second,
+		Partitions:       []PartitionMark{{Net: NetRedis}, {Net: NetAll}, {Net: NetKafka}, {Net: NetRedis}},
+		PartitionVerdict: &PartitionVerdict{Takeovers: 3, Measured: 2, OverlapMax: -40 * time.Millisecond, ZombieWrites: 1},
+		History:          &HistoryVerdict{Ops: 40, Ambiguous: 2, Keys: 10, Result: porcupine.Ok},
 	}
 	var b strings.Builder
 	if err := f.Write(&b); err != nil {
@@ -38,12 +42,36 @@ func TestFiguresFormat(t *testing.T) {
 		"takeover_latency_p50_ms": "200 ms", "takeover_latency_p99_ms": "300 ms",
 		"redis_outage_ms": "1500 ms", "drain_ms": "2500 ms", "broker_kills": "1 kills", "broker_pauses": "2 pauses",
 		"broker_outage_ms": "14000 ms", "seed": "99 seed",
+		"partitions": "4 partitions", "partitions_redis": "2 partitions", "partitions_kafka": "1 partitions",
+		"partitions_redis_kafka": "1 partitions", "partition_takeovers": "3 leases", "partition_takeovers_measured": "2 leases",
+		"partition_overlap_ms_max": "-40 ms", "partition_zombie_writes": "1 writes",
+		"partition_zombie_writes_applied_before_newer": "0 writes", "partition_zombie_writes_after_newer": "0 writes",
+		"partition_zombie_writes_after_newer_applied": "0 writes", "partition_kafka_only_commits": "0 commits",
+		"partition_kafka_only_takeovers": "0 leases", "history_ops": "40 ops", "history_ambiguous_ops": "2 ops",
+		"history_keys": "10 keys", "history_linearizable": "1 bool",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("figures (-want +got):\n%s", diff)
 	}
 	if err := f.Err(); err != nil {
 		t.Fatalf("clean figures: %v", err)
+	}
+}
+
+// TestFiguresMustBeZeroOfTheHistory: an illegal history, a positive
+// partition overlap, a zombie write applied after a newer one and a growing
+// soak resource each fail the run.
+func TestFiguresMustBeZeroOfTheHistory(t *testing.T) {
+	t.Parallel()
+	f := Figures{
+		History:          &HistoryVerdict{Result: porcupine.Illegal},
+		PartitionVerdict: &PartitionVerdict{Measured: 1, OverlapMax: time.Millisecond, ZombieWritesAfterNewerApplied: 2},
+		Soak:             &SoakFigures{Growing: []string{"redis_keys 10 -> 100"}},
+	}
+	want := []string{"soak_resources_growing=1", "history_not_linearizable=1", "partition_overlap_positive=1",
+		"partition_zombie_writes_after_newer_applied=2"}
+	if diff := cmp.Diff(want, f.MustBeZero()); diff != "" {
+		t.Fatalf("violations (-want +got):\n%s", diff)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,16 +61,24 @@ type run struct {
 	mu      sync.Mutex
 	workers []*Proc        // in start order; removed workers stay, stopped
 	removed map[*Proc]bool // stopped on purpose: not restarted
-	busy    map[*Proc]bool // a kill or pause is in progress
-	outage  time.Duration  // Redis restart
+	busy    map[*Proc]bool // a kill, pause or partition is in progress
+	cutOff  map[*Proc]bool // partitioned
+	nets    map[*Proc]*workerNet
+	metrics map[*Proc]string // the worker's /metrics URL
+	parts   partitions
+	hist    *History // nil: no history recorded
+	kills   []KillMark
+	outage  time.Duration // Redis restart
 	obs     *Observer
 	faults  sync.WaitGroup
 }
 
 func (r *run) run(ctx context.Context) (Figures, error) {
 	c := r.cfg
-	r.removed, r.busy = map[*Proc]bool{}, map[*Proc]bool{}
-	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers}
+	r.removed, r.busy, r.cutOff = map[*Proc]bool{}, map[*Proc]bool{}, map[*Proc]bool{}
+	r.nets, r.metrics = map[*Proc]*workerNet{}, map[*Proc]string{}
+	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
+		PartitionEvery: c.PartitionEvery, PartitionFor: c.PartitionFor}
 	if c.Kafka == KafkaApache {
 		sc.BrokerEvery, sc.BrokerPauseFor = c.BrokerFaultEvery, c.BrokerPause
 	}
@@ -83,6 +92,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.prepare(ctx); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
+	r.hist = NewHistory()
 	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
@@ -91,7 +101,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return Figures{Seed: c.Seed}, err
 	}
 	for range c.Workers {
-		if _, err := r.addWorker(); err != nil {
+		if _, err := r.addWorker(ctx); err != nil {
 			return Figures{Seed: c.Seed}, err
 		}
 	}
@@ -104,6 +114,15 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	obsDone := make(chan struct{})
 	go func() { r.obs.Run(octx); close(obsDone) }()
 	defer func() { stopObs(); <-obsDone }()
+
+	var smp *sampler
+	if c.Soak > 0 {
+		smp = &sampler{run: r, rdb: rdb, every: c.SoakSample, http: &http.Client{Timeout: 2 * time.Second}}
+		sctx, stopSmp := context.WithCancel(ctx)
+		smpDone := make(chan struct{})
+		go func() { smp.loop(sctx); close(smpDone) }()
+		defer func() { stopSmp(); <-smpDone }()
+	}
 
 	start := time.Now()
 	enqErr := make(chan error, 1)
@@ -121,9 +140,20 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return Figures{Seed: c.Seed}, err
 	}
 	r.faults.Wait()
+	var soak *SoakFigures
 	kills, pauses, brokerOut, err := r.kafka.figures()
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
+	}
+	if smp != nil {
+		sf, err := Flatness(smp.all(), c.SoakWarmup())
+		if err != nil {
+			return Figures{Seed: c.Seed}, err
+		}
+		soak = &sf
+		for _, g := range sf.Growing {
+			r.log.Warn("soak: a resource grew beyond the bound", slog.String("resource", g))
+		}
 	}
 	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)),
 		slog.Int("broker_kills", kills), slog.Int("broker_pauses", pauses))
@@ -139,6 +169,8 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	}
 	f.Seed = c.Seed
 	f.Drain = drained
+	f.Soak = soak
+	f.Partitions = r.parts.all()
 	f.BrokerKills, f.BrokerPauses, f.BrokerOutage = kills, pauses, brokerOut
 	f.Takeovers = r.obs.Takeovers()
 	f.TakeoverLatencies = r.obs.Latencies()
@@ -158,7 +190,54 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if f.ZombieWritesRejected, err = CountStaleFences(logs); err != nil {
 		return f, err
 	}
+	if err := r.judge(&f); err != nil {
+		return f, err
+	}
 	return f, nil
+}
+
+// judge checks the history (the Redis operations the links saw and the
+// fenced writes the workers logged) against the model, and times the
+// takeovers of partitioned workers' leases.
+func (r *run) judge(f *Figures) error {
+	r.mu.Lock()
+	logs := map[string]string{}
+	for _, w := range r.workers {
+		logs[w.Name] = w.LogPath
+	}
+	r.mu.Unlock()
+	ev, err := readWorkerEvents(logs)
+	if err != nil {
+		return err
+	}
+	redisOps := r.hist.Operations()
+	r.mu.Lock()
+	kills := append([]KillMark(nil), r.kills...)
+	r.mu.Unlock()
+	pv := judgePartitions(redisOps, ev, f.Partitions, kills)
+	f.PartitionVerdict = &pv
+	for _, c := range pv.Closest {
+		r.log.Info("partition takeover with the thinnest margin", slog.String("key", c.Key), slog.Uint64("fence", c.Fence),
+			slog.String("old", c.Old), slog.String("new", c.New), slog.Time("cancelled", c.Cancelled),
+			slog.Duration("overlap", c.Overlap))
+	}
+	ev.addTo(r.hist)
+	began := time.Now()
+	hv, err := CheckHistory(r.hist.Operations(), r.dir, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	f.History = &hv
+	r.log.Info("history checked", slog.Int("ops", hv.Ops), slog.Int("keys", hv.Keys), slog.Int("ambiguous", hv.Ambiguous),
+		slog.String("result", string(hv.Result)), slog.Duration("took", time.Since(began)),
+		slog.Int("unparsed_connections", r.hist.Unparsed()))
+	for _, o := range hv.Offending {
+		r.log.Error("history not linearizable", slog.String("ops", o))
+	}
+	if hv.Visualization != "" {
+		r.log.Error("history visualisation", slog.String("file", hv.Visualization))
+	}
+	return nil
 }
 
 // prepare makes the directory, builds the worker if needed, and starts
@@ -263,19 +342,37 @@ func (r *run) openAccounts(ctx context.Context, jobs []Job) error {
 	return nil
 }
 
-// addWorker starts one more `worker run` process.
-func (r *run) addWorker() (*Proc, error) {
+// addWorker starts one more `worker run` process, with its own links to
+// Redis and to the broker (see [workerNet]) and its /metrics on a free port.
+func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 	r.mu.Lock()
 	n := len(r.workers) + 1
 	r.mu.Unlock()
 	name := "worker-" + strconv.Itoa(n)
+	wn, err := r.openNet(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort(ctx)
+	if err != nil {
+		wn.close()
+		return nil, err
+	}
+	httpAddr := "127.0.0.1:" + strconv.Itoa(port)
 	w := &Proc{
 		Name: name, Path: r.workerBin, LogPath: filepath.Join(r.dir, name+".log"),
 		Args: []string{"run",
 			"--brokers", r.brokerAdr,
-			"--redis", r.redis.URL(),
+			"--kafka-dial-map", r.brokerAdr + "=" + wn.kafka.Addr(),
+			"--redis", "redis://" + wn.redis.Addr() + "/0",
+			"--http", httpAddr,
+			"--retention", r.cfg.Retention.String(),
+			"--journal-retention", r.cfg.Retention.String(),
 			"--lease-ttl", r.cfg.LeaseTTL.String(),
 			"--concurrency", strconv.Itoa(r.cfg.Concurrency),
+			// demo.transfer's fenced writes and cancellations, for the
+			// history check and the partition figures.
+			"--log-level", "debug",
 			"--shutdown-timeout", "5s",
 			// A SIGKILLed member's partitions move after the session
 			// timeout, and the survivors learn of the rebalance on their
@@ -299,10 +396,13 @@ func (r *run) addWorker() (*Proc, error) {
 	// export errors.
 	w.Env = []string{"OTEL_TRACES_EXPORTER=none"}
 	if err := w.Start(); err != nil {
+		wn.close()
 		return nil, err
 	}
 	r.mu.Lock()
 	r.workers = append(r.workers, w)
+	r.nets[w] = wn
+	r.metrics[w] = "http://" + httpAddr + "/metrics"
 	r.mu.Unlock()
 	return w, nil
 }
@@ -339,7 +439,7 @@ func (r *run) liveCount() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, w := range r.workers {
-		if !r.removed[w] && w.Running() && !w.Paused() {
+		if !r.removed[w] && w.Running() && !w.Paused() && !r.cutOff[w] {
 			n++
 		}
 	}
@@ -364,6 +464,9 @@ func (r *run) apply(ctx context.Context, e Event) {
 		if err := w.Kill(); err != nil {
 			log.Warn("kill", slog.Any("err", err))
 		}
+		r.mu.Lock()
+		r.kills = append(r.kills, KillMark{Worker: w.Name, At: time.Now()})
+		r.mu.Unlock()
 		r.obs.MarkKill(10 * r.cfg.LeaseTTL)
 		log.Info("killed", slog.String("worker", w.Name))
 		r.faults.Go(func() {
@@ -411,8 +514,10 @@ func (r *run) apply(ctx context.Context, e Event) {
 			return
 		}
 		r.faults.Go(func() { r.kafka.apply(ctx, e, log) })
+	case Partition:
+		r.partition(ctx, e, log)
 	case AddWorker:
-		w, err := r.addWorker()
+		w, err := r.addWorker(ctx)
 		if err != nil {
 			log.Warn("add worker", slog.Any("err", err))
 			return
@@ -512,6 +617,12 @@ func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 				d = max(0, i-rng.IntN(min(i+1, 200)))
 			} else {
 				d = rng.IntN(max(1, len(jobs)/10))
+				if r.cfg.Soak > 0 {
+					// A re-send after the retention would be a new job:
+					// re-send one finished within half of it.
+					back := max(1, int(r.cfg.Retention.Seconds()*float64(r.cfg.Rate)/2))
+					d = max(0, i-rng.IntN(min(i+1, back)))
+				}
 			}
 			nj = append(nj, transferJob(jobs[d], holds[d]))
 		}
@@ -618,6 +729,11 @@ func (r *run) teardown(ctx context.Context) {
 		wg.Go(func() { _ = w.Stop(10 * time.Second) })
 	}
 	wg.Wait()
+	r.mu.Lock()
+	for _, n := range r.nets {
+		n.close()
+	}
+	r.mu.Unlock()
 	for _, p := range []*Proc{r.stub, r.broker} {
 		if p != nil {
 			_ = p.Stop(5 * time.Second)

@@ -29,7 +29,34 @@ const (
 	// PauseBroker sends SIGSTOP to the Kafka broker for For, longer than
 	// the workers' session timeout, and then SIGCONT (a real broker only).
 	PauseBroker
+	// Partition blackholes a worker's traffic to the services in Net (in
+	// the directions Cut) for For, then heals: the worker keeps running.
+	Partition
 )
+
+// Service names what a partition cuts a worker off from.
+type Service int
+
+const (
+	// NetRedis is the worker's link to Redis.
+	NetRedis Service = 1 << iota
+	// NetKafka is the worker's link to the Kafka broker.
+	NetKafka
+	// NetAll is both.
+	NetAll = NetRedis | NetKafka
+)
+
+func (s Service) String() string {
+	switch s {
+	case NetRedis:
+		return "redis"
+	case NetKafka:
+		return "kafka"
+	case NetAll:
+		return "redis+kafka"
+	}
+	return fmt.Sprintf("service(%d)", int(s))
+}
 
 func (a Action) String() string {
 	switch a {
@@ -47,6 +74,8 @@ func (a Action) String() string {
 		return "kill-broker"
 	case PauseBroker:
 		return "pause-broker"
+	case Partition:
+		return "partition"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -62,9 +91,13 @@ type Event struct {
 	// the order the workers were first started. Unused for RestartRedis
 	// and AddWorker.
 	Slot int
-	// For is how long a Pause lasts or how long a killed worker or a
-	// restarted Redis stays down.
+	// For is how long a Pause or a Partition lasts or how long a killed
+	// worker or a restarted Redis stays down.
 	For time.Duration
+	// Net is what a Partition cuts the worker off from.
+	Net Service
+	// Cut is the direction a Partition blackholes.
+	Cut Direction
 }
 
 func (e Event) String() string {
@@ -81,6 +114,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("t=%s %s down=%s", e.At, e.Action, e.For)
 	case Kill:
 		return fmt.Sprintf("t=%s %s slot=%d down=%s", e.At, e.Action, e.Slot, e.For)
+	case Partition:
+		return fmt.Sprintf("t=%s %s slot=%d from=%s cut=%s for=%s", e.At, e.Action, e.Slot, e.Net, e.Cut, e.For)
 	}
 	return fmt.Sprintf("t=%s %s slot=%d", e.At, e.Action, e.Slot)
 }
@@ -112,6 +147,13 @@ type ScheduleConfig struct {
 	// BrokerPauseFor is how long a PauseBroker lasts (required with
 	// BrokerEvery).
 	BrokerPauseFor time.Duration
+	// PartitionEvery is the mean interval between partitions of a worker
+	// (each interval drawn uniformly from [PartitionEvery/2,
+	// 3*PartitionEvery/2]). Zero: no partitions.
+	PartitionEvery time.Duration
+	// PartitionFor is how long a partition lasts (required with
+	// PartitionEvery).
+	PartitionFor time.Duration
 }
 
 // Schedule is a seeded, time-ordered list of fault events.
@@ -133,6 +175,9 @@ func NewSchedule(c ScheduleConfig) (Schedule, error) {
 	}
 	if c.BrokerEvery < 0 || c.BrokerEvery > 0 && c.BrokerPauseFor <= 0 {
 		return Schedule{}, fmt.Errorf("%w: broker faults need a positive interval and pause", ErrConfig)
+	}
+	if c.PartitionEvery < 0 || c.PartitionEvery > 0 && c.PartitionFor <= 0 {
+		return Schedule{}, fmt.Errorf("%w: partitions need a positive interval and length", ErrConfig)
 	}
 	pauseEvery := c.PauseEvery
 	if pauseEvery <= 0 {
@@ -168,6 +213,9 @@ func NewSchedule(c ScheduleConfig) (Schedule, error) {
 	}
 	if c.BrokerEvery > 0 {
 		ev = append(ev, brokerEvents(c)...)
+	}
+	if c.PartitionEvery > 0 {
+		ev = append(ev, partitionEvents(c)...)
 	}
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].At < ev[j].At })
 	return Schedule{Seed: c.Seed, Events: ev}, nil
@@ -206,6 +254,37 @@ func brokerEvents(c ScheduleConfig) []Event {
 	}
 	if pauses == 0 {
 		ev = append(ev, event(between(h/2, 4*h/5), false))
+	}
+	return ev
+}
+
+// partitionEvents draws the partitions of c, from a stream of their own (the
+// other faults of a seed are the same with and without them): every
+// PartitionEvery on average, the first after at least half of it, a random
+// worker cut off from Redis, from Kafka, or from both, in one direction or
+// both. The first six (when the horizon has room) cut both ways and cycle
+// through the services (both, Redis, Kafka), so that a short run holds every
+// kind, and twice the one whose leases are sure to be taken over.
+func partitionEvents(c ScheduleConfig) []Event {
+	rng := rand.New(rand.NewPCG(c.Seed^0x2545f4914f6cdd1d, c.Seed+1))
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	}
+	services := []Service{NetAll, NetRedis, NetKafka}
+	dirs := []Direction{Both, ToServer, FromServer}
+	var ev []Event
+	every := c.PartitionEvery
+	for t := between(every/2, every); t < c.Horizon; t += between(every/2, 3*every/2) {
+		e := Event{At: t, Action: Partition, Slot: rng.IntN(c.Slots), For: c.PartitionFor,
+			Net: services[rng.IntN(len(services))], Cut: dirs[rng.IntN(len(dirs))]}
+		if n := len(ev); n < 2*len(services) {
+			e.Net, e.Cut = services[n%len(services)], Both
+		}
+		ev = append(ev, e)
+	}
+	if len(ev) == 0 {
+		ev = append(ev, Event{At: between(0, c.Horizon/2), Action: Partition, Slot: rng.IntN(c.Slots),
+			For: c.PartitionFor, Net: NetAll, Cut: Both})
 	}
 	return ev
 }

@@ -184,3 +184,49 @@ func TestScheduleBrokerFaults(t *testing.T) {
 		t.Fatalf("broker faults without a pause length: %v, want ErrConfig", err)
 	}
 }
+
+// TestSchedulePartitions: partitions come from a stream of their own (the
+// other events of a seed are the same with and without them), within the
+// horizon, the first six cycling through a worker cut off from Redis and
+// Kafka, from Redis, then from Kafka, both ways.
+func TestSchedulePartitions(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 100; seed++ {
+		c := testScheduleConfig(seed)
+		plain, err := NewSchedule(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.PartitionEvery, c.PartitionFor = 10*time.Second, 4*time.Second
+		s, err := NewSchedule(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var others, parts []Event
+		for _, e := range s.Events {
+			if e.Action == Partition {
+				parts = append(parts, e)
+			} else {
+				others = append(others, e)
+			}
+		}
+		if diff := cmp.Diff(plain.Events, others); diff != "" {
+			t.Fatalf("seed %d: partitions changed the other events (-without +with):\n%s", seed, diff)
+		}
+		// 2 minutes at one every 10s on average: 8 to 24.
+		if len(parts) < 8 || len(parts) > 24 || parts[0].At < c.PartitionEvery/2 {
+			t.Fatalf("seed %d: %d partitions", seed, len(parts))
+		}
+		for i, want := range []Service{NetAll, NetRedis, NetKafka, NetAll, NetRedis, NetKafka} {
+			if parts[i].Net != want || parts[i].Cut != Both {
+				t.Fatalf("seed %d: partition %d is %s, want %s both ways", seed, i, parts[i], want)
+			}
+		}
+		for _, e := range parts {
+			if e.At >= c.Horizon || e.For != c.PartitionFor || e.Slot < 0 || e.Slot >= c.Slots ||
+				e.Net&^NetAll != 0 || e.Net == 0 || e.Cut&^Both != 0 || e.Cut == 0 {
+				t.Fatalf("seed %d: bad partition %s", seed, e)
+			}
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"net"
 	"strconv"
+	"strings"
 )
 
 // checkBrokers refuses a seed broker list that is not host:port,... with
@@ -51,4 +53,35 @@ func checkPort(port string, lowest int) error {
 		return errBadPort
 	}
 	return nil
+}
+
+// dialMap maps a broker address, as the brokers advertise it, to the
+// address to dial instead (--kafka-dial-map).
+type dialMap map[string]string
+
+// parseDialMap reads "advertised=dial,..." (host:port each side).
+func parseDialMap(s string) (dialMap, error) {
+	m := dialMap{}
+	for _, pair := range splitList(s) {
+		from, to, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, usagef("--kafka-dial-map %q: want advertised=dial pairs, comma-separated", pair)
+		}
+		for _, a := range []string{from, to} {
+			if err := checkBrokers("--kafka-dial-map", []string{strings.TrimSpace(a)}); err != nil {
+				return nil, err
+			}
+		}
+		m[strings.TrimSpace(from)] = strings.TrimSpace(to)
+	}
+	return m, nil
+}
+
+// dial is a kgo.Dialer: it dials the mapped address of addr, or addr.
+func (m dialMap) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if to, ok := m[addr]; ok {
+		addr = to
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }

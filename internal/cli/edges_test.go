@@ -30,6 +30,8 @@ func TestBadAddressesAreUsageErrors(t *testing.T) {
 		{[]string{"run", "--brokers", "127.0.0.1:9092,kafka"}, `--brokers "kafka": address kafka: missing port in address`},
 		{[]string{"run", "--brokers", ":9092"}, `--brokers ":9092": no host`},
 		{[]string{"run", "--brokers", "127.0.0.1:1", "--http", "localhost"}, `--http "localhost"`},
+		{[]string{"run", "--brokers", "127.0.0.1:1", "--kafka-dial-map", "127.0.0.1:1"}, `--kafka-dial-map "127.0.0.1:1": want advertised=dial pairs`},
+		{[]string{"run", "--brokers", "127.0.0.1:1", "--kafka-dial-map", "127.0.0.1:1=proxy"}, `--kafka-dial-map "proxy": address proxy: missing port`},
 		{[]string{"enqueue", "--brokers", "h:0"}, `--brokers "h:0": the port is not a number from 1 to 65535`},
 		{[]string{"enqueue", "--brokers", "h:70000"}, `--brokers "h:70000"`},
 		{[]string{"payment-stub", "--listen", "127.0.0.1:80x"}, `--listen "127.0.0.1:80x"`},

@@ -31,13 +31,22 @@ const DefaultFetchMaxWait = 5 * time.Second
 // compensation recovery sweep: package compensation's own default.
 const DefaultSweepInterval = 30 * time.Second
 
+// DefaultJournalRetention is `worker run`'s default retention of a finished
+// job's saga journal: package compensation's own default.
+const DefaultJournalRetention = 24 * time.Hour
+
+// DefaultOpenJournalRetention is how long `worker run` keeps an unfinished
+// saga journal after its last write: package compensation's own default.
+const DefaultOpenJournalRetention = 7 * 24 * time.Hour
+
 // runConfig is what `worker run` reads from flags and environment.
 type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
+	dialMap                                                 string
 	concurrency                                             int
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
-	fetchMaxWait, sweepInterval                             time.Duration
+	fetchMaxWait, sweepInterval, journalRetention           time.Duration
 	logLevel, logFormat                                     string
 	embedded                                                string
 	embeddedKafka                                           bool
@@ -50,6 +59,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.stringVar(&c.brokers, "brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated; required unless --embedded-kafka")
 	f.boolVar(&c.embeddedKafka, "embedded-kafka", "LEASEHOLD_EMBEDDED_KAFKA", false, "instead of --brokers, start an in-memory Kafka (kfake) with the topics and the dead-letter topic, for development: it keeps nothing when the worker stops")
 	f.stringVar(&c.embedded, "embedded-listen", "", "127.0.0.1:0", "address of the in-memory Kafka of --embedded-kafka; port 0 picks a free one")
+	f.stringVar(&c.dialMap, "kafka-dial-map", "LEASEHOLD_KAFKA_DIAL_MAP", "", "connect to other addresses than the brokers advertise: advertised=dial pairs, comma-separated (host:port each), for a port-forward or a proxy in front of each broker; unlisted addresses are dialed as advertised")
 	f.stringVar(&c.topics, "topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "topics to consume, comma-separated; they and the dead-letter topic must exist")
 	f.stringVar(&c.group, "group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "consumer group; must not be empty")
 	f.stringVar(&c.redisURL, "redis", "REDIS_URL", DefaultRedisURL, "Redis URL: redis://, rediss://, redis+cluster://, redis+sentinel:// with user:password@ for ACL")
@@ -65,6 +75,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
+	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
 	c.maxmemoryPolicy = policyFlag(f)
 	f.stringVar(&c.logLevel, "log-level", "LEASEHOLD_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.stringVar(&c.logFormat, "log-format", "LEASEHOLD_LOG_FORMAT", "text", "text or json")
@@ -114,6 +125,8 @@ func (c *runConfig) check(f *flags) error {
 		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
 	case c.sweepInterval < 100*time.Millisecond:
 		return usagef("sweep interval %v: want at least 100ms", c.sweepInterval)
+	case c.journalRetention < time.Second:
+		return usagef("journal retention %v is too short (minimum 1s)", c.journalRetention)
 	}
 	hasBrokers := len(splitList(c.brokers)) > 0
 	switch {
@@ -128,6 +141,9 @@ func (c *runConfig) check(f *flags) error {
 		}
 	case !c.embeddedKafka:
 		return usagef("no Kafka brokers: pass --brokers host:port (env LEASEHOLD_BROKERS), or --embedded-kafka for an in-memory Kafka that keeps nothing")
+	}
+	if _, err := parseDialMap(c.dialMap); err != nil {
+		return err
 	}
 	if c.httpAddr != "" {
 		return checkListen("--http", c.httpAddr)
@@ -189,12 +205,20 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return err
 	}
 	defer stopTracing()
+	dialMap, err := parseDialMap(c.dialMap)
+	if err != nil {
+		return err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
+		kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
+		kgo.FetchMaxWait(c.fetchMaxWait)}
+	if len(dialMap) > 0 {
+		kopts = append(kopts, kgo.Dialer(dialMap.dial))
+	}
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
 		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),
-		leasehold.WithKafka(kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
-			kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
-			kgo.FetchMaxWait(c.fetchMaxWait)),
+		leasehold.WithKafka(kopts...),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),
 		leasehold.WithDeadLetterTopic(dlq),
@@ -206,7 +230,8 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithLogger(log),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
-	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval)))
+	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),
+		compensation.WithRetention(DefaultOpenJournalRetention, c.journalRetention)))
 	w, err := leasehold.New(rdb, opts...)
 	if err != nil {
 		return err

@@ -66,9 +66,44 @@ func (t *transferSetup) close() {
 // logged here, with the guard's error: when the job's lease was lost first,
 // the worker reports the loss, not the handler's error, and the refusal
 // would otherwise leave no trace (its transaction rolls back).
+//
+// Each fenced write is logged at debug level before it begins ("fenced
+// write begins") and when it ends ("fenced write", with its begin and end in
+// Unix microseconds and its outcome), and so is a job's
+// cancellation ("transfer cancelled", with its time and cause): the chaos
+// harness reads them to check the writes against its model of the record
+// and to time a lost lease's handler against its takeover; a handler that
+// returns before its cancellation logs "transfer returned" instead.
 func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
-	tr := &demo.Transferer{DB: t.pool, Pay: t.pay} //nolint:misspell // the type is named so in package demo
+	tr := &demo.Transferer{DB: t.pool, Pay: t.pay, //nolint:misspell // the type is named so in package demo
+		OnWrite: func(key string, f uint64) func(error) {
+			// Logged before the write, so that a write cut short by a
+			// kill still shows (its outcome unknown).
+			began := time.Now().UnixMicro()
+			log.Debug("fenced write begins", slog.String("key", key), slog.Uint64("fence", f), slog.Int64("began_us", began))
+			return func(err error) {
+				outcome := "applied"
+				switch {
+				case errors.Is(err, fence.ErrStaleFence):
+					outcome = "refused"
+				case err != nil:
+					outcome = "error"
+				}
+				log.Debug("fenced write", slog.String("key", key), slog.Uint64("fence", f), slog.Int64("began_us", began),
+					slog.Int64("ended_us", time.Now().UnixMicro()), slog.String("outcome", outcome))
+			}
+		}}
 	return w.Register(demo.TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
+		stop := context.AfterFunc(ctx, func() {
+			log.Debug("transfer cancelled", slog.String("key", job.Key), slog.Uint64("fence", job.Fence()),
+				slog.Int64("at_us", time.Now().UnixMicro()), slog.Any("cause", context.Cause(ctx)))
+		})
+		defer func() {
+			if stop() {
+				log.Debug("transfer returned", slog.String("key", job.Key), slog.Uint64("fence", job.Fence()),
+					slog.Int64("at_us", time.Now().UnixMicro()))
+			}
+		}()
 		a, err := demo.ParseTransfer(job.Payload)
 		if err != nil {
 			return nil, leasehold.Permanent(err)

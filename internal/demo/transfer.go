@@ -150,6 +150,11 @@ func Resource(key string) string { return "demo.transfer:" + key }
 type Transferer struct {
 	DB  DB
 	Pay *paystub.Client
+	// OnWrite, when not nil, is told of every fenced write just before it
+	// begins (its key and fence), and the function it returns when the
+	// write has ended, with its error (nil: applied; one wrapping
+	// fence.ErrStaleFence: refused by the guard).
+	OnWrite func(key string, fence uint64) (ended func(err error))
 }
 
 // RegisterCompensations registers the transfer's refund handler. It refunds
@@ -240,7 +245,13 @@ func (t *Transferer) Run(ctx context.Context, job Job, key string, a TransferArg
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), HeldWriteTimeout)
 		defer cancel()
 	}
-	if err := t.write(ctx, key, f, a); err != nil {
+	ended := func(error) {}
+	if t.OnWrite != nil {
+		ended = t.OnWrite(key, f)
+	}
+	err := t.write(ctx, key, f, a)
+	ended(err)
+	if err != nil {
 		return fmt.Errorf("demo: transfer %s: %w", key, err)
 	}
 	return nil
