@@ -64,6 +64,11 @@ func (w *Worker) execute(job *Job) attemptEnd {
 	if job.Takeover {
 		w.compensatePrevious(job)
 	}
+	if err := context.Cause(job.ctx); err != nil {
+		// The lease was lost before the handler could start (a slow
+		// takeover compensation, a starved worker): do not start it.
+		return w.classify(job, reg, err)
+	}
 	w.obs.started(job.ctx, job)
 	res, err := w.runHandler(job, reg)
 	if err == nil && job.ctx.Err() == nil {

@@ -102,6 +102,12 @@ type Config struct {
 	// TTL, so that a partitioned worker's leases can be taken over
 	// (CHAOS_PARTITION, default 2*LeaseTTL + SessionTimeout + 1s).
 	PartitionFor time.Duration
+	// PartitionNets are the links partitions may cut: Redis and Kafka
+	// together, Redis alone, Kafka alone; empty means all three. The tests
+	// on the dev-broker cut Redis only: kfake's consumer group can stay
+	// stuck in PreparingRebalance after a member was cut off from it (see
+	// docs/chaos.md), so Kafka partitions are tested on Apache Kafka.
+	PartitionNets []Service
 	// Retention is the workers' --retention: how long a finished key
 	// answers duplicates (CHAOS_RETENTION, 1h). A soak sets it short, so
 	// that Redis's keys reach their steady state within the run.

@@ -78,7 +78,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	r.removed, r.busy, r.cutOff = map[*Proc]bool{}, map[*Proc]bool{}, map[*Proc]bool{}
 	r.nets, r.metrics = map[*Proc]*workerNet{}, map[*Proc]string{}
 	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
-		PartitionEvery: c.PartitionEvery, PartitionFor: c.PartitionFor}
+		PartitionEvery: c.PartitionEvery, PartitionFor: c.PartitionFor, PartitionNets: c.PartitionNets}
 	if c.Kafka == KafkaApache {
 		sc.BrokerEvery, sc.BrokerPauseFor = c.BrokerFaultEvery, c.BrokerPause
 	}

@@ -154,6 +154,9 @@ type ScheduleConfig struct {
 	// PartitionFor is how long a partition lasts (required with
 	// PartitionEvery).
 	PartitionFor time.Duration
+	// PartitionNets are the links a partition may cut (each a Service:
+	// NetAll, NetRedis, NetKafka); empty means all three.
+	PartitionNets []Service
 }
 
 // Schedule is a seeded, time-ordered list of fault events.
@@ -270,7 +273,10 @@ func partitionEvents(c ScheduleConfig) []Event {
 	between := func(lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 	}
-	services := []Service{NetAll, NetRedis, NetKafka}
+	services := c.PartitionNets
+	if len(services) == 0 {
+		services = []Service{NetAll, NetRedis, NetKafka}
+	}
 	dirs := []Direction{Both, ToServer, FromServer}
 	var ev []Event
 	every := c.PartitionEvery
