@@ -22,7 +22,8 @@ import (
 // writes checked against the record's model (Porcupine). CHAOS_SEED
 // replays a failing seed.
 func TestChaosShortRun(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the chaos runs take both cores, and a starved run
+	// misses its own timing (takeovers, the dev-broker group).
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
 	c := Config{
@@ -59,14 +60,15 @@ func TestChaosShortRun(t *testing.T) {
 	if f.RedisOutage <= 0 {
 		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
 	}
-	wantPartitions(t, f, progress)
+	wantPartitions(t, f, progress, false)
 }
 
 // wantPartitions fails the test unless the run partitioned a worker from
-// Redis, a lease of a partitioned worker was taken over with its old
-// handler's cancellation timed, and the history was checked linearizable
+// Redis, (with takeovers) a lease of a partitioned worker was taken over
+// with its old handler's cancellation timed, and the history was checked
+// linearizable
 // (runChaos has already failed a positive overlap or an illegal history).
-func wantPartitions(t *testing.T, f Figures, progress string) {
+func wantPartitions(t *testing.T, f Figures, progress string, takeovers bool) {
 	t.Helper()
 	redis := 0
 	for _, p := range f.Partitions {
@@ -77,7 +79,11 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 	if redis == 0 {
 		t.Errorf("no worker was partitioned from Redis:\n%s", progress)
 	}
-	if v := f.PartitionVerdict; v == nil || v.Measured == 0 {
+	// On the dev-broker partitions cut Redis only, and the partitioned
+	// worker keeps its Kafka partitions: its keys are taken over only when
+	// a duplicate of one arrives elsewhere, which a short run may not
+	// hold. The Apache run cuts Kafka too and must time a takeover.
+	if v := f.PartitionVerdict; takeovers && (v == nil || v.Measured == 0) {
 		t.Errorf("no takeover of a partitioned worker's lease was timed (%+v)", v)
 	}
 	if h := f.History; h == nil || h.Result != porcupine.Ok || h.Ops == 0 {
@@ -90,7 +96,8 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 // Redis's memory and keys sampled every 5s and checked flat after the
 // warm-up (SoakBound), as well as every figure of a chaos run.
 func TestChaosSoak(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the chaos runs take both cores, and a starved run
+	// misses its own timing (takeovers, the dev-broker group).
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
 	c := Config{
@@ -125,7 +132,8 @@ func TestChaosSoak(t *testing.T) {
 // timeout. It fails, never skips, when java or the broker cannot start.
 // CHAOS_SEED replays a failing seed.
 func TestChaosApacheRun(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the chaos runs take both cores, and a starved run
+	// misses its own timing (takeovers, the dev-broker group).
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
 	c := Config{
@@ -168,7 +176,7 @@ func TestChaosApacheRun(t *testing.T) {
 	if f.BrokerOutage < c.BrokerPause {
 		t.Errorf("broker_outage_ms = %s, want at least the pause %s", f.BrokerOutage, c.BrokerPause)
 	}
-	wantPartitions(t, f, progress)
+	wantPartitions(t, f, progress, true)
 }
 
 // runChaos finishes c's settings (in place, so that the caller sees the
