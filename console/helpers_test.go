@@ -41,7 +41,9 @@ type world struct {
 func setup(t *testing.T) *world {
 	t.Helper()
 	wd := &world{}
-	wd.rdb, wd.prefix = testkit.SharedRedis(t)
+	// A Redis of its own: the pages scan the keyspace a page at a time, and
+	// the shared server holds every other package's keys.
+	wd.rdb, wd.prefix = testkit.StartRedis(t).Client(t), "lh:"
 	wd.kafka = testkit.StartKafka(t)
 	wd.topic = wd.kafka.Topic(t, "console", 2)
 	wd.dlq = wd.topic + ".dlq"
