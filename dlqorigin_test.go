@@ -2,14 +2,11 @@ package leasehold
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -53,7 +50,7 @@ func TestDeadLetterRecreatedTopic(t *testing.T) {
 	h := setup(t, 1)
 	deadLetterPoison(t, h, "a", 3)
 
-	recreateTopic(t, h.kafka, h.topic, 1)
+	h.kafka.RecreateTopic(t, h.topic, 1)
 	h2 := *h
 	h2.group = h.group + "-2"
 	deadLetterPoison(t, &h2, "b", 12)
@@ -126,46 +123,4 @@ func deadLetteredMetric(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 		}
 	}
 	return n
-}
-
-// recreateTopic deletes topic and creates it again with the given
-// partitions, waiting until the brokers list it under a new topic ID.
-func recreateTopic(t *testing.T, k *testkit.Kafka, topic string, partitions int32) {
-	t.Helper()
-	adm := kadm.NewClient(k.Client(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	before, err := adm.ListTopics(ctx, topic)
-	must(t, err)
-	oldID := before[topic].ID
-	resp, err := adm.DeleteTopic(ctx, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	must(t, err)
-	for {
-		resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.TopicAlreadyExists) || ctx.Err() != nil {
-			t.Fatalf("create %s again: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for {
-		got, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			if d := got[topic]; d.Err == nil && d.ID != oldID && len(d.Partitions) == int(partitions) {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s not listed under a new topic ID: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -338,7 +337,7 @@ func TestWriteNewOrigin(t *testing.T) {
 			t.Fatalf("Write: %v, want %v", res, Written)
 		}
 		first := c.marker
-		recreateTopic(t, c.kafka, c.topic, 1)
+		c.kafka.RecreateTopic(t, c.topic, 1)
 		// A consumer forgets the origin when the new topic's partitions are
 		// assigned; a writer of its own reads it afresh.
 		w = c.writer(t, nil)
@@ -395,47 +394,5 @@ func TestOffsetsRoundTrip(t *testing.T) {
 func TestNewConfig(t *testing.T) {
 	if _, err := New(Config{Topic: "t"}); !errors.Is(err, ErrConfig) {
 		t.Errorf("New without a client: %v, want ErrConfig", err)
-	}
-}
-
-// recreateTopic deletes topic and creates it again with the given
-// partitions, waiting until the brokers list it under a new topic ID.
-func recreateTopic(t *testing.T, k *testkit.Kafka, topic string, partitions int32) {
-	t.Helper()
-	adm := kadm.NewClient(k.Client(t))
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	before, err := adm.ListTopics(ctx, topic)
-	must(t, err)
-	oldID := before[topic].ID
-	resp, err := adm.DeleteTopic(ctx, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	must(t, err)
-	for {
-		resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.TopicAlreadyExists) || ctx.Err() != nil {
-			t.Fatalf("create %s again: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for {
-		got, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			if d := got[topic]; d.Err == nil && d.ID != oldID && len(d.Partitions) == int(partitions) {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s not listed under a new topic ID: %v", topic, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

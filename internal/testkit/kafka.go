@@ -250,3 +250,49 @@ func (k *Kafka) ReadAll(t testing.TB, topic string) []*kgo.Record {
 	}
 	return out
 }
+
+// RecreateTopic deletes topic and creates it again with the given
+// partitions, waiting until the brokers list it under a new topic ID.
+func (k *Kafka) RecreateTopic(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	adm := kadm.NewClient(k.Client(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	before, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := before[topic].ID
+	resp, err := adm.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.TopicAlreadyExists) || ctx.Err() != nil {
+			t.Fatalf("create %s again: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		got, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if d := got[topic]; d.Err == nil && d.ID != oldID && len(d.Partitions) == int(partitions) {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s not listed under a new topic ID: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
