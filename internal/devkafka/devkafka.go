@@ -14,6 +14,16 @@
 // session timeout while that member sent nothing at all, it makes the member
 // leave (a LeaveGroup naming its member ID), which rebalances the group.
 //
+// The same dead member also stalls the next rebalance: kfake waits for every
+// member to rejoin until the rebalance timeout, but restarts that wait at
+// every JoinGroup, and the live members resend theirs each time their client
+// gives up waiting (rebalance timeout + request overhead, 20s in the chaos
+// runs). With a few live members the wait never ends and the group stays in
+// PreparingRebalance with nobody consuming. A live member waiting in a
+// rebalance is heard from at least that often, so in a rebalancing group the
+// Reaper evicts a member silent for longer than its session timeout, its
+// rebalance timeout and [JoinOverhead] together.
+//
 // Against a real broker none of this is used.
 package devkafka
 
@@ -74,8 +84,29 @@ type Reaper struct {
 type memberKey struct{ group, id string }
 
 type member struct {
-	last    time.Time
-	session time.Duration
+	last      time.Time
+	session   time.Duration
+	rebalance time.Duration
+}
+
+// JoinOverhead is how much longer than its rebalance timeout a client waits
+// for a JoinGroup answer before it gives up and sends another (franz-go's
+// default RequestTimeoutOverhead).
+const JoinOverhead = 10 * time.Second
+
+// dead reports whether m, silent since m.last, is dead at now in a group in
+// state (stable since since, when it is).
+func (m member) dead(state string, since, now time.Time) bool {
+	if m.session <= 0 {
+		return false
+	}
+	switch state {
+	case "Stable":
+		return now.Sub(since) > m.session && now.Sub(m.last) > m.session
+	case "PreparingRebalance":
+		return now.Sub(m.last) > m.session+m.rebalance+JoinOverhead
+	}
+	return false
 }
 
 // StartReaper starts a Reaper on c. Stop it before closing c.
@@ -119,7 +150,9 @@ func (r *Reaper) observe(req kmsg.Request) {
 	switch q := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		if q.MemberID != "" {
-			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now, session: time.Duration(q.SessionTimeoutMillis) * time.Millisecond}
+			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now,
+				session:   time.Duration(q.SessionTimeoutMillis) * time.Millisecond,
+				rebalance: time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond}
 		}
 	case *kmsg.SyncGroupRequest:
 		r.touch(memberKey{q.Group, q.MemberID}, now)
@@ -159,7 +192,9 @@ func (r *Reaper) loop(ctx context.Context) {
 }
 
 // sweep evicts, in every group stable for longer than a member's session
-// timeout, each member not heard from for that long.
+// timeout, each member not heard from for that long, and in every
+// rebalancing group each member silent for longer than a live one can be
+// (see the package doc).
 func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 	cctx, cancel := context.WithTimeout(ctx, r.interval*4)
 	defer cancel()
@@ -173,20 +208,19 @@ func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 	}
 	now := time.Now()
 	for _, g := range described {
+		since := now
 		if g.State != "Stable" {
 			delete(r.stable, g.Group)
-			continue
-		}
-		since, ok := r.stable[g.Group]
-		if !ok {
+		} else if s, ok := r.stable[g.Group]; ok {
+			since = s
+		} else {
 			r.stable[g.Group] = now
-			continue
 		}
 		var dead []string
 		r.mu.Lock()
 		for _, m := range g.Members {
 			s, ok := r.seen[memberKey{g.Group, m.MemberID}]
-			if ok && s.session > 0 && now.Sub(since) > s.session && now.Sub(s.last) > s.session {
+			if ok && s.dead(g.State, since, now) {
 				dead = append(dead, m.MemberID)
 			}
 		}

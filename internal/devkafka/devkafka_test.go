@@ -216,3 +216,197 @@ func assignment(t *testing.T, addrs []string) map[string][]int32 {
 	}
 	return out
 }
+
+// TestStalledRebalanceEnds builds the group the chaos runs wedged in: a dead
+// member without a session timer (its JoinGroup answer went to a closed
+// socket) and a live member that keeps resending its JoinGroup, each of which
+// restarts kfake's rebalance wait, so that the group stays in
+// PreparingRebalance. The Reaper must evict the dead member so that the
+// rebalance ends with the live member alone (about 12.5s: the dead member's
+// session, rebalance timeout and JoinOverhead). On plain kfake the live member
+// gets no answer until its own 30s session times out as it waits.
+func TestStalledRebalanceEnds(t *testing.T) {
+	c, err := devkafka.NewCluster(nil, 100*time.Millisecond, clusterOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	addr := c.ListenAddrs()[0]
+
+	// The live member joins alone and leads.
+	// Its session outlasts the test (kfake, unlike Apache Kafka, times out
+	// a member's session while its JoinGroup waits).
+	live := newBareMember(ctx, t, addr, "live", 30*time.Second, 5*time.Second)
+	first := live.join(t)
+	live.sync(t, first.Generation)
+	waitStable(ctx, t, c.ListenAddrs(), 1)
+
+	// The dead member joins, and its socket closes while it waits; the
+	// live member's rejoin completes the rebalance, and the dead member's
+	// answer goes nowhere, so kfake starts no session timer for it.
+	dead := newBareMember(ctx, t, addr, "dead", time.Second, 2*time.Second)
+	dead.send(t, dead.id) // JoinGroup with its ID: the rebalance starts
+	time.Sleep(300 * time.Millisecond)
+	dead.close()
+	time.Sleep(300 * time.Millisecond) // kfake reads the close before it answers
+	second := live.rejoin(ctx, t)
+	live.sync(t, second.Generation)
+	waitStable(ctx, t, c.ListenAddrs(), 2)
+
+	// The live member rejoins (a new rebalance) and keeps resending its
+	// JoinGroup every 2s, less than the 5s rebalance timeout.
+	start := time.Now()
+	live.send(t, live.id)
+	for {
+		if resp, ok := live.answered(2 * time.Second); ok {
+			if resp.ErrorCode != 0 || resp.Generation <= second.Generation || len(resp.Members) != 1 {
+				t.Fatalf("rebalance answer: error %d, generation %d (was %d), members %v",
+					resp.ErrorCode, resp.Generation, second.Generation, resp.Members)
+			}
+			t.Logf("rebalance ended after %s without the dead member", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the group is still rebalancing %s after the live member rejoined: the dead member was not evicted", time.Since(start))
+		}
+		live.reconnect(ctx, t)
+		live.send(t, live.id)
+	}
+}
+
+// bareMember speaks the group protocol over a bare socket, so that a test
+// decides when it sends and when it goes silent.
+type bareMember struct {
+	addr   string
+	conn   net.Conn
+	id     string
+	format *kmsg.RequestFormatter
+	req    *kmsg.JoinGroupRequest
+	corr   int32
+}
+
+// newBareMember connects and takes a member ID (the first JoinGroup of
+// v4+ answers MEMBER_ID_REQUIRED with it).
+func newBareMember(ctx context.Context, t *testing.T, addr, name string, session, rebalance time.Duration) *bareMember {
+	t.Helper()
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 1
+	meta.Topics = []string{topic}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version = 5
+	join.Group = group
+	join.SessionTimeoutMillis = int32(session.Milliseconds())
+	join.RebalanceTimeoutMillis = int32(rebalance.Milliseconds())
+	join.ProtocolType = "consumer"
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name = "range"
+	proto.Metadata = meta.AppendTo(nil)
+	join.Protocols = append(join.Protocols, proto)
+	m := &bareMember{addr: addr, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(name)), req: join}
+	m.reconnect(ctx, t)
+	t.Cleanup(m.close)
+	m.send(t, "")
+	resp := readJoin(t, m.conn)
+	if resp.MemberID == "" {
+		t.Fatalf("%s: no member ID (error code %d)", name, resp.ErrorCode)
+	}
+	m.id = resp.MemberID
+	return m
+}
+
+func (m *bareMember) reconnect(ctx context.Context, t *testing.T) {
+	t.Helper()
+	m.close()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", m.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.conn = conn
+}
+
+func (m *bareMember) close() {
+	if m.conn != nil {
+		_ = m.conn.Close()
+	}
+}
+
+// send writes a JoinGroup as member id ("" for a new member).
+func (m *bareMember) send(t *testing.T, id string) {
+	t.Helper()
+	m.req.MemberID = id
+	m.corr++
+	if _, err := m.conn.Write(m.format.AppendRequest(nil, m.req, m.corr)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// join sends a JoinGroup with the member's ID and reads the answer.
+func (m *bareMember) join(t *testing.T) *kmsg.JoinGroupResponse {
+	t.Helper()
+	m.send(t, m.id)
+	resp := readJoin(t, m.conn)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("join: error code %d", resp.ErrorCode)
+	}
+	return resp
+}
+
+// rejoin joins on a fresh socket.
+func (m *bareMember) rejoin(ctx context.Context, t *testing.T) *kmsg.JoinGroupResponse {
+	t.Helper()
+	m.reconnect(ctx, t)
+	return m.join(t)
+}
+
+// answered waits up to d for the answer to the JoinGroup in flight.
+func (m *bareMember) answered(d time.Duration) (*kmsg.JoinGroupResponse, bool) {
+	_ = m.conn.SetReadDeadline(time.Now().Add(d))
+	var size [4]byte
+	if _, err := io.ReadFull(m.conn, size[:]); err != nil {
+		return nil, false
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(m.conn, body); err != nil {
+		return nil, false
+	}
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.Version = 5
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		return nil, false
+	}
+	return resp, true
+}
+
+// sync sends the leader's SyncGroup (no assignments) for generation and
+// reads its answer, which makes the group stable.
+func (m *bareMember) sync(t *testing.T, generation int32) {
+	t.Helper()
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = 3
+	req.Group = group
+	req.Generation = generation
+	req.MemberID = m.id
+	m.corr++
+	if _, err := m.conn.Write(m.format.AppendRequest(nil, req, m.corr)); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(m.conn, size[:]); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(m.conn, body); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	resp := kmsg.NewPtrSyncGroupResponse()
+	resp.Version = 3
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("sync: error code %d", resp.ErrorCode)
+	}
+}
