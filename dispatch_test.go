@@ -343,3 +343,52 @@ func TestRunHeartbeatReachesStoreAndObservers(t *testing.T) {
 		t.Errorf("details stored %q, want [50%%]", a.details)
 	}
 }
+
+// TestHeartbeatThrottleOrRenewals: with the default throttle (the renew
+// interval) every Heartbeat goes to the store at once, where the renewer
+// coalesces them, and no job keeps a timer; with another throttle the job
+// holds later details back itself, on a timer, until the interval passed.
+func TestHeartbeatThrottleOrRenewals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		ride  bool
+		want  []string
+		timer bool
+	}{
+		{"rides renewals", true, []string{"1", "2", "3"}, false},
+		{"own throttle", false, []string{"1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &fakeAttempt{}
+			var timer bool
+			w, b := setupDispatch(t, func(ctx context.Context, j *Job) ([]byte, error) {
+				for _, d := range []string{"1", "2", "3"} {
+					if err := j.Heartbeat(ctx, []byte(d)); err != nil {
+						return nil, err
+					}
+				}
+				j.hb.mu.Lock()
+				timer = j.hb.timer != nil
+				j.hb.mu.Unlock()
+				return nil, nil
+			})
+			w.cfg.hbThrottle, w.hbRideRenewals = time.Hour, tc.ride
+			b.store.answer("k", claim{Outcome: OutcomeAcquired, Fence: 1, Attempt: 1}, a)
+			dispatchRecord(t, w, "k", 0)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			var got []string
+			for _, d := range a.details {
+				got = append(got, string(d))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("details stored (-want +got):\n%s", diff)
+			}
+			if timer != tc.timer {
+				t.Errorf("a flush timer pending: %v, want %v", timer, tc.timer)
+			}
+		})
+	}
+}

@@ -130,10 +130,14 @@ func (j *Job) stepped() *compensation.Journal {
 	return j.journal
 }
 
-// heartbeats throttles heartbeat writes for one job.
+// heartbeats throttles heartbeat writes for one job. With passThrough every
+// call goes to the store, which keeps the latest details for the lease
+// renewer's next round: the renewals throttle them, and no job holds a timer
+// of its own (10,000 jobs heartbeating would wake 10,000 timers).
 type heartbeats struct {
-	mu       sync.Mutex
-	throttle time.Duration
+	mu          sync.Mutex
+	throttle    time.Duration
+	passThrough bool
 	lastSent time.Time
 	pending  []byte
 	dirty    bool
@@ -150,7 +154,7 @@ func (h *heartbeats) record(ctx context.Context, j *Job, d []byte) error {
 	}
 	h.pending, h.dirty = d, true
 	wait := h.throttle - time.Since(h.lastSent)
-	if h.lastSent.IsZero() || wait <= 0 {
+	if h.passThrough || h.lastSent.IsZero() || wait <= 0 {
 		h.mu.Unlock()
 		return h.flush(ctx, j)
 	}

@@ -149,8 +149,10 @@ func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.ret
 // the lease renew interval: a job's first details are stored at once and
 // later ones with the lease renewals, in batches (one script call a round
 // for all the worker's jobs), so that a crash loses at most one renew
-// interval of progress. A throttle shorter than the renew interval stores
-// every throttled heartbeat at once, one script call each.
+// interval of progress; no job holds a timer of its own. A throttle shorter
+// than the renew interval stores every throttled heartbeat at once, one
+// script call each; a longer one holds a job's details back on a timer of
+// the job's own until the throttle interval has passed.
 func WithHeartbeatThrottle(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.hbThrottle = d })
 }

@@ -39,7 +39,7 @@ func (w *Worker) newJob(d *delivery, c *claim) (job *Job, release func()) {
 		fence: c.Fence, last: c.LastBeat, ctx: jctx, c: c, d: d, w: w, tj: d.tj,
 		act: &activeJob{cancel: cancel, started: time.Now()},
 	}
-	job.hb.throttle = w.cfg.hbThrottle
+	job.hb.throttle, job.hb.passThrough = w.cfg.hbThrottle, w.hbRideRenewals
 	if c.LastBeat != nil {
 		lb := c.LastBeat
 		job.act.progress.Store(&lb)

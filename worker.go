@@ -50,6 +50,10 @@ type Worker struct {
 	obs   *observers           // built by Start
 	log   *slog.Logger
 
+	// hbRideRenewals: heartbeat details go straight to the store, whose
+	// lease renewer coalesces them at the throttle's pace (set by start).
+	hbRideRenewals bool
+
 	// lifeMu serializes Start and Shutdown: a Shutdown called while Start
 	// runs waits for Start to end.
 	lifeMu sync.Mutex
@@ -284,6 +288,10 @@ func (w *Worker) start(ctx context.Context) error {
 			return err
 		}
 		w.store, w.closeStore, w.comp, leases = s, closeFn, s.comp, s.m
+		// Details then ride the renewer's rounds, which store at most one
+		// per renew interval: the throttle the default asks for, with no
+		// timer of a job's own.
+		w.hbRideRenewals = w.cfg.hbThrottle == s.m.RenewInterval()
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err
