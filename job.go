@@ -138,12 +138,12 @@ type heartbeats struct {
 	mu          sync.Mutex
 	throttle    time.Duration
 	passThrough bool
-	lastSent time.Time
-	pending  []byte
-	dirty    bool
-	timer    *time.Timer
-	closed   bool
-	err      error // last write error
+	lastSent    time.Time
+	pending     []byte
+	dirty       bool
+	timer       *time.Timer
+	closed      bool
+	err         error // last write error
 }
 
 func (h *heartbeats) record(ctx context.Context, j *Job, d []byte) error {
