@@ -24,6 +24,7 @@ type longCfg struct {
 	jobs      int
 	ttl       time.Duration // lease TTL
 	heartbeat time.Duration // interval between a job's Heartbeat calls; 0: none
+	wakeOnly  bool          // wake every heartbeat interval but call nothing (the handler's own cost)
 	warm      time.Duration // after every job started, before the window
 	window    time.Duration
 	profile   string // write a CPU profile of the window to this file ("": none)
@@ -75,7 +76,8 @@ func holdJobs(ctx context.Context, rdb *redis.Client, running *atomic.Int64, c l
 
 // leaseholdLong holds c.jobs jobs in one worker (concurrency c.jobs), each
 // calling Heartbeat every c.heartbeat from a random phase, so that start
-// times are spread as in production.
+// times are spread as in production. With c.wakeOnly the handlers wake as
+// often but call nothing: what the handlers' own timers cost.
 func leaseholdLong(ctx context.Context, rdb *redis.Client, run int, c longCfg) (window, error) {
 	topic := fmt.Sprintf("compare.long.%d", run)
 	b, err := startBroker(ctx, topic, 6, c.jobs, "bench.long", fmt.Sprintf("long%d", run))
@@ -96,6 +98,7 @@ func leaseholdLong(ctx context.Context, rdb *redis.Client, run int, c longCfg) (
 		return window{}, err
 	}
 	var running atomic.Int64
+	var progress atomic.Pointer[[]byte] // where a wake-only handler puts its details
 	stop := make(chan struct{})
 	err = w.Register("bench.long", func(ctx context.Context, j *leasehold.Job) ([]byte, error) {
 		running.Add(1)
@@ -111,7 +114,10 @@ func leaseholdLong(ctx context.Context, rdb *redis.Client, run int, c longCfg) (
 				case <-ctx.Done():
 					return nil, context.Cause(ctx)
 				case now := <-tick:
-					if err := j.Heartbeat(ctx, []byte(now.Format(time.RFC3339Nano))); err != nil {
+					details := []byte(now.Format(time.RFC3339Nano))
+					if c.wakeOnly {
+						progress.Store(&details)
+					} else if err := j.Heartbeat(ctx, details); err != nil {
 						return nil, err
 					}
 					t.Reset(c.heartbeat)

@@ -14,6 +14,8 @@
 //	longjobs_worker_cpu_pct           -long-jobs jobs held in one worker, each calling Heartbeat every -long-heartbeat: process CPU, percent of one core
 //	longjobs_redis_cpu_pct            Redis CPU during the same window, percent of one core
 //	longjobs_hold_*                   the same without Heartbeat calls (lease upkeep alone)
+//	longjobs_wake_*                   handlers that wake every -long-heartbeat but call nothing (their timers' cost)
+//	longjobs_heartbeat_worker_cpu_pct longjobs_worker_cpu_pct - longjobs_wake_worker_cpu_pct: what the Heartbeat calls cost the worker
 //	longjobs_asynq_*                  asynq holding as many tasks at that concurrency
 //
 // Throughput figures are measured in steady state: between -warm of the jobs
@@ -290,8 +292,10 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 	return nil
 }
 
-// longRound runs the long-job scenario: leasehold with heartbeats,
-// leasehold holding leases alone, and asynq holding as many tasks.
+// longRound runs the long-job scenario: leasehold with heartbeats, asynq
+// holding as many tasks, leasehold holding leases alone, and leasehold with
+// handlers that wake as often as the heartbeating ones but call nothing (the
+// difference to the first is what Heartbeat costs).
 func longRound(ctx context.Context, c config, f *figures, rdb *redis.Client, addr string) error {
 	f.add("longjobs_jobs", float64(c.long.jobs), 0, "jobs")
 	runs := []struct {
@@ -309,7 +313,13 @@ func longRound(ctx context.Context, c config, f *figures, rdb *redis.Client, add
 			hold.heartbeat, hold.profile = 0, ""
 			return leaseholdLong(ctx, rdb, 1, hold)
 		}},
+		{"longjobs_wake", func() (window, error) {
+			wake := c.long
+			wake.wakeOnly, wake.profile = true, ""
+			return leaseholdLong(ctx, rdb, 2, wake)
+		}},
 	}
+	worker := map[string]float64{}
 	for _, r := range runs {
 		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			return err
@@ -319,8 +329,10 @@ func longRound(ctx context.Context, c config, f *figures, rdb *redis.Client, add
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		proc, red := w.pct()
+		worker[r.name] = proc
 		f.add(r.name+"_worker_cpu_pct", proc, 2, "%")
 		f.add(r.name+"_redis_cpu_pct", red, 2, "%")
 	}
+	f.add("longjobs_heartbeat_worker_cpu_pct", worker["longjobs"]-worker["longjobs_wake"], 2, "%")
 	return nil
 }

@@ -60,6 +60,7 @@ func writeTable(file string, f *figures, loadStart, loadEnd float64, args []stri
 		b.WriteString("| long jobs | worker CPU (% of one core) | Redis CPU (% of one core) |\n|---|---|---|\n")
 		for _, s := range []struct{ key, name string }{
 			{"longjobs", "leasehold, Heartbeat every 5 s from spread start times"},
+			{"longjobs_wake", "leasehold, handlers waking every 5 s but calling nothing"},
 			{"longjobs_hold", "leasehold, leases alone (no Heartbeat calls)"},
 			{"longjobs_asynq", "asynq holding as many tasks (no heartbeat details)"},
 		} {
