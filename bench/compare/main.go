@@ -53,6 +53,7 @@ type config struct {
 	skipLong, skipDBOS, cmdstats bool
 	only                         string
 	cpuprofile                   string
+	memprofile                   string
 	table                        string
 }
 
@@ -84,6 +85,7 @@ func main() {
 	flag.BoolVar(&c.cmdstats, "commandstats", false, "also print Redis calls per leasehold job, by command (INFO commandstats)")
 	flag.StringVar(&c.only, "only", "", "run only these systems (comma-separated: leasehold,asynq,dbos,setnx,long)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file (at its end)")
 	flag.StringVar(&c.table, "table", "", "rewrite the section between the make-compare markers of this Markdown file with this run's figures")
 	flag.Parse()
 	if c.rounds < 1 || c.n < 100 || c.asynqN < 100 || c.dbosN < 100 || c.setnxN < 100 || c.conc < 1 ||
@@ -184,6 +186,9 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.memprofile != "" {
+		defer writeHeapProfile(c.memprofile)
 	}
 	out := benchkit.NewFigures(os.Stdout)
 	loadStart := mustFloat(loadAvg())
@@ -336,3 +341,19 @@ func longRound(ctx context.Context, c config, f *figures, rdb *redis.Client, add
 	f.add("longjobs_heartbeat_worker_cpu_pct", worker["longjobs"]-worker["longjobs_wake"], 2, "%")
 	return nil
 }
+
+// writeHeapProfile writes the allocation profile (alloc_space and
+// alloc_objects cover the whole run) to file, reporting a failure on stderr.
+func writeHeapProfile(file string) {
+	f, err := os.Create(file) //nolint:gosec // a path the user gave
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memprofile:", err)
+	}
+}
+

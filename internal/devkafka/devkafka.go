@@ -19,10 +19,10 @@
 // every JoinGroup, and the live members resend theirs each time their client
 // gives up waiting (rebalance timeout + request overhead, 20s in the chaos
 // runs). With a few live members the wait never ends and the group stays in
-// PreparingRebalance with nobody consuming. A live member waiting in a
-// rebalance is heard from at least that often, so in a rebalancing group the
-// Reaper evicts a member silent for longer than its session timeout, its
-// rebalance timeout and [JoinOverhead] together.
+// PreparingRebalance with nobody consuming. kfake removes a live member that
+// stays silent for its session timeout after its last answer, even while its
+// JoinGroup waits, so a member silent for twice its session timeout in a
+// rebalancing group is one whose timer never started: the Reaper evicts it.
 //
 // Against a real broker none of this is used.
 package devkafka
@@ -84,15 +84,9 @@ type Reaper struct {
 type memberKey struct{ group, id string }
 
 type member struct {
-	last      time.Time
-	session   time.Duration
-	rebalance time.Duration
+	last    time.Time
+	session time.Duration
 }
-
-// JoinOverhead is how much longer than its rebalance timeout a client waits
-// for a JoinGroup answer before it gives up and sends another (franz-go's
-// default RequestTimeoutOverhead).
-const JoinOverhead = 10 * time.Second
 
 // dead reports whether m, silent since m.last, is dead at now in a group in
 // state (stable since since, when it is).
@@ -104,7 +98,7 @@ func (m member) dead(state string, since, now time.Time) bool {
 	case "Stable":
 		return now.Sub(since) > m.session && now.Sub(m.last) > m.session
 	case "PreparingRebalance":
-		return now.Sub(m.last) > m.session+m.rebalance+JoinOverhead
+		return now.Sub(m.last) > 2*m.session
 	}
 	return false
 }
@@ -150,9 +144,7 @@ func (r *Reaper) observe(req kmsg.Request) {
 	switch q := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		if q.MemberID != "" {
-			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now,
-				session:   time.Duration(q.SessionTimeoutMillis) * time.Millisecond,
-				rebalance: time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond}
+			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now, session: time.Duration(q.SessionTimeoutMillis) * time.Millisecond}
 		}
 	case *kmsg.SyncGroupRequest:
 		r.touch(memberKey{q.Group, q.MemberID}, now)
@@ -193,8 +185,8 @@ func (r *Reaper) loop(ctx context.Context) {
 
 // sweep evicts, in every group stable for longer than a member's session
 // timeout, each member not heard from for that long, and in every
-// rebalancing group each member silent for longer than a live one can be
-// (see the package doc).
+// rebalancing group each member silent for twice its session timeout (see
+// the package doc).
 func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 	cctx, cancel := context.WithTimeout(ctx, r.interval*4)
 	defer cancel()
@@ -226,13 +218,13 @@ func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 		}
 		r.mu.Unlock()
 		for _, id := range dead {
-			r.evict(cctx, g.Group, id)
+			r.evict(cctx, g.Group, g.State, id)
 		}
 	}
 }
 
 // evict makes member id leave group on its behalf.
-func (r *Reaper) evict(ctx context.Context, group, id string) {
+func (r *Reaper) evict(ctx context.Context, group, state, id string) {
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = group
 	m := kmsg.NewLeaveGroupRequestMember()
@@ -245,14 +237,15 @@ func (r *Reaper) evict(ctx context.Context, group, id string) {
 		err = firstLeaveErr(resp)
 	}
 	if err != nil {
-		r.log.Warn("evicting a silent group member failed", slog.String("group", group), slog.String("member", id), slog.Any("err", err))
+		r.log.Warn("evicting a silent group member failed", slog.String("group", group), slog.String("state", state),
+			slog.String("member", id), slog.Any("err", err))
 		return
 	}
 	r.mu.Lock()
 	delete(r.seen, memberKey{group, id})
 	r.mu.Unlock()
 	delete(r.stable, group) // the leave rebalances the group
-	r.log.Warn("evicted a group member silent for its session timeout", slog.String("group", group), slog.String("member", id))
+	r.log.Warn("evicted a silent group member", slog.String("group", group), slog.String("state", state), slog.String("member", id))
 }
 
 func firstLeaveErr(resp *kmsg.LeaveGroupResponse) error {

@@ -222,9 +222,9 @@ func assignment(t *testing.T, addrs []string) map[string][]int32 {
 // socket) and a live member that keeps resending its JoinGroup, each of which
 // restarts kfake's rebalance wait, so that the group stays in
 // PreparingRebalance. The Reaper must evict the dead member so that the
-// rebalance ends with the live member alone (about 12.5s: the dead member's
-// session, rebalance timeout and JoinOverhead). On plain kfake the live member
-// gets no answer until its own 30s session times out as it waits.
+// rebalance ends with the live member alone (after twice the dead member's 1s
+// session). On plain kfake the live member gets no answer until its own 30s
+// session times out as it waits.
 func TestStalledRebalanceEnds(t *testing.T) {
 	c, err := devkafka.NewCluster(nil, 100*time.Millisecond, clusterOpts()...)
 	if err != nil {
