@@ -356,4 +356,3 @@ func writeHeapProfile(file string) {
 		fmt.Fprintln(os.Stderr, "memprofile:", err)
 	}
 }
-
