@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/lease/redlock"
 )
@@ -171,6 +172,24 @@ func TestRenewBatchPipelines(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// Acquire returns on a quorum: the last master's acquire scripts may
+	// still arrive. Count from when every master has all of them and has
+	// been quiet for a while.
+	scripts := func(c *countHook) int { _, piped, single := c.get(); return piped + single }
+	last, quietSince := -1, time.Now()
+	testkit.Eventually(t, 30*time.Second, "the acquires reach every master", func() bool {
+		total := 0
+		for _, c := range counters {
+			if scripts(c) < n {
+				return false
+			}
+			total += scripts(c)
+		}
+		if total != last {
+			last, quietSince = total, time.Now()
+		}
+		return time.Since(quietSince) > 300*time.Millisecond
+	})
 	for _, c := range counters {
 		c.reset()
 	}
