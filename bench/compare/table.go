@@ -30,9 +30,13 @@ func writeTable(file string, f *figures, loadStart, loadEnd float64, args []stri
 	}
 	var b strings.Builder
 	b.WriteString(tableBegin + "\n")
-	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end (other builds shared the machine); "+
+	shared := ""
+	if loadStart >= 1 {
+		shared = " (other work shared the machine)"
+	}
+	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end%s; "+
 		"`make compare%s`; medians of %d rounds.\n\n",
-		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, argText(args), len(f.vals("leasehold_jobs_per_s")))
+		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, shared, argText(args), len(f.vals("leasehold_jobs_per_s")))
 	b.WriteString("| system | jobs/s | worker CPU per job | Redis CPU per job | leasehold's rate ÷ this one |\n|---|---|---|---|---|\n")
 	for _, s := range []struct{ key, name string }{
 		{"leasehold", "leasehold (worker, Kafka, claim + fenced complete)"},
