@@ -109,19 +109,7 @@ func deadJoiner(t *testing.T, c *kfake.Cluster) string {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	meta := kmsg.NewConsumerMemberMetadata()
-	meta.Version = 1
-	meta.Topics = []string{topic}
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.Version = 5
-	join.Group = group
-	join.SessionTimeoutMillis = 1000
-	join.RebalanceTimeoutMillis = 10000
-	join.ProtocolType = "consumer"
-	proto := kmsg.NewJoinGroupRequestProtocol()
-	proto.Name = "range"
-	proto.Metadata = meta.AppendTo(nil)
-	join.Protocols = append(join.Protocols, proto)
+	join := joinRequest(time.Second, 10*time.Second)
 	format := kmsg.NewRequestFormatter(kmsg.FormatterClientID("dead"))
 	for len(beat) > 0 { // join right after a heartbeat of the live member
 		<-beat
@@ -149,21 +137,46 @@ func deadJoiner(t *testing.T, c *kfake.Cluster) string {
 	return id
 }
 
-// readJoin reads one JoinGroup v5 response from conn.
-func readJoin(t *testing.T, conn net.Conn) *kmsg.JoinGroupResponse {
-	t.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+// joinRequest is a JoinGroup v5 of a consumer of topic (range assignor),
+// without a member ID.
+func joinRequest(session, rebalance time.Duration) *kmsg.JoinGroupRequest {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 1
+	meta.Topics = []string{topic}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version = 5
+	join.Group = group
+	join.SessionTimeoutMillis = int32(session.Milliseconds())
+	join.RebalanceTimeoutMillis = int32(rebalance.Milliseconds())
+	join.ProtocolType = "consumer"
+	proto := kmsg.NewJoinGroupRequestProtocol()
+	proto.Name = "range"
+	proto.Metadata = meta.AppendTo(nil)
+	join.Protocols = append(join.Protocols, proto)
+	return join
+}
+
+// readResponse reads one response of resp's version from conn within d
+// into resp.
+func readResponse(conn net.Conn, d time.Duration, resp kmsg.Response) error {
+	_ = conn.SetReadDeadline(time.Now().Add(d))
 	var size [4]byte
 	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(conn, body); err != nil {
-		t.Fatal(err)
+		return err
 	}
+	return resp.ReadFrom(body[4:]) // after the correlation ID
+}
+
+// readJoin reads one JoinGroup v5 response from conn.
+func readJoin(t *testing.T, conn net.Conn) *kmsg.JoinGroupResponse {
+	t.Helper()
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.Version = 5
-	if err := resp.ReadFrom(body[4:]); err != nil { // after the correlation ID
+	if err := readResponse(conn, 10*time.Second, resp); err != nil {
 		t.Fatal(err)
 	}
 	return resp
@@ -291,20 +304,8 @@ type bareMember struct {
 // v4+ answers MEMBER_ID_REQUIRED with it).
 func newBareMember(ctx context.Context, t *testing.T, addr, name string, session, rebalance time.Duration) *bareMember {
 	t.Helper()
-	meta := kmsg.NewConsumerMemberMetadata()
-	meta.Version = 1
-	meta.Topics = []string{topic}
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.Version = 5
-	join.Group = group
-	join.SessionTimeoutMillis = int32(session.Milliseconds())
-	join.RebalanceTimeoutMillis = int32(rebalance.Milliseconds())
-	join.ProtocolType = "consumer"
-	proto := kmsg.NewJoinGroupRequestProtocol()
-	proto.Name = "range"
-	proto.Metadata = meta.AppendTo(nil)
-	join.Protocols = append(join.Protocols, proto)
-	m := &bareMember{addr: addr, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(name)), req: join}
+	m := &bareMember{addr: addr, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(name)),
+		req: joinRequest(session, rebalance)}
 	m.reconnect(ctx, t)
 	t.Cleanup(m.close)
 	m.send(t, "")
@@ -362,18 +363,9 @@ func (m *bareMember) rejoin(ctx context.Context, t *testing.T) *kmsg.JoinGroupRe
 
 // answered waits up to d for the answer to the JoinGroup in flight.
 func (m *bareMember) answered(d time.Duration) (*kmsg.JoinGroupResponse, bool) {
-	_ = m.conn.SetReadDeadline(time.Now().Add(d))
-	var size [4]byte
-	if _, err := io.ReadFull(m.conn, size[:]); err != nil {
-		return nil, false
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(m.conn, body); err != nil {
-		return nil, false
-	}
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.Version = 5
-	if err := resp.ReadFrom(body[4:]); err != nil {
+	if err := readResponse(m.conn, d, resp); err != nil {
 		return nil, false
 	}
 	return resp, true
@@ -392,19 +384,10 @@ func (m *bareMember) sync(t *testing.T, generation int32) {
 	if _, err := m.conn.Write(m.format.AppendRequest(nil, req, m.corr)); err != nil {
 		t.Fatal(err)
 	}
-	_ = m.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(m.conn, size[:]); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(m.conn, body); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.Version = 3
-	if err := resp.ReadFrom(body[4:]); err != nil {
-		t.Fatal(err)
+	if err := readResponse(m.conn, 10*time.Second, resp); err != nil {
+		t.Fatalf("sync: %v", err)
 	}
 	if resp.ErrorCode != 0 {
 		t.Fatalf("sync: error code %d", resp.ErrorCode)
