@@ -43,6 +43,10 @@ type partTracker struct {
 	marked  int64      // next offset to commit, -1 before the first mark
 	first   int64      // first offset tracked on this assignment
 	hw      int64      // high watermark of the latest fetch, -1 before one
+
+	// markArg is the one-partition argument of every mark of t, reused
+	// (guarded by offsets.mu): franz-go copies what it is given.
+	markArg map[string]map[int32]kgo.EpochOffset
 }
 
 type offsets struct {
@@ -51,6 +55,8 @@ type offsets struct {
 	mark  func(map[string]map[int32]kgo.EpochOffset)
 }
 
+// newOffsets returns offsets that mark with mark (Client.MarkCommitOffsets),
+// which is called under offsets.mu and must not keep its argument.
 func newOffsets(mark func(map[string]map[int32]kgo.EpochOffset)) *offsets {
 	return &offsets{parts: make(map[partKey]*partTracker), mark: mark}
 }
@@ -64,7 +70,8 @@ func (o *offsets) track(r *kgo.Record) (*partTracker, bool) {
 	tp := partKey{r.Topic, r.Partition}
 	t := o.parts[tp]
 	if t == nil {
-		t = &partTracker{tp: tp, last: -1, marked: -1, first: r.Offset, hw: -1}
+		t = &partTracker{tp: tp, last: -1, marked: -1, first: r.Offset, hw: -1,
+			markArg: map[string]map[int32]kgo.EpochOffset{tp.topic: {}}}
 		o.parts[tp] = t
 	}
 	if r.Offset <= t.last {
@@ -101,9 +108,8 @@ func (o *offsets) done(t *partTracker, offset int64) {
 	if t.removed || o.mark == nil {
 		return
 	}
-	o.mark(map[string]map[int32]kgo.EpochOffset{
-		t.tp.topic: {t.tp.partition: {Epoch: lastDone.epoch, Offset: lastDone.offset + 1}},
-	})
+	t.markArg[t.tp.topic][t.tp.partition] = kgo.EpochOffset{Epoch: lastDone.epoch, Offset: lastDone.offset + 1}
+	o.mark(t.markArg)
 }
 
 // alive reports whether t is still assigned.

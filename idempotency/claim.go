@@ -57,7 +57,8 @@ type Claim struct {
 	ttl        time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
 	h          keyHash
 	tag        string
-	window     int64 // window index of the PROCESSING record
+	keys       claimKeys // built once, for the claim and every write after it
+	window     int64     // window index of the PROCESSING record
 	mu         sync.Mutex
 	details    bool  // details may exist in Redis for this key
 	saved      bool  // this attempt's details were written once: later ones are coalesced (details.go)
@@ -75,6 +76,9 @@ func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, er
 	c := s.ClaimBatch(ctx, []Request{{Key: k, Fingerprint: fp}})[0]
 	return c, c.Err
 }
+
+// claimKeys are the per-key Redis keys of a claim beside its record buckets.
+type claimKeys struct{ lease, details, result string }
 
 // ClaimBatch claims many keys in one pipeline (one round trip per Redis
 // node; go-redis groups a Cluster pipeline by node), as for a whole poll
@@ -99,6 +103,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		c.ttl = ttl
 		c.h = hashKey(r.Key)
 		c.tag = s.tag(&c.h)
+		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key)}
 		todo = append(todo, i)
 	}
 	var others []liveLayout
@@ -126,7 +131,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 			for _, i := range call {
 				c := out[i]
 				tokens[i] = leasing.NewToken()
-				keys = append(keys, s.m.Key(c.tag+":"+c.Key), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key))
+				keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
 				for w := base; w < base+int64(n); w++ {
 					keys = append(keys, s.bucketKey(c.tag, w))
 				}
@@ -383,7 +388,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 func (s *Store) abandon(ctx context.Context, c *Claim, token string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
-	keys := []string{s.m.Key(c.tag + ":" + c.Key), s.bucketKey(c.tag, c.window)}
+	keys := []string{c.keys.lease, s.bucketKey(c.tag, c.window)}
 	code, err := lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
 		c.h.field(), c.fp[:], c.Attempt, 0, "1").Int64()
 	if err == nil && code != lua.IdemOK {

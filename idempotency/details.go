@@ -25,7 +25,7 @@ import (
 
 // saveDetailsNow writes details for c at once, fenced.
 func (s *Store) saveDetailsNow(ctx context.Context, c *Claim, details []byte) error {
-	_, err := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemDetails, []string{s.detailsKey(c.tag, c.Key)},
+	_, err := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemDetails, []string{c.keys.details},
 		details, s.cfg.retention.Milliseconds())
 	return mapFenced(err)
 }
@@ -122,7 +122,7 @@ func (s *Store) writeDetails(ctx context.Context, cs []*Claim, details map[*Clai
 		args = append(args, keep)
 		for _, i := range call {
 			c := cs[i]
-			keys = append(keys, s.m.Key(c.Lease.Name()), s.detailsKey(c.tag, c.Key))
+			keys = append(keys, c.keys.lease, c.keys.details)
 			args = append(args, leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10), details[c])
 		}
 		return lua.IdemDetailsBatch.EvalSha(ctx, p, keys, args...)

@@ -363,8 +363,7 @@ func seq(n int) []int {
 func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
 	c := op.c
 	keys := make([]string, 0, 4+n)
-	keys = append(keys, s.m.Key(c.Lease.Name()), s.detailsKey(c.tag, c.Key), s.resultKey(c.tag, c.Key),
-		s.bucketKey(c.tag, c.window))
+	keys = append(keys, c.keys.lease, c.keys.details, c.keys.result, s.bucketKey(c.tag, c.window))
 	for w := base; w < base+int64(n); w++ {
 		keys = append(keys, s.bucketKey(c.tag, w))
 	}
