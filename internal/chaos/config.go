@@ -104,9 +104,9 @@ type Config struct {
 	PartitionFor time.Duration
 	// PartitionNets are the links partitions may cut: Redis and Kafka
 	// together, Redis alone, Kafka alone; empty means all three. The tests
-	// on the dev-broker cut Redis only: kfake's consumer group can stay
-	// stuck in PreparingRebalance after a member was cut off from it (see
-	// docs/chaos.md), so Kafka partitions are tested on Apache Kafka.
+	// on the dev-broker cut Redis only, and Kafka partitions are tested on
+	// Apache Kafka, the broker they are about (kfake's group used to wedge
+	// after them: see docs/chaos.md).
 	PartitionNets []Service
 	// Retention is the workers' --retention: how long a finished key
 	// answers duplicates (CHAOS_RETENTION, 1h). A soak sets it short, so
