@@ -19,23 +19,39 @@ import (
 
 // crashable returns an option that lets crash stop the worker built with
 // it, and the switch that crash turns: from then on, its commits are dropped.
-func crashable() (Opt, *atomic.Bool) {
-	var crashed atomic.Bool
+func crashable() (Opt, *crashSwitch) {
+	sw := &crashSwitch{}
 	return withCommit(func(ctx context.Context, cl *kgo.Client) error {
-		if crashed.Load() {
+		sw.mu.RLock()
+		defer sw.mu.RUnlock()
+		if sw.crashed.Load() {
 			return nil // a crash loses what was not committed yet
 		}
 		return cl.CommitMarkedOffsets(ctx)
-	}), &crashed
+	}), sw
+}
+
+// crashSwitch drops a crashable worker's commits once turned.
+type crashSwitch struct {
+	mu      sync.RWMutex // held for reading by each commit
+	crashed atomic.Bool
+}
+
+// freeze drops every later commit and waits out the one in flight, if any:
+// from its return on, the worker's committed offsets no longer move.
+func (sw *crashSwitch) freeze() {
+	sw.crashed.Store(true)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
 }
 
 // crash stops w, built with crashable's option, like a process that dies
 // after its running jobs finished but before its offsets were committed:
 // every record it finished since its last commit is delivered again to the
 // partition's next owner.
-func crash(t *testing.T, w *Worker, crashed *atomic.Bool) {
+func crash(t *testing.T, w *Worker, sw *crashSwitch) {
 	t.Helper()
-	crashed.Store(true)
+	sw.freeze()
 	w.offs.removeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -169,21 +185,30 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 		return len(s)
 	}
 	// Crash w1 once it holds at least 50 finished, uncommitted records
-	// (jobs it claimed and ran): their redelivery is the scenario.
+	// (jobs it claimed and ran): their redelivery is the scenario. Its
+	// commits are frozen before they are counted, so that a commit in
+	// flight (a rebalance's) cannot land after the count.
 	var pending []position
 	testkit.Eventually(t, 60*time.Second, "a third of the jobs, 50 of them finished by w1 and not committed", func() bool {
 		if done() < jobs/3 {
 			return false
 		}
-		pending = pending[:0]
-		w1claims.mu.Lock()
-		defer w1claims.mu.Unlock()
-		for _, p := range finishedUncommitted(w1) {
-			if w1claims.pos[p] {
-				pending = append(pending, p)
+		count := func() int {
+			pending = pending[:0]
+			w1claims.mu.Lock()
+			defer w1claims.mu.Unlock()
+			for _, p := range finishedUncommitted(w1) {
+				if w1claims.pos[p] {
+					pending = append(pending, p)
+				}
 			}
+			return len(pending)
 		}
-		return len(pending) >= 50
+		if count() < 50 {
+			return false
+		}
+		crashed.freeze() // w1 runs on, committing nothing
+		return count() >= 50
 	})
 	before := w1.Stats().Succeeded
 	reclaims.on.Store(true)
