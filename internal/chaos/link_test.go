@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // echoServer answers every line with the same line and counts the lines it
@@ -80,6 +82,26 @@ func wantHang(t *testing.T, err error) {
 	}
 }
 
+// cutAfterOne dials l, makes one round trip, cuts l the d way and checks
+// that a second request ("b") hangs. It returns the connection.
+func cutAfterOne(t *testing.T, l *Link, d Direction) net.Conn {
+	t.Helper()
+	c := dialLink(t, l)
+	if r, err := roundTrip(c, "a", 2*time.Second); err != nil || r != "a\n" {
+		t.Fatalf("before the cut: %q, %v", r, err)
+	}
+	l.Cut(d)
+	_, err := roundTrip(c, "b", 300*time.Millisecond)
+	wantHang(t, err)
+	return c
+}
+
+// readHeld reads the next line on c, as the heal releases it.
+func readHeld(c net.Conn) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	return bufio.NewReader(c).ReadString('\n')
+}
+
 // TestLinkBlackholesBothWays: while cut both ways, an open connection and a
 // new one hang (nothing is refused or reset) and nothing reaches the server;
 // after Heal the held request goes through.
@@ -87,15 +109,9 @@ func TestLinkBlackholesBothWays(t *testing.T) {
 	t.Parallel()
 	addr, got := echoServer(t)
 	l := newTestLink(t, addr)
-	c := dialLink(t, l)
-	if r, err := roundTrip(c, "a", 2*time.Second); err != nil || r != "a\n" {
-		t.Fatalf("before the cut: %q, %v", r, err)
-	}
-	l.Cut(Both)
-	_, err := roundTrip(c, "b", 300*time.Millisecond)
-	wantHang(t, err)
+	cutAfterOne(t, l, Both)
 	fresh := dialLink(t, l)
-	_, err = roundTrip(fresh, "c", 300*time.Millisecond)
+	_, err := roundTrip(fresh, "c", 300*time.Millisecond)
 	wantHang(t, err)
 	if n := got.Load(); n != 1 {
 		t.Fatalf("server received %d lines during the cut, want only the one before it", n)
@@ -103,8 +119,7 @@ func TestLinkBlackholesBothWays(t *testing.T) {
 	if d := l.Heal(); d < 600*time.Millisecond {
 		t.Fatalf("Heal reports a cut of %s, want at least the 600ms the test waited", d)
 	}
-	_ = fresh.SetDeadline(time.Now().Add(2 * time.Second))
-	if r, err := bufio.NewReader(fresh).ReadString('\n'); err != nil || r != "c\n" {
+	if r, err := readHeld(fresh); err != nil || r != "c\n" {
 		t.Fatalf("held request after the heal: %q, %v", r, err)
 	}
 }
@@ -115,23 +130,13 @@ func TestLinkCutFromServer(t *testing.T) {
 	t.Parallel()
 	addr, got := echoServer(t)
 	l := newTestLink(t, addr)
-	c := dialLink(t, l)
-	if _, err := roundTrip(c, "a", 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	l.Cut(FromServer)
-	_, err := roundTrip(c, "b", 300*time.Millisecond)
-	wantHang(t, err)
-	deadline := time.Now().Add(2 * time.Second)
-	for got.Load() != 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := got.Load(); n != 2 {
-		t.Fatalf("server received %d lines, want 2: a cut from the server must let requests through", n)
-	}
+	c := cutAfterOne(t, l, FromServer)
+	// A cut from the server must let requests through.
+	testkit.Eventually(t, 2*time.Second, "the server to receive the request sent during the cut", func() bool {
+		return got.Load() == 2
+	})
 	l.Heal()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if r, err := bufio.NewReader(c).ReadString('\n'); err != nil || r != "b\n" {
+	if r, err := readHeld(c); err != nil || r != "b\n" {
 		t.Fatalf("held reply after the heal: %q, %v", r, err)
 	}
 }
@@ -142,19 +147,12 @@ func TestLinkCutToServer(t *testing.T) {
 	t.Parallel()
 	addr, got := echoServer(t)
 	l := newTestLink(t, addr)
-	c := dialLink(t, l)
-	if _, err := roundTrip(c, "a", 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	l.Cut(ToServer)
-	_, err := roundTrip(c, "b", 300*time.Millisecond)
-	wantHang(t, err)
+	c := cutAfterOne(t, l, ToServer)
 	if n := got.Load(); n != 1 {
 		t.Fatalf("server received %d lines, want 1", n)
 	}
 	l.Heal()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if r, err := bufio.NewReader(c).ReadString('\n'); err != nil || r != "b\n" {
+	if r, err := readHeld(c); err != nil || r != "b\n" {
 		t.Fatalf("held request after the heal: %q, %v", r, err)
 	}
 }
@@ -166,16 +164,9 @@ func TestLinkResetOnHeal(t *testing.T) {
 	addr, got := echoServer(t)
 	l := newTestLink(t, addr)
 	l.ResetOnHeal()
-	c := dialLink(t, l)
-	if _, err := roundTrip(c, "a", 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	l.Cut(Both)
-	_, err := roundTrip(c, "b", 300*time.Millisecond)
-	wantHang(t, err)
+	c := cutAfterOne(t, l, Both)
 	l.Heal()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if r, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+	if r, err := readHeld(c); err == nil {
 		t.Fatalf("read %q after the heal, want the connection reset", r)
 	}
 	time.Sleep(100 * time.Millisecond)

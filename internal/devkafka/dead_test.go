@@ -1,0 +1,38 @@
+package devkafka
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMemberDead checks the eviction rule by group state: in a stable group
+// a member silent for its session timeout once the group has been stable
+// that long; in a rebalancing group one silent for twice its session timeout
+// (kfake has removed any live member silent that long by itself); never in
+// other states, nor without a known session timeout.
+func TestMemberDead(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	m := func(silent time.Duration) member { return member{last: ago(silent), session: time.Second} }
+	for _, tc := range []struct {
+		name   string
+		m      member
+		state  string
+		stable time.Duration // how long the group has been stable
+		want   bool
+	}{
+		{"stable, silent past its session", m(1500 * time.Millisecond), "Stable", 2 * time.Second, true},
+		{"stable, heard from within its session", m(500 * time.Millisecond), "Stable", 2 * time.Second, false},
+		{"stable only just now", m(5 * time.Second), "Stable", 500 * time.Millisecond, false},
+		{"rebalancing, silent past twice its session", m(2500 * time.Millisecond), "PreparingRebalance", 0, true},
+		{"rebalancing, silent past its session only", m(1500 * time.Millisecond), "PreparingRebalance", 0, false},
+		{"completing a rebalance (kfake's sync timer acts)", m(time.Minute), "CompletingRebalance", 0, false},
+		{"empty group", m(time.Minute), "Empty", 0, false},
+		{"no session timeout seen", member{last: ago(time.Minute)}, "PreparingRebalance", 0, false},
+	} {
+		if got := tc.m.dead(tc.state, ago(tc.stable), now); got != tc.want {
+			t.Errorf("%s: dead = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
