@@ -1,0 +1,435 @@
+// Command recordlease measures what a record that carries its own lease would
+// save in Redis CPU, before anyone rewrites the library for it.
+//
+// Today a claim writes a lease key beside the key's record (HGET of the owner,
+// HSET and PEXPIRE at the claim, HMGET and DEL at the completion). The
+// prototype scripts in this directory (claim_record.lua, complete_record.lua)
+// keep the owner token and a deadline in the PROCESSING record instead and
+// check them against Redis TIME. The program runs, on a private redis-server,
+// the library's own scripts (lua.IdemClaim, lua.IdemCompleteBatch) with the
+// keys and arguments the idempotency Store sends, and the prototype with the
+// same batches, alternating, and prints one figure a line (name=value unit):
+//
+//	lease_key_redis_cpu_us_per_job      Redis main-thread CPU per claim + complete, shipped scripts
+//	record_lease_redis_cpu_us_per_job   the same with the prototype
+//	lease_key_calls_per_job             commands the scripts call per job (INFO commandstats)
+//	record_lease_calls_per_job          the same with the prototype
+//	record_lease_saving_pct             how much less Redis CPU a job takes with the prototype
+//
+// Before measuring, both variants go through the same checks (held while
+// leased, a wrong token refused, duplicate and mismatch answers, takeover
+// after the lease ran out, the old owner's completion refused): a prototype
+// that skipped the lease check would measure nothing. The prototype leaves out
+// what a job seldom meets (other layouts' buckets, corrupt-record answers)
+// and everything beyond the claim and the completion: heartbeat details, the
+// renewer, compensation journals and the tools that read the lease key.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/benchkit"
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/lua"
+)
+
+var (
+	//go:embed claim_record.lua
+	claimRecordSrc string
+	//go:embed complete_record.lua
+	completeRecordSrc string
+
+	claimRecord    = redis.NewScript(claimRecordSrc)
+	completeRecord = redis.NewScript(completeRecordSrc)
+)
+
+// The idempotency Store's defaults: a 7-day retention cut in 2 windows, 65,536
+// shards; a claim passes windows+1 buckets, a completion the current one.
+const (
+	retention = 7 * 24 * time.Hour
+	windows   = 2
+	shards    = 65536
+)
+
+var windowLen = retention / windows
+
+func main() {
+	n := flag.Int("n", 200_000, "jobs a run")
+	batch := flag.Int("batch", 64, "jobs a script call (claims, then completions)")
+	conc := flag.Int("concurrency", 4, "calls in flight at once")
+	rounds := flag.Int("rounds", 3, "rounds; each runs both variants, in turn")
+	flag.Parse()
+	if *n <= 0 || *batch <= 0 || *conc <= 0 || *rounds <= 0 {
+		fmt.Fprintln(os.Stderr, "recordlease: -n, -batch, -concurrency and -rounds must be positive")
+		os.Exit(2)
+	}
+	if err := run(*n, *batch, *conc, *rounds); err != nil {
+		log.Fatalf("recordlease: %v", err)
+	}
+}
+
+func run(n, batch, conc, rounds int) error {
+	ctx := context.Background()
+	srv, err := benchkit.StartRedis("")
+	if err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	defer srv.Stop()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 2 * conc})
+	defer func() { _ = c.Close() }()
+
+	variants := newVariants()
+	for _, v := range variants {
+		if err := v.check(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+	for r := 0; r < rounds; r++ {
+		for _, v := range variants {
+			if err := v.measure(ctx, c, n, batch, conc); err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	fig := benchkit.NewFigures(os.Stdout)
+	for _, v := range variants {
+		fig.Float(v.name+"_redis_cpu_us_per_job", median(v.cpu), 2, "us")
+		fig.Float(v.name+"_calls_per_job", median(v.calls), 2, "calls")
+		fig.Float(v.name+"_jobs_per_s", median(v.rate), 0, "jobs/s")
+	}
+	before, after := median(variants[0].cpu), median(variants[1].cpu)
+	fig.Float("record_lease_saving_pct", 100*(before-after)/before, 1, "%")
+	fig.Int("jobs_per_run", int64(n), "jobs")
+	fig.Int("batch", int64(batch), "jobs")
+	fig.Int("rounds", int64(rounds), "rounds")
+	return fig.Err()
+}
+
+// variant is one way of claiming and completing: the shipped scripts with a
+// lease key, or the prototype with the lease in the record.
+type variant struct {
+	name           string
+	record         bool // the prototype's keys and arguments (no lease key)
+	claimScript    *redis.Script
+	completeScript *redis.Script
+
+	cpu, calls, rate []float64 // one per measured run
+}
+
+func newVariants() []*variant {
+	return []*variant{
+		{name: "lease_key", claimScript: lua.IdemClaim, completeScript: lua.IdemCompleteBatch},
+		{name: "record_lease", record: true, claimScript: claimRecord, completeScript: completeRecord},
+	}
+}
+
+// job is one idempotency key with the names and values the Store derives
+// from it.
+type job struct {
+	key, field, fp, tag, token string
+	ttl                        time.Duration
+
+	fence, attempt int64
+	window         int64 // of the claim
+}
+
+func newJob(key string, ttl time.Duration) *job {
+	h := sha256.Sum256([]byte(key))
+	shard := (uint32(h[16])<<24 | uint32(h[17])<<16 | uint32(h[18])<<8 | uint32(h[19])) % shards
+	fp := sha256.Sum256([]byte("payload of " + key))
+	return &job{key: key, field: string(h[:16]), fp: string(fp[:8]), tag: "{i:" + strconv.Itoa(int(shard)) + "}",
+		token: leasing.NewToken(), ttl: ttl}
+}
+
+func (j *job) leaseKey() string   { return "lease:" + j.tag + ":" + j.key }
+func (j *job) detailsKey() string { return "idem:d:" + j.tag + ":" + j.key }
+func (j *job) resultKey() string  { return "idem:r:" + j.tag + ":" + j.key }
+func (j *job) bucket(w int64) string {
+	return "idem:b:" + j.tag + ":" + strconv.FormatInt(w*windowLen.Milliseconds(), 10)
+}
+
+// claim runs one claim call for jobs and returns each entry's code; on codes
+// 1 and 2 it stores the fence, attempt and window in the job.
+func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]int64, error) {
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	wl := windowLen.Milliseconds()
+	base, nw := now.UnixMilli()/wl-windows, windows+1
+	var keys []string
+	args := []any{base, wl, windows, retention.Milliseconds(), nw}
+	if !v.record {
+		args = append(args, 0) // no other layouts' buckets
+	}
+	for _, j := range jobs {
+		if !v.record {
+			keys = append(keys, j.leaseKey())
+		}
+		keys = append(keys, j.detailsKey(), j.resultKey())
+		for w := base; w < base+int64(nw); w++ {
+			keys = append(keys, j.bucket(w))
+		}
+		args = append(args, j.field, j.fp, j.token, j.ttl.Milliseconds())
+	}
+	replies, err := v.claimScript.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(replies) != len(jobs) {
+		return nil, fmt.Errorf("claim: %d replies for %d entries", len(replies), len(jobs))
+	}
+	codes := make([]int64, len(jobs))
+	for i, j := range jobs {
+		r := replies[i]
+		e, _ := r.([]any)
+		if len(e) == 0 {
+			return nil, fmt.Errorf("claim: malformed reply %v", r)
+		}
+		codes[i], _ = e[0].(int64)
+		if codes[i] == 1 || codes[i] == 2 {
+			if len(e) < 6 {
+				return nil, fmt.Errorf("claim: malformed reply %v", r)
+			}
+			j.fence, _ = e[1].(int64)
+			j.attempt, _ = e[2].(int64)
+			j.window, _ = e[5].(int64)
+		}
+	}
+	return codes, nil
+}
+
+// complete runs one completion call (state completed, empty result) for jobs
+// and returns each entry's code.
+func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([]int64, error) {
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	wl := windowLen.Milliseconds()
+	cur := now.UnixMilli() / wl
+	var keys []string
+	args := []any{cur, wl, retention.Milliseconds(), 1}
+	for _, j := range jobs {
+		if !v.record {
+			keys = append(keys, j.leaseKey())
+		}
+		keys = append(keys, j.detailsKey(), j.resultKey(), j.bucket(j.window), j.bucket(cur))
+		args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
+		if !v.record {
+			args = append(args, "1") // delete the lease key
+		}
+	}
+	replies, err := v.completeScript.Run(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(replies) != len(jobs) {
+		return nil, fmt.Errorf("complete: %d replies for %d entries", len(replies), len(jobs))
+	}
+	return replies, nil
+}
+
+// check runs the cases the measurement relies on and fails unless each
+// answers as the library's scripts do.
+func (v *variant) check(ctx context.Context, c *redis.Client) error {
+	one := func(what string, got []int64, err error, want int64) error {
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: %w", what, err)
+		case got[0] != want:
+			return fmt.Errorf("%s: code %d, want %d", what, got[0], want)
+		}
+		return nil
+	}
+	a := newJob("check-"+uuid.NewString(), time.Minute)
+	codes, err := v.claim(ctx, c, []*job{a})
+	if err := one("first claim", codes, err, 1); err != nil {
+		return err
+	}
+	other := *a
+	other.token = leasing.NewToken()
+	codes, err = v.claim(ctx, c, []*job{&other})
+	if err := one("claim while leased", codes, err, 3); err != nil {
+		return err
+	}
+	other.fence, other.window = a.fence, a.window
+	codes, err = v.complete(ctx, c, []*job{&other})
+	if err := one("complete with another token", codes, err, -1); err != nil {
+		return err
+	}
+	codes, err = v.complete(ctx, c, []*job{a})
+	if err := one("complete", codes, err, 1); err != nil {
+		return err
+	}
+	codes, err = v.complete(ctx, c, []*job{a})
+	if err := one("complete sent again", codes, err, 1); err != nil {
+		return err
+	}
+	codes, err = v.claim(ctx, c, []*job{&other})
+	if err := one("claim after completion", codes, err, 4); err != nil {
+		return err
+	}
+	other.fp = "other fp"
+	codes, err = v.claim(ctx, c, []*job{&other})
+	if err := one("claim with another payload", codes, err, 5); err != nil {
+		return err
+	}
+
+	b := newJob("check-"+uuid.NewString(), 50*time.Millisecond)
+	codes, err = v.claim(ctx, c, []*job{b})
+	if err := one("short lease", codes, err, 1); err != nil {
+		return err
+	}
+	time.Sleep(120 * time.Millisecond)
+	taker := *b
+	taker.token, taker.ttl = leasing.NewToken(), time.Minute
+	codes, err = v.claim(ctx, c, []*job{&taker})
+	if err := one("claim after the lease ran out", codes, err, 2); err != nil {
+		return err
+	}
+	if taker.fence <= b.fence {
+		return fmt.Errorf("takeover fence %d not above %d", taker.fence, b.fence)
+	}
+	codes, err = v.complete(ctx, c, []*job{b})
+	if err := one("the old owner's completion", codes, err, -1); err != nil {
+		return err
+	}
+	codes, err = v.complete(ctx, c, []*job{&taker})
+	return one("the new owner's completion", codes, err, 1)
+}
+
+// measure claims and completes n fresh keys in calls of batch entries, conc
+// calls in flight, and records the Redis CPU and calls per job and the rate.
+func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc int) error {
+	batches := make(chan []*job, conc)
+	go func() {
+		defer close(batches)
+		for i := 0; i < n; i += batch {
+			jobs := make([]*job, 0, batch)
+			for range min(batch, n-i) {
+				jobs = append(jobs, newJob(uuid.NewString(), 30*time.Second))
+			}
+			batches <- jobs
+		}
+	}()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		return err
+	}
+	cpu0, err := redisCPU(ctx, c)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = benchkit.Each(batches, conc, func(jobs []*job) error {
+		for _, step := range []func(context.Context, *redis.Client, []*job) ([]int64, error){v.claim, v.complete} {
+			codes, err := step(ctx, c, jobs)
+			if err != nil {
+				return err
+			}
+			for i, code := range codes {
+				if code != 1 {
+					return fmt.Errorf("job %s: code %d", jobs[i].key, code)
+				}
+			}
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	if err != nil {
+		return err
+	}
+	cpu1, err := redisCPU(ctx, c)
+	if err != nil {
+		return err
+	}
+	calls, err := scriptCalls(ctx, c)
+	if err != nil {
+		return err
+	}
+	v.cpu = append(v.cpu, (cpu1-cpu0)*1e6/float64(n))
+	v.calls = append(v.calls, float64(calls)/float64(n))
+	v.rate = append(v.rate, float64(n)/elapsed.Seconds())
+	return nil
+}
+
+// redisCPU returns the Redis main thread's CPU seconds (user + system).
+func redisCPU(ctx context.Context, c *redis.Client) (float64, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	found := 0
+	for line := range strings.Lines(info) {
+		for _, name := range []string{"used_cpu_sys_main_thread:", "used_cpu_user_main_thread:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, err
+				}
+				total += f
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu has no main-thread figures (Redis 6.2 or later needed)")
+	}
+	return total, nil
+}
+
+// scriptCalls returns how many times, since the last CONFIG RESETSTAT, the
+// scripts called the data commands they use (TIME aside: one a script call,
+// whatever its size; the client's own commands are not counted).
+func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(k, "cmdstat_")
+		if !ok || !isCmd || !slices.Contains(scriptCommands, name) {
+			continue
+		}
+		for f := range strings.SplitSeq(v, ",") {
+			if s, ok := strings.CutPrefix(f, "calls="); ok {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				total += n
+			}
+		}
+	}
+	return total, nil
+}
+
+// scriptCommands are the commands the scripts of both variants call, TIME
+// aside.
+var scriptCommands = []string{"get", "set", "del", "hget", "hmget", "hset", "hdel", "pexpire", "pexpireat", "pttl"}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
