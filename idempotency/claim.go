@@ -77,8 +77,10 @@ func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, er
 	return c, c.Err
 }
 
-// claimKeys are the per-key Redis keys of a claim beside its record buckets.
-type claimKeys struct{ lease, details, result string }
+// claimKeys are the per-key Redis names of a claim, built once: its Redis
+// keys, its record's field in a bucket, and (once acquired) the bucket of the
+// claim's window, which holds its PROCESSING record.
+type claimKeys struct{ lease, details, result, field, bucket string }
 
 // ClaimBatch claims many keys in one pipeline (one round trip per Redis
 // node; go-redis groups a Cluster pipeline by node), as for a whole poll
@@ -103,7 +105,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		c.ttl = ttl
 		c.h = hashKey(r.Key)
 		c.tag = s.tag(&c.h)
-		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key)}
+		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key),
+			field: c.h.field()}
 		todo = append(todo, i)
 	}
 	var others []liveLayout
@@ -138,7 +141,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 				for _, o := range olds {
 					keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
 				}
-				args = append(args, c.h.field(), c.fp[:], tokens[i], c.ttl.Milliseconds())
+				args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds())
 			}
 			return lua.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
@@ -312,6 +315,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			return bad("negative fence")
 		}
 		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
+		c.keys.bucket = s.bucketKey(c.tag, win)
 		if d, ok := res[4].(string); ok {
 			c.Details, c.details = []byte(d), true
 		}
@@ -388,9 +392,9 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 func (s *Store) abandon(ctx context.Context, c *Claim, token string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
-	keys := []string{c.keys.lease, s.bucketKey(c.tag, c.window)}
+	keys := []string{c.keys.lease, c.keys.bucket}
 	code, err := lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
-		c.h.field(), c.fp[:], c.Attempt, 0, "1").Int64()
+		c.keys.field, c.fp[:], c.Attempt, 0, "1").Int64()
 	if err == nil && code != lua.IdemOK {
 		err = fmt.Errorf("release answered %d", code)
 	}

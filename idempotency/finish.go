@@ -128,8 +128,8 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if policy == Keep {
 		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
 	}
-	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemRelease, []string{s.bucketKey(c.tag, c.window)},
-		c.h.field(), c.fp[:], c.Attempt, hold, s.deleteFlag())
+	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemRelease, []string{c.keys.bucket},
+		c.keys.field, c.fp[:], c.Attempt, hold, s.deleteFlag())
 	if ferr != nil {
 		s.abortFinish(c.Lease, errors.Is(ferr, lease.ErrLost))
 	}
@@ -266,7 +266,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		if len(todo) == 1 {
 			// One completion goes through the Manager, which ends the lease
 			// at once when the script answers lost (and traces the call).
-			keys, args := s.completeArgs(todo[0], base, n)
+			keys, args := s.appendComplete(nil, nil, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
 			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
 			codes[0], _ = res.(int64)
 			errs[0] = err
@@ -278,11 +278,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 				args := make([]any, 0, 4+10*len(call))
 				args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n)
 				for _, j := range call {
-					k, a := s.completeArgs(todo[j], base, n)
-					keys = append(keys, k...)
-					// Per entry: token, fence, field, fingerprint, attempt,
-					// state, external, details, result, delete-lease.
-					args = append(args, a[0], a[1], a[2], a[3], a[4], a[8], a[9], a[10], a[11], a[12])
+					keys, args = s.appendComplete(keys, args, todo[j], base, n)
 				}
 				return lua.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
 			})
@@ -358,14 +354,19 @@ func seq(n int) []int {
 	return out
 }
 
-// completeArgs returns the KEYS and ARGV of the complete script for op, with
-// the windows base..base+n-1.
-func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
+// appendComplete appends op's KEYS and ARGV for the complete scripts, with
+// the windows base..base+n-1: idem_complete_batch.lua's ten arguments of an
+// entry, with mid after the fifth (idem_complete.lua's window base, window
+// length and retention; none for a batch).
+func (s *Store) appendComplete(keys []string, args []any, op finishOp, base int64, n int, mid ...any) ([]string, []any) {
 	c := op.c
-	keys := make([]string, 0, 4+n)
-	keys = append(keys, c.keys.lease, c.keys.details, c.keys.result, s.bucketKey(c.tag, c.window))
+	keys = append(keys, c.keys.lease, c.keys.details, c.keys.result, c.keys.bucket)
 	for w := base; w < base+int64(n); w++ {
-		keys = append(keys, s.bucketKey(c.tag, w))
+		if w == c.window {
+			keys = append(keys, c.keys.bucket)
+		} else {
+			keys = append(keys, s.bucketKey(c.tag, w))
+		}
 	}
 	external := "0"
 	if outcomeLen+len(op.result) > s.inline {
@@ -377,9 +378,9 @@ func (s *Store) completeArgs(op finishOp, base int64, n int) ([]string, []any) {
 		details = "1"
 	}
 	c.mu.Unlock()
-	return keys, []any{leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10),
-		c.h.field(), c.fp[:], c.Attempt, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(),
-		int(op.state), external, details, op.result, s.deleteFlag()}
+	args = append(args, leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10), c.keys.field, c.fp[:], c.Attempt)
+	args = append(args, mid...)
+	return keys, append(args, int(op.state), external, details, op.result, s.deleteFlag())
 }
 
 // refused returns the error of a complete script that Redis refused: the

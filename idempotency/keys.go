@@ -45,7 +45,30 @@ func (s *Store) tag(h *keyHash) string {
 func (s *Store) LeaseName(k string) string { return s.Tag(k) + ":" + k }
 
 func (s *Store) bucketKey(tag string, window int64) string {
-	return s.cfg.prefix + "idem:b:" + tag + ":" + strconv.FormatInt(window*s.window.Milliseconds(), 10)
+	return s.cfg.prefix + "idem:b:" + tag + ":" + s.windowName(window)
+}
+
+// windowNames holds the decimal start, in ms, of consecutive windows from
+// first: every job builds five bucket keys, and the windows they name change
+// once per window length.
+type windowNames struct {
+	first int64
+	names [8]string
+}
+
+// windowName returns window index w's start in ms, in decimal.
+func (s *Store) windowName(w int64) string {
+	if c := s.names.Load(); c != nil && w >= c.first && w < c.first+int64(len(c.names)) {
+		return c.names[w-c.first]
+	}
+	// Claims use the windows before the current one, and one after near a
+	// window's end (windowRange).
+	c := &windowNames{first: w - 4}
+	for i := range c.names {
+		c.names[i] = strconv.FormatInt((c.first+int64(i))*s.window.Milliseconds(), 10)
+	}
+	s.names.Store(c)
+	return c.names[4]
 }
 
 func (s *Store) detailsKey(tag, k string) string { return s.cfg.prefix + "idem:d:" + tag + ":" + k }

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,19 @@ func TestLayoutsExpire(t *testing.T) {
 	long.claim(t, "k2", fp("a"), Acquired)
 	if d := pttl(); d <= 48*time.Hour {
 		t.Errorf("layouts PTTL = %v after a 48h-retention claim, want above 48h", d)
+	}
+}
+
+// bucketKey names every window's bucket by its start in ms, whichever order
+// the windows are asked in: its cache of window names must never answer
+// with another window's.
+func TestBucketKeyWindowNames(t *testing.T) {
+	t.Parallel()
+	s := &Store{window: 302400 * time.Second, cfg: cfg{prefix: "p:"}}
+	for _, w := range []int64{100, 98, 99, 100, 101, 96, 95, 103, 104, 50, 100, 200, 0, 1} {
+		want := "p:idem:b:{i:7}:" + strconv.FormatInt(w*302400000, 10)
+		if got := s.bucketKey("{i:7}", w); got != want {
+			t.Fatalf("bucketKey(window %d) = %q, want %q", w, got, want)
+		}
 	}
 }

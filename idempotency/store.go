@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,7 @@ type Store struct {
 	local   time.Time // local time (monotonic) of the last TIME call
 	remote  time.Time // Redis time at local
 	scripts []*redis.Script
+	names   atomic.Pointer[windowNames] // bucketKey's cache
 
 	layoutMu  sync.Mutex   // held while the other layouts are read (layout.go)
 	layoutAt  time.Time    // local time the layouts were last read; zero: never

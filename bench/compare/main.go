@@ -4,6 +4,7 @@
 //
 //	leasehold_jobs_per_s              the worker (embedded Kafka in a child process, concurrency -concurrency, no-op handler)
 //	leasehold_worker_cpu_us_per_job   the worker process's CPU per job (the broker's is not counted)
+//	leasehold_worker_allocs_per_job   heap objects the worker process allocated per job (runtime/metrics)
 //	leasehold_redis_cpu_us_per_job    Redis CPU per job (INFO cpu, used_cpu_user + used_cpu_sys)
 //	leasehold_redis_bound_jobs_per_s  the jobs per second one Redis core allows at that cost
 //	asynq_jobs_per_s ...              asynq (Unique + TaskID as its idempotency), same concurrency
@@ -264,6 +265,7 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		proc, red := w.perJob(jobs)
 		f.add(s.name+"_jobs_per_s", rate[s.name], 0, "jobs/s")
 		f.add(s.name+"_worker_cpu_us_per_job", proc, 1, "us")
+		f.add(s.name+"_worker_allocs_per_job", float64(w.allocs)/float64(jobs), 1, "objects")
 		if s.name != "dbos" {
 			f.add(s.name+"_redis_cpu_us_per_job", red, 1, "us")
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,21 +13,24 @@ import (
 )
 
 // sample is one reading of the clocks a figure is computed from: wall time,
-// this process's CPU time (user + system, every thread) and the Redis
-// server's CPU time (used_cpu_user + used_cpu_sys from INFO cpu).
+// this process's CPU time (user + system, every thread), the Redis server's
+// CPU time (used_cpu_user + used_cpu_sys from INFO cpu) and the heap objects
+// this process has allocated.
 type sample struct {
-	wall  time.Time
-	proc  time.Duration
-	redis time.Duration
+	wall   time.Time
+	proc   time.Duration
+	redis  time.Duration
+	allocs uint64
 }
 
 // window is what happened between two samples.
 type window struct {
 	wall, proc, redis time.Duration
+	allocs            uint64
 }
 
 func take(ctx context.Context, rdb *redis.Client) (sample, error) {
-	s := sample{wall: time.Now(), proc: procCPU()}
+	s := sample{wall: time.Now(), proc: procCPU(), allocs: heapAllocs()}
 	var err error
 	if rdb != nil {
 		s.redis, err = redisCPU(ctx, rdb)
@@ -35,7 +39,17 @@ func take(ctx context.Context, rdb *redis.Client) (sample, error) {
 }
 
 func (s sample) to(e sample) window {
-	return window{wall: e.wall.Sub(s.wall), proc: e.proc - s.proc, redis: e.redis - s.redis}
+	return window{wall: e.wall.Sub(s.wall), proc: e.proc - s.proc, redis: e.redis - s.redis, allocs: e.allocs - s.allocs}
+}
+
+// heapAllocs returns the heap objects this process has allocated so far.
+func heapAllocs() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return m[0].Value.Uint64()
 }
 
 // perJob returns the CPU of the process and of Redis per job, in µs.
