@@ -49,8 +49,8 @@ func (s *Store) bucketKey(tag string, window int64) string {
 }
 
 // windowNames holds the decimal start, in ms, of consecutive windows from
-// first: every job builds five bucket keys, and the windows they name change
-// once per window length.
+// first: a claim names a bucket for every window it reads, and the windows in
+// use change once per window length.
 type windowNames struct {
 	first int64
 	names [8]string
