@@ -14,6 +14,8 @@
 //	record_lease_redis_cpu_us_per_job   the same with the prototype
 //	lease_key_calls_per_job             commands the scripts call per job (INFO commandstats)
 //	record_lease_calls_per_job          the same with the prototype
+//	lease_key_jobs_per_s                claims + completions a second (the client shares the machine)
+//	record_lease_jobs_per_s             the same with the prototype
 //	record_lease_saving_pct             how much less Redis CPU a job takes with the prototype
 //
 // Before measuring, both variants go through the same checks (held while
@@ -99,7 +101,8 @@ func run(n, batch, conc, rounds int) error {
 		}
 	}
 	for r := 0; r < rounds; r++ {
-		for _, v := range variants {
+		for i := range variants {
+			v := variants[(i+r)%len(variants)] // which goes first turns each round
 			if err := v.measure(ctx, c, n, batch, conc); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
