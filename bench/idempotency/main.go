@@ -90,13 +90,13 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	cpuBefore, err := redisCPU(ctx, c)
+	cpuBefore, err := benchkit.RedisMainCPU(ctx, c)
 	if err != nil {
 		log.Fatal(err)
 	}
 	lhRate, err := leaseholdThroughput(ctx, s, *msgs, *batch, *conc)
 	pprof.StopCPUProfile()
-	cpuAfter, err2 := redisCPU(ctx, c)
+	cpuAfter, err2 := benchkit.RedisMainCPU(ctx, c)
 	if err2 != nil {
 		log.Fatal(err2)
 	}
@@ -242,34 +242,6 @@ func setnxMemory(ctx context.Context, c *redis.Client, n int) (float64, error) {
 		return 0, err
 	}
 	return float64(after-before) / float64(n), nil
-}
-
-// redisCPU returns the CPU seconds (user + system) of Redis's main thread
-// (INFO cpu): divided by the messages, the server-side cost per message, which
-// bounds throughput on Redis's single command thread whatever the client does.
-func redisCPU(ctx context.Context, c *redis.Client) (float64, error) {
-	info, err := c.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	found := 0
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, name := range []string{"used_cpu_sys_main_thread:", "used_cpu_user_main_thread:"} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, err
-				}
-				total += f
-				found++
-			}
-		}
-	}
-	if found != 2 {
-		return 0, errors.New("INFO cpu has no main-thread figures (Redis 6.2 or later needed)")
-	}
-	return total, nil
 }
 
 func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {

@@ -31,7 +31,6 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -336,7 +335,7 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		return err
 	}
-	cpu0, err := redisCPU(ctx, c)
+	cpu0, err := benchkit.RedisMainCPU(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -359,7 +358,7 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 	if err != nil {
 		return err
 	}
-	cpu1, err := redisCPU(ctx, c)
+	cpu1, err := benchkit.RedisMainCPU(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -371,32 +370,6 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 	v.calls = append(v.calls, float64(calls)/float64(n))
 	v.rate = append(v.rate, float64(n)/elapsed.Seconds())
 	return nil
-}
-
-// redisCPU returns the Redis main thread's CPU seconds (user + system).
-func redisCPU(ctx context.Context, c *redis.Client) (float64, error) {
-	info, err := c.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	found := 0
-	for line := range strings.Lines(info) {
-		for _, name := range []string{"used_cpu_sys_main_thread:", "used_cpu_user_main_thread:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, err
-				}
-				total += f
-				found++
-			}
-		}
-	}
-	if found != 2 {
-		return 0, errors.New("INFO cpu has no main-thread figures (Redis 6.2 or later needed)")
-	}
-	return total, nil
 }
 
 // scriptCalls returns how many times, since the last CONFIG RESETSTAT, the

@@ -1,0 +1,43 @@
+package benchkit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisMainCPU reads the main thread's CPU, which grows with the work the
+// server does.
+func TestRedisMainCPU(t *testing.T) {
+	r, err := StartRedis("")
+	if err != nil {
+		t.Fatalf("StartRedis: %v", err)
+	}
+	defer r.Stop()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	defer func() { _ = c.Close() }()
+	ctx := t.Context()
+	before, err := RedisMainCPU(ctx, c)
+	if err != nil {
+		t.Fatalf("RedisMainCPU: %v", err)
+	}
+	// About 50 ms of server CPU: a script that loops.
+	if err := c.Eval(ctx, "local n = 0 for i = 1, 5000000 do n = n + i end return 1", nil).Err(); err != nil {
+		t.Fatalf("EVAL: %v", err)
+	}
+	after, err := RedisMainCPU(ctx, c)
+	if err != nil {
+		t.Fatalf("RedisMainCPU: %v", err)
+	}
+	if after-before < 0.005 {
+		t.Errorf("main-thread CPU grew by %.4f s over a busy script, want at least 0.005", after-before)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RedisMainCPU(ctx, c); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("RedisMainCPU on a closed client: %v, want an error", err)
+	}
+}
