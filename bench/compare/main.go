@@ -4,7 +4,7 @@
 //
 //	leasehold_jobs_per_s              the worker (embedded Kafka in a child process, concurrency -concurrency, no-op handler)
 //	leasehold_worker_cpu_us_per_job   the worker process's CPU per job (the broker's is not counted)
-//	leasehold_worker_allocs_per_job   heap objects the worker process allocated per job (runtime/metrics)
+//	leasehold_worker_allocs_per_job   heap allocations of the worker process per job (runtime/metrics /gc/heap/allocs:objects: tiny objects count by their 16-byte blocks)
 //	leasehold_redis_cpu_us_per_job    Redis CPU per job (INFO cpu, used_cpu_user + used_cpu_sys)
 //	leasehold_redis_bound_jobs_per_s  the jobs per second one Redis core allows at that cost
 //	asynq_jobs_per_s ...              asynq (Unique + TaskID as its idempotency), same concurrency

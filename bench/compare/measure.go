@@ -14,8 +14,8 @@ import (
 
 // sample is one reading of the clocks a figure is computed from: wall time,
 // this process's CPU time (user + system, every thread), the Redis server's
-// CPU time (used_cpu_user + used_cpu_sys from INFO cpu) and the heap objects
-// this process has allocated.
+// CPU time (used_cpu_user + used_cpu_sys from INFO cpu) and the heap
+// allocations this process has made.
 type sample struct {
 	wall   time.Time
 	proc   time.Duration
@@ -42,7 +42,9 @@ func (s sample) to(e sample) window {
 	return window{wall: e.wall.Sub(s.wall), proc: e.proc - s.proc, redis: e.redis - s.redis, allocs: e.allocs - s.allocs}
 }
 
-// heapAllocs returns the heap objects this process has allocated so far.
+// heapAllocs returns the heap allocations this process has made so far
+// (tiny objects, under 16 bytes and pointer-free, count once per shared
+// 16-byte block).
 func heapAllocs() uint64 {
 	m := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(m)
