@@ -5,18 +5,15 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // RedisMainCPU reads the main thread's CPU, which grows with the work the
 // server does.
 func TestRedisMainCPU(t *testing.T) {
-	r, err := StartRedis("")
-	if err != nil {
-		t.Fatalf("StartRedis: %v", err)
-	}
-	defer r.Stop()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
-	defer func() { _ = c.Close() }()
+	srv := testkit.StartRedis(t)
+	c := srv.Client(t)
 	ctx := t.Context()
 	before, err := RedisMainCPU(ctx, c)
 	if err != nil {
@@ -34,10 +31,11 @@ func TestRedisMainCPU(t *testing.T) {
 		t.Errorf("main-thread CPU grew by %.4f s over a busy script, want at least 0.005", after-before)
 	}
 
-	if err := c.Close(); err != nil {
+	closed := redis.NewClient(srv.Options())
+	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RedisMainCPU(ctx, c); err == nil || !strings.Contains(err.Error(), "closed") {
+	if _, err := RedisMainCPU(ctx, closed); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("RedisMainCPU on a closed client: %v, want an error", err)
 	}
 }
