@@ -86,7 +86,13 @@ func WithTopics(topics ...string) Opt {
 // WithKafka adds franz-go client options: seed brokers, TLS, SASL, kotel
 // hooks, logger. The worker adds the consumer-group options itself
 // (cooperative-sticky balancing, marked autocommits, revoke and lost
-// callbacks); giving conflicting group options here is unsupported. Default:
+// callbacks); giving conflicting group options here is unsupported. The
+// group's session timeout and heartbeat interval, unless given here
+// (kgo.SessionTimeout, kgo.HeartbeatInterval), follow the lease TTL (see
+// [SessionTimeoutFor], [HeartbeatIntervalFor]), so that a killed or stalled
+// worker's jobs are taken over when their leases lapse; a session timeout
+// given here that is longer than the lease TTL is logged as a warning at
+// start, as takeover then waits for it. Default:
 // kgo.SeedBrokers("127.0.0.1:9092").
 func WithKafka(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *config) { c.kafkaOpts = append(c.kafkaOpts, opts...) })
@@ -132,10 +138,12 @@ func WithMiddleware(mw ...Middleware) Opt {
 // WithHooks adds a set of hooks; may be given several times. Default none.
 func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(c.hooks, h) }) }
 
-// WithLeaseTTL sets the lease TTL: a crashed worker's jobs are taken over
-// after at most this long. Leases are renewed every TTL/3 (the renew
-// interval, for every lease the worker holds, whatever its job type's
-// [WithJobLeaseTTL]). Default 15s.
+// WithLeaseTTL sets the lease TTL: a crashed or stalled worker's jobs run
+// again on a live worker about this long after its last renewal (within TTL
+// plus the renew interval after it stopped), as the Kafka session timeout
+// follows it unless set with [WithKafka] (see [SessionTimeoutFor]). Leases
+// are renewed every TTL/3 (the renew interval, for every lease the worker
+// holds, whatever its job type's [WithJobLeaseTTL]). Default 15s.
 func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
 
 // WithRetention sets how long completed and failed records are kept to
@@ -291,7 +299,9 @@ func WithTimeout(d time.Duration) JobOpt { return jobOptFunc(func(c *jobConfig) 
 // renew interval (its own lease TTL / 3, see [WithLeaseTTL]), so d must be
 // longer than the renew interval plus the drift margin (d/100 + 2ms unless
 // set with lease.WithDrift); [Worker.Register] refuses a shorter d with
-// [ErrInvalidLeaseTTL]. Default: the worker's lease TTL ([WithLeaseTTL]).
+// [ErrInvalidLeaseTTL]. A shorter d also shortens the Kafka session timeout
+// the worker derives ([SessionTimeoutFor]), so that its jobs too are taken
+// over at its lease's pace. Default: the worker's lease TTL ([WithLeaseTTL]).
 func WithJobLeaseTTL(d time.Duration) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.leaseTTL = d })
 }

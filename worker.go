@@ -324,10 +324,15 @@ func (w *Worker) start(ctx context.Context) error {
 // franz-go logs its group lifecycle (joins, syncs, heartbeat errors) through
 // the worker's logger unless the caller's options say otherwise. The
 // producer takes a dead-letter copy of any record the payload bound lets in
-// (the caller's options may override it).
+// (the caller's options may override it). The group's session timeout and
+// heartbeat interval follow the lease TTL unless the caller's options set
+// them (groupTimeouts).
 func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
-	kopts := append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
-		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...)
+	kopts, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
+		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...))
+	if err != nil {
+		return nil, err
+	}
 	if err := checkTopics(ctx, w.log, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
 		return nil, err
 	}

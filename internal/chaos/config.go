@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/demo"
 )
 
@@ -53,12 +54,15 @@ type Config struct {
 	Hold time.Duration
 	// SessionTimeout is the workers' Kafka group session timeout: how long a
 	// SIGKILLed or paused worker keeps its partitions. The dev-broker's
-	// group.min.session.timeout.ms is lowered to it (CHAOS_SESSION_TIMEOUT,
-	// 1.5s).
+	// group.min.session.timeout.ms is lowered to it when it is shorter
+	// than kfake's 6s (CHAOS_SESSION_TIMEOUT; default the workers' own,
+	// derived from the lease TTL: leasehold.SessionTimeoutFor, 6s for
+	// TTLs up to 12s).
 	SessionTimeout time.Duration
 	// HeartbeatInterval is the workers' Kafka group heartbeat interval: how
-	// soon the survivors learn of a rebalance (CHAOS_HEARTBEAT_INTERVAL,
-	// 300ms; less than SessionTimeout).
+	// soon the survivors learn of a rebalance (CHAOS_HEARTBEAT_INTERVAL;
+	// default the workers' own, leasehold.HeartbeatIntervalFor the session
+	// timeout; less than SessionTimeout).
 	HeartbeatInterval time.Duration
 	// FetchMaxWait is the workers' Kafka fetch max wait: a partition handed
 	// over in a rebalance is fetched once the fetch in flight returns, up
@@ -124,6 +128,21 @@ type Config struct {
 	envErrs []error // malformed environment variables, reported by Finish
 }
 
+// workerGroupArgs are the `worker run` flags of the workers' Kafka group
+// timeouts: none for the ones the workers derive from the lease TTL
+// themselves (their defaults), so that the run goes with the defaults
+// unless told otherwise.
+func (c *Config) workerGroupArgs() []string {
+	var args []string
+	if c.SessionTimeout != leasehold.SessionTimeoutFor(c.LeaseTTL) {
+		args = append(args, "--session-timeout", c.SessionTimeout.String())
+	}
+	if c.HeartbeatInterval != leasehold.HeartbeatIntervalFor(c.SessionTimeout) {
+		args = append(args, "--heartbeat-interval", c.HeartbeatInterval.String())
+	}
+	return args
+}
+
 // The brokers a chaos run can go against (Config.Kafka).
 const (
 	// KafkaFake is `worker dev-broker`: franz-go's kfake in a process of
@@ -151,8 +170,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Concurrency, "concurrency", c.envInt("CHAOS_CONCURRENCY", 16), "handler concurrency per worker (env CHAOS_CONCURRENCY)")
 	fs.Float64Var(&c.SlowFraction, "slow-fraction", c.envFloat("CHAOS_SLOW_FRACTION", 0.05), "fraction of jobs that hold between charge and fenced write (env CHAOS_SLOW_FRACTION)")
 	fs.DurationVar(&c.Hold, "hold", c.envDur("CHAOS_HOLD", 0), "hold of the slow jobs; 0 means the lease TTL (env CHAOS_HOLD)")
-	fs.DurationVar(&c.SessionTimeout, "session-timeout", c.envDur("CHAOS_SESSION_TIMEOUT", 1500*time.Millisecond), "workers' Kafka group session timeout (env CHAOS_SESSION_TIMEOUT)")
-	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.envDur("CHAOS_HEARTBEAT_INTERVAL", 300*time.Millisecond), "workers' Kafka group heartbeat interval (env CHAOS_HEARTBEAT_INTERVAL)")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", c.envDur("CHAOS_SESSION_TIMEOUT", 0), "workers' Kafka group session timeout; 0 means the workers' default, derived from the lease TTL (env CHAOS_SESSION_TIMEOUT)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.envDur("CHAOS_HEARTBEAT_INTERVAL", 0), "workers' Kafka group heartbeat interval; 0 means the workers' default, derived from the session timeout (env CHAOS_HEARTBEAT_INTERVAL)")
 	fs.DurationVar(&c.FetchMaxWait, "fetch-max-wait", c.envDur("CHAOS_FETCH_MAX_WAIT", 250*time.Millisecond), "workers' Kafka fetch max wait (env CHAOS_FETCH_MAX_WAIT)")
 	fs.DurationVar(&c.Drain, "drain", c.envDur("CHAOS_DRAIN", 3*time.Minute), "longest wait for the jobs to finish after the faults (env CHAOS_DRAIN)")
 	fs.StringVar(&c.Worker, "worker", os.Getenv("CHAOS_WORKER_BIN"), "worker binary; empty builds ./cmd/worker (env CHAOS_WORKER_BIN)")
@@ -186,8 +205,10 @@ func (c *Config) Finish() error {
 	c.Rate = cmp.Or(c.Rate, 200)
 	c.Concurrency = cmp.Or(c.Concurrency, 16)
 	c.Hold = cmp.Or(c.Hold, c.LeaseTTL)
-	c.SessionTimeout = cmp.Or(c.SessionTimeout, 1500*time.Millisecond)
-	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 300*time.Millisecond)
+	// Unset, the workers derive these themselves (see workerGroupArgs); the
+	// run's other defaults and checks use the same values.
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, leasehold.SessionTimeoutFor(c.LeaseTTL))
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, leasehold.HeartbeatIntervalFor(c.SessionTimeout))
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 250*time.Millisecond)
 	c.Drain = cmp.Or(c.Drain, 3*time.Minute)
 	c.Kafka = cmp.Or(c.Kafka, KafkaFake)

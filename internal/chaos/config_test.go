@@ -32,10 +32,15 @@ func TestConfigFromEnvAndFlags(t *testing.T) {
 	if h := c.Horizon(); h != 12*time.Second {
 		t.Fatalf("horizon %s, want max(1000 jobs / 200 per s, 4 kill intervals, 2 pauses) = 12s", h)
 	}
-	if c.SlowFraction != 0.05 || c.Hold != time.Second || c.SessionTimeout != 1500*time.Millisecond ||
-		c.HeartbeatInterval != 300*time.Millisecond || c.FetchMaxWait != 250*time.Millisecond {
+	// The workers' own defaults for a 1s lease TTL: Kafka's 6s floor, and a
+	// third of it; the workers get no flag for them.
+	if c.SlowFraction != 0.05 || c.Hold != time.Second || c.SessionTimeout != 6*time.Second ||
+		c.HeartbeatInterval != 2*time.Second || c.FetchMaxWait != 250*time.Millisecond {
 		t.Fatalf("defaults: slow %v, hold %s (want the lease TTL), session %s, heartbeat %s, fetch wait %s",
 			c.SlowFraction, c.Hold, c.SessionTimeout, c.HeartbeatInterval, c.FetchMaxWait)
+	}
+	if args := c.workerGroupArgs(); len(args) != 0 {
+		t.Fatalf("worker group flags %q, want none (the workers derive them)", args)
 	}
 }
 
@@ -53,6 +58,9 @@ func TestConfigHoldAndGroupFromEnv(t *testing.T) {
 	if c.SlowFraction != 0.5 || c.Hold != 700*time.Millisecond || c.SessionTimeout != 2*time.Second ||
 		c.HeartbeatInterval != 500*time.Millisecond || c.FetchMaxWait != 100*time.Millisecond {
 		t.Fatalf("config = %+v", c)
+	}
+	if got, want := strings.Join(c.workerGroupArgs(), " "), "--session-timeout 2s --heartbeat-interval 500ms"; got != want {
+		t.Fatalf("worker group flags %q, want %q", got, want)
 	}
 }
 

@@ -59,8 +59,8 @@ func (r *run) startDevBroker(ctx context.Context) error {
 		Args: []string{"dev-broker", "--listen", r.brokerAdr,
 			"--topics", fmt.Sprintf("%s:%d,%s.dlq:%d", leasehold.DefaultTopic, jobPartitions, leasehold.DefaultTopic, dlqPartitions),
 			// kfake, like Kafka, refuses session timeouts under 6s by
-			// default; the workers ask for a shorter one.
-			"--group-min-session-timeout", r.cfg.SessionTimeout.String()}}
+			// default; CHAOS_SESSION_TIMEOUT may ask for a shorter one.
+			"--group-min-session-timeout", min(r.cfg.SessionTimeout, leasehold.MinSessionTimeout).String()}}
 	if err := r.broker.Start(); err != nil {
 		return err
 	}

@@ -374,12 +374,6 @@ func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 			// history check and the partition figures.
 			"--log-level", "debug",
 			"--shutdown-timeout", "5s",
-			// A SIGKILLed member's partitions move after the session
-			// timeout, and the survivors learn of the rebalance on their
-			// next heartbeat: both bound the takeover latency (the
-			// defaults, 45s and 3s, would stall the run after every kill).
-			"--session-timeout", r.cfg.SessionTimeout.String(),
-			"--heartbeat-interval", r.cfg.HeartbeatInterval.String(),
 			// A partition handed over is fetched once the fetch in
 			// flight returns: up to the fetch max wait on a quiet topic.
 			"--fetch-max-wait", r.cfg.FetchMaxWait.String(),
@@ -392,6 +386,10 @@ func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 			"--payment-stub", r.stubURL,
 		},
 	}
+	// A SIGKILLed member's partitions move after the session timeout, and
+	// the survivors learn of the rebalance on their next heartbeat: by
+	// default the workers derive both from the lease TTL, as users run them.
+	w.Args = append(w.Args, r.cfg.workerGroupArgs()...)
 	// No trace collector runs during chaos; spans would only pile up
 	// export errors.
 	w.Env = []string{"OTEL_TRACES_EXPORTER=none"}

@@ -142,8 +142,9 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, nil, "dev-broker", "--topics", "t:0"), 2, "partitions must be 1 to 10000")
 	wantFailure(t, run(ctx, t, nil, "demo", "--jobs", "0"), 2, "jobs 0")
 	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--pg", "postgres://127.0.0.1/x"), 2, "needs both --pg and --payment-stub")
-	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "-1s"), 2, "heartbeat interval -1s: want more than 0")
-	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "0s"), 2, "heartbeat interval 0s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "-1s"), 2, "heartbeat interval -1s: want more than 0, or 0 to derive it")
+	wantFailure(t, run(ctx, t, nil, "run", "--heartbeat-interval", "8s"), 2,
+		"heartbeat interval 8s: want less than the session timeout 7.5s") // derived from the 15s lease TTL
 	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "2s", "--heartbeat-interval", "2s"), 2,
 		"heartbeat interval 2s: want less than the session timeout 2s")
 	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_HEARTBEAT_INTERVAL": "often"}, "run"), 2,
@@ -153,7 +154,7 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_FETCH_MAX_WAIT": "1"}, "run"), 2,
 		`LEASEHOLD_FETCH_MAX_WAIT="1": not a duration`)
 	wantFailure(t, run(ctx, t, nil, "run", "--sweep-interval", "-30s"), 2, "sweep interval -30s: want at least 100ms")
-	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "-6s"), 2, "session timeout -6s: want more than 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--session-timeout", "-6s"), 2, "session timeout -6s: want more than 0, or 0 to derive it")
 	wantFailure(t, run(ctx, t, nil, "run", "--rebalance-timeout", "0s"), 2, "rebalance timeout 0s: want more than 0")
 	wantFailure(t, run(ctx, t, nil, "dev-broker", "--group-min-session-timeout", "-1s"), 2,
 		"group min session timeout -1s: want at least 1ms")

@@ -19,10 +19,6 @@ import (
 	"github.com/leasehold/leasehold/tracing"
 )
 
-// DefaultHeartbeatInterval is `worker run`'s default Kafka group heartbeat
-// interval: franz-go's own default (heartbeat.interval.ms=3000).
-const DefaultHeartbeatInterval = 3 * time.Second
-
 // DefaultFetchMaxWait is `worker run`'s default longest wait of a Kafka
 // fetch for new records: franz-go's own default (fetch.max.wait.ms=5000).
 const DefaultFetchMaxWait = 5 * time.Second
@@ -70,9 +66,9 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.leaseTTL, "lease-ttl", "LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL, "lease TTL; renewed every TTL/3")
 	f.durationVar(&c.retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "how long finished keys answer duplicates")
 	f.durationVar(&c.shutdown, "shutdown-timeout", "LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout, "how long running jobs may finish after SIGTERM or SIGINT, more than 0")
-	f.durationVar(&c.sessionTimeout, "session-timeout", "LEASEHOLD_SESSION_TIMEOUT", 45*time.Second, "Kafka group session timeout: how long a dead member keeps its partitions")
+	f.durationVar(&c.sessionTimeout, "session-timeout", "LEASEHOLD_SESSION_TIMEOUT", 0, "Kafka group session timeout: how long a dead member keeps its partitions; 0 derives it from the lease TTL (half of it, 6s to 45s: 7.5s for 15s), so that a killed or stalled worker's jobs run again when their leases lapse; a longer one than the lease TTL makes takeover wait for it (warned at start)")
 	f.durationVar(&c.rebalanceTimeout, "rebalance-timeout", "LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second, "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin")
-	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", DefaultHeartbeatInterval, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout")
+	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", 0, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout; 0 derives it: a third of the session timeout, at most 3s")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
 	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
@@ -90,6 +86,15 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	return runWorker(ctx, e, c)
+}
+
+// session is the Kafka session timeout the worker will use: the one given,
+// or the one the library derives from the lease TTL.
+func (c *runConfig) session() time.Duration {
+	if c.sessionTimeout > 0 {
+		return c.sessionTimeout
+	}
+	return leasehold.SessionTimeoutFor(c.leaseTTL)
 }
 
 // check refuses values that would not do what the user meant: limits out
@@ -113,14 +118,14 @@ func (c *runConfig) check(f *flags) error {
 		return usagef("lease TTL %v is too short (minimum 100ms)", c.leaseTTL)
 	case c.retention < time.Second:
 		return usagef("retention %v is too short (minimum 1s)", c.retention)
-	case c.sessionTimeout <= 0:
-		return usagef("session timeout %v: want more than 0", c.sessionTimeout)
+	case c.sessionTimeout < 0:
+		return usagef("session timeout %v: want more than 0, or 0 to derive it from the lease TTL", c.sessionTimeout)
 	case c.rebalanceTimeout <= 0:
 		return usagef("rebalance timeout %v: want more than 0", c.rebalanceTimeout)
-	case c.heartbeatInterval <= 0:
-		return usagef("heartbeat interval %v: want more than 0", c.heartbeatInterval)
-	case c.heartbeatInterval >= c.sessionTimeout:
-		return usagef("heartbeat interval %v: want less than the session timeout %v", c.heartbeatInterval, c.sessionTimeout)
+	case c.heartbeatInterval < 0:
+		return usagef("heartbeat interval %v: want more than 0, or 0 to derive it from the session timeout", c.heartbeatInterval)
+	case c.heartbeatInterval > 0 && c.heartbeatInterval >= c.session():
+		return usagef("heartbeat interval %v: want less than the session timeout %v", c.heartbeatInterval, c.session())
 	case c.fetchMaxWait < time.Millisecond:
 		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
 	case c.sweepInterval < 100*time.Millisecond:
@@ -209,9 +214,15 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.SessionTimeout(c.sessionTimeout),
-		kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.HeartbeatInterval(c.heartbeatInterval),
-		kgo.FetchMaxWait(c.fetchMaxWait)}
+	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.FetchMaxWait(c.fetchMaxWait)}
+	// Unset (0), the session timeout and heartbeat interval are the
+	// library's: derived from the lease TTL.
+	if c.sessionTimeout > 0 {
+		kopts = append(kopts, kgo.SessionTimeout(c.sessionTimeout))
+	}
+	if c.heartbeatInterval > 0 {
+		kopts = append(kopts, kgo.HeartbeatInterval(c.heartbeatInterval))
+	}
 	if len(dialMap) > 0 {
 		kopts = append(kopts, kgo.Dialer(dialMap.dial))
 	}
