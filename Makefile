@@ -27,7 +27,7 @@ run: deps ## the demo: embedded Kafka, local Redis, producer, workers, live view
 	$(GO) run ./cmd/worker demo
 
 # The packages whose tests talk to Kafka: run a second time on Apache Kafka.
-KAFKA_PKGS ?= . ./internal/cli ./tracing
+KAFKA_PKGS ?= . ./internal/cli ./tracing ./cmd/worker
 
 .PHONY: test
 test: deps-test ## every test under -race against real Redis, PostgreSQL, Jaeger and kfake, then the Kafka-facing ones on Apache Kafka
@@ -58,6 +58,12 @@ soak: deps ## soak: the chaos schedule at a steady pace, resources checked flat;
 	$(GO) build -o bin/worker ./cmd/worker
 	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker \
 	SOAK_DURATION=$${SOAK_DURATION:-10m} CHAOS_RATE=$${SOAK_RATE:-50} CHAOS_RETENTION=$${SOAK_RETENTION:-2m} $(GO) run ./cmd/chaos
+
+.PHONY: takeover
+takeover: deps ## takeover time after kill -9 and SIGSTOP of worker processes with the defaults, kfake then Apache Kafka: takeover_p50_*/takeover_p99_* lines; env TAKEOVER_TRIALS (10 a case)
+	libs=$$(tools/kafka/fetch.sh) && for k in kfake apache; do \
+	TEST_KAFKA=$$k KAFKA_LIBS=$$libs TAKEOVER_TRIALS=$${TAKEOVER_TRIALS:-10} \
+	$(GO) test -count=1 -timeout 60m -run 'TestTakeoverWithinLease$$' -v ./cmd/worker || exit 1; done
 
 .PHONY: kafka
 kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT
