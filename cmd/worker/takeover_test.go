@@ -93,6 +93,13 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 		startWorker(t, bin, brokers, rdb, prefix, topic, group),
 	}
 	testkit.Eventually(t, 60*time.Second, "both workers ready and in one stable group", func() bool {
+		for _, w := range workers {
+			select {
+			case <-w.exited:
+				t.Fatalf("worker %d exited at start", w.cmd.Process.Pid)
+			default:
+			}
+		}
 		return workers[0].ready() && workers[1].ready() && stableMembers(brokers, group) == 2
 	})
 
@@ -212,7 +219,8 @@ func createTopic(t *testing.T, brokers []string) string {
 	topic := fmt.Sprintf("takeover-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for _, name := range []string{topic, topic + ".dlq"} {
+	names := []string{topic, topic + ".dlq"}
+	for _, name := range names {
 		resp, err := adm.CreateTopic(ctx, 1, 1, nil, name)
 		if err == nil {
 			err = resp.Err
@@ -221,6 +229,23 @@ func createTopic(t *testing.T, brokers []string) string {
 			t.Fatalf("create topic %s: %v", name, err)
 		}
 	}
+	// A broker may answer the creation before its metadata lists the
+	// topics with a leader; the workers check their topics at start.
+	testkit.Eventually(t, 30*time.Second, "the topics led", func() bool {
+		mctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(mctx, names...)
+		if err != nil {
+			return false
+		}
+		for _, name := range names {
+			td, ok := md.Topics[name]
+			if !ok || td.Err != nil || len(td.Partitions) != 1 || td.Partitions[0].Leader < 0 || td.Partitions[0].Err != nil {
+				return false
+			}
+		}
+		return true
+	})
 	return topic
 }
 
@@ -291,6 +316,7 @@ type workerProc struct {
 	cmd     *exec.Cmd
 	http    string
 	logPath string
+	exited  chan struct{} // closed when the process has exited
 }
 
 func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string) *workerProc {
@@ -302,7 +328,7 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 	addr := l.Addr().String()
 	_ = l.Close()
 	o := rdb.Options()
-	w := &workerProc{http: "http://" + addr, logPath: filepath.Join(t.TempDir(), "worker.log")}
+	w := &workerProc{http: "http://" + addr, logPath: filepath.Join(t.TempDir(), "worker.log"), exited: make(chan struct{})}
 	logf, err := os.Create(w.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -316,16 +342,15 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { _ = w.cmd.Wait(); close(w.exited) }()
 	t.Cleanup(func() {
 		_ = w.cmd.Process.Signal(syscall.SIGCONT)
 		_ = w.cmd.Process.Signal(syscall.SIGTERM)
-		exited := make(chan struct{})
-		go func() { _ = w.cmd.Wait(); close(exited) }()
 		select {
-		case <-exited:
+		case <-w.exited:
 		case <-time.After(20 * time.Second):
 			_ = w.cmd.Process.Kill()
-			<-exited
+			<-w.exited
 		}
 		_ = logf.Close()
 		if t.Failed() {
