@@ -388,7 +388,7 @@ func (w *workerProc) get(path string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return string(b), err == nil && resp.StatusCode == http.StatusOK
 }
