@@ -65,25 +65,33 @@ func TestTakeoverWithinLease(t *testing.T) {
 			if trials == 1 {
 				t.Parallel() // a measurement runs alone, one trial at a time
 			}
-			var took []time.Duration
+			var took, moved []time.Duration
 			for range trials {
-				took = append(took, takeoverTrial(t, bin, brokers, tc.sig))
+				tk, mv := takeoverTrial(t, bin, brokers, tc.sig)
+				took, moved = append(took, tk), append(moved, mv)
 			}
-			slices.Sort(took)
-			p := func(q float64) float64 { return took[int(q*float64(len(took)-1)+0.5)].Seconds() }
-			t.Logf("takeover_p50_%s_%s=%.1f s", tc.name, kind, p(0.5))
-			t.Logf("takeover_p99_%s_%s=%.1f s", tc.name, kind, p(0.99))
+			t.Logf("takeover_p50_%s_%s=%.1f s", tc.name, kind, quantile(took, 0.5))
+			t.Logf("takeover_p99_%s_%s=%.1f s", tc.name, kind, quantile(took, 0.99))
+			t.Logf("partition_moved_p50_%s_%s=%.1f s", tc.name, kind, quantile(moved, 0.5))
+			t.Logf("partition_moved_p99_%s_%s=%.1f s", tc.name, kind, quantile(moved, 0.99))
 			t.Logf("takeover_trials_%s_%s=%d", tc.name, kind, len(took))
 		})
 	}
 }
 
+// quantile returns the q quantile of ds in seconds (nearest rank).
+func quantile(ds []time.Duration, q float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1)+0.5)].Seconds()
+}
+
 // takeoverTrial runs one job on two fresh workers of a fresh group, signals
 // the one running it, and returns how long after the signal the other took
-// the job over. It fails the test if that is longer than takeoverBound, or
+// the job over, and was assigned the job's partition. It fails the test if that is longer than takeoverBound, or
 // if the job is not then completed once, by the survivor, with its offset
 // committed.
-func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signal) time.Duration {
+func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signal) (took, moved time.Duration) {
 	t.Helper()
 	rdb, prefix := testkit.SharedRedis(t)
 	topic := createTopic(t, brokers)
@@ -123,11 +131,11 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 		first = inspect()
 		return first.Leased
 	})
-	var runner *workerProc
+	var runner, survivor *workerProc
 	testkit.Eventually(t, 10*time.Second, "the worker that runs the job", func() bool {
-		for _, w := range workers {
+		for i, w := range workers {
 			if w.leasesHeld() > 0 {
-				runner = w
+				runner, survivor = w, workers[1-i]
 				return true
 			}
 		}
@@ -136,7 +144,6 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 
 	runner.signal(t, sig)
 	signalled := time.Now()
-	var took time.Duration
 	testkit.Eventually(t, takeoverBound, fmt.Sprintf("the job taken over within %v of the %v", takeoverBound, sig), func() bool {
 		ki := inspect()
 		if ki.Leased && ki.LeaseFence > first.LeaseFence || ki.State == idempotency.Completed && ki.Fence > first.LeaseFence {
@@ -145,7 +152,9 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 		}
 		return false
 	})
-	t.Logf("took over %.1fs after the %v (lease TTL %v, fence %d)", took.Seconds(), sig, leasehold.DefaultLeaseTTL, first.LeaseFence)
+	moved, _ = survivor.assignedAfter(topic, signalled)
+	t.Logf("took over %.1fs after the %v, partition moved after %.1fs (lease TTL %v, fence %d)",
+		took.Seconds(), sig, moved.Seconds(), leasehold.DefaultLeaseTTL, first.LeaseFence)
 
 	var done leasehold.KeyInfo
 	testkit.Eventually(t, 60*time.Second, "the job completed by the survivor", func() bool {
@@ -171,7 +180,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 				after.State, after.Fence, after.Result, done.Fence, done.Result)
 		}
 	}
-	return took
+	return took, moved
 }
 
 // buildWorker builds this package's binary.
@@ -379,7 +388,7 @@ func (w *workerProc) get(path string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return string(b), err == nil && resp.StatusCode == http.StatusOK
 }
@@ -408,6 +417,26 @@ func (w *workerProc) leasesHeld() float64 {
 func (w *workerProc) logged(s string) bool {
 	b, _ := os.ReadFile(w.logPath)
 	return strings.Contains(string(b), s)
+}
+
+// assignedAfter returns how long after since the worker logged that it was
+// assigned a partition of topic, from the log line's time.
+func (w *workerProc) assignedAfter(topic string, since time.Time) (time.Duration, bool) {
+	b, _ := os.ReadFile(w.logPath)
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Time       time.Time          `json:"time"`
+			Msg        string             `json:"msg"`
+			Partitions map[string][]int32 `json:"partitions"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "partitions assigned" || e.Time.Before(since) {
+			continue
+		}
+		if _, ok := e.Partitions[topic]; ok {
+			return e.Time.Sub(since), true
+		}
+	}
+	return 0, false
 }
 
 func tail(s string, n int) string {

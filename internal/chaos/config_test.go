@@ -113,8 +113,8 @@ func TestConfigSoakAndPartitions(t *testing.T) {
 	if w := c.SoakWarmup(); w != 3*time.Minute+30*time.Second {
 		t.Fatalf("warm-up %s, want retention + half of it + 30s = 3m30s", w)
 	}
-	if c.PartitionEvery != 10*time.Second || c.PartitionFor != 6500*time.Millisecond {
-		t.Fatalf("partition defaults: every %s (want 10s), for %s (want 2*2s+1.5s+1s)", c.PartitionEvery, c.PartitionFor)
+	if c.PartitionEvery != 10*time.Second || c.PartitionFor != 11*time.Second {
+		t.Fatalf("partition defaults: every %s (want 10s), for %s (want 2*2s+6s+1s, the derived session)", c.PartitionEvery, c.PartitionFor)
 	}
 }
 
@@ -125,20 +125,20 @@ func TestConfigKafka(t *testing.T) {
 	if err := def.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if def.Kafka != KafkaFake || def.BrokerFaultEvery != 30*time.Second || def.BrokerPause != 4*time.Second {
-		t.Fatalf("defaults: kafka %q (want kfake), broker fault every %s (want 30s), broker pause %s (want 2*1.5s+1s)",
+	if def.Kafka != KafkaFake || def.BrokerFaultEvery != 30*time.Second || def.BrokerPause != 13*time.Second {
+		t.Fatalf("defaults: kafka %q (want kfake), broker fault every %s (want 30s), broker pause %s (want 2*6s+1s, the derived session)",
 			def.Kafka, def.BrokerFaultEvery, def.BrokerPause)
 	}
 
 	t.Setenv("CHAOS_KAFKA", "apache")
 	t.Setenv("CHAOS_BROKER_FAULT_EVERY", "12s")
-	t.Setenv("CHAOS_BROKER_PAUSE", "5s")
+	t.Setenv("CHAOS_BROKER_PAUSE", "7s") // longer than the derived 6s session
 	var c Config
 	c.Flags(flag.NewFlagSet("chaos", flag.ContinueOnError))
 	if err := c.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Kafka != KafkaApache || c.BrokerFaultEvery != 12*time.Second || c.BrokerPause != 5*time.Second {
+	if c.Kafka != KafkaApache || c.BrokerFaultEvery != 12*time.Second || c.BrokerPause != 7*time.Second {
 		t.Fatalf("config = %+v", c)
 	}
 
