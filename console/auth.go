@@ -5,9 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -174,6 +177,13 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !sameOrigin(r) {
 		c.fail(w, http.StatusForbidden, "cross-origin sign-in refused", nil)
+		return
+	}
+	if ok, wait := c.throttle.take(r.RemoteAddr, time.Now()); !ok {
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		c.log.Warn("console sign-in throttled", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.fail(w, http.StatusTooManyRequests, fmt.Sprintf("too many sign-in attempts: try again in %d s", secs), nil)
 		return
 	}
 	user, ok := c.auth.verify(credentials(r))

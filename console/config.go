@@ -78,6 +78,14 @@ type Config struct {
 	// ScanBudget bounds the keys a count of the held leases looks at.
 	// Default DefaultScanBudget.
 	ScanBudget int
+	// AllowedHosts are the names the console answers for, matched against
+	// each request's Host header: "host" (any port) or "host:port"; "*"
+	// turns the check off (when a proxy in front checks Host). A request
+	// for another host gets 421 Misdirected Request, so that a page whose
+	// name was made to resolve to the console (DNS rebinding) reads
+	// nothing. localhost, 127.0.0.1 and [::1] are always allowed. Default
+	// none: only those.
+	AllowedHosts []string
 }
 
 // Auth says who may run actions: a bearer token, or a user and a

@@ -35,8 +35,11 @@ type Console struct {
 	mux   *http.ServeMux
 	view  *leasehold.Worker // cfg.Worker, or a worker that never starts, for its Redis and Kafka reads
 	auth  *sessions
-	index *template.Template
-	log   *slog.Logger
+	hosts hostSet
+	// throttle bounds sign-in attempts per client address and overall.
+	throttle *throttle
+	index    *template.Template
+	log      *slog.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -93,12 +96,13 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{cfg: cfg, view: view, auth: newSessions(a), index: idx, log: cfg.Logger}
+	c := &Console{cfg: cfg, view: view, auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
 	c.routes()
 	return c, nil
 }
 
-// ServeHTTP serves the page, its assets and its JSON API.
+// ServeHTTP serves the page, its assets and its JSON API, to requests for
+// an allowed host (Config.AllowedHosts).
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
@@ -106,6 +110,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
+	if !c.hosts.allows(r.Host) {
+		c.misdirected(w, r)
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 

@@ -8,7 +8,10 @@
 // It is read-only by default. With [Config.Actions] it also offers expire,
 // reset, compensation retry and dead-letter replay, each behind
 // authentication (a token or a user and password, see [Auth]), a CSRF token
-// bound to the session, logged and traced.
+// bound to the session, logged and traced. Sign-in attempts are throttled per
+// client address and overall, and only requests for an allowed Host are
+// answered ([Config.AllowedHosts]; loopback names always), against DNS
+// rebinding.
 //
 // Mount it on a worker's metrics port:
 //

@@ -24,14 +24,35 @@
 // with the one this transaction committed. A writer with an older fence gets
 // [ErrStaleFence] and must roll back; because the check and the write commit
 // or roll back together, no write with an older fence lands after a write
-// with a newer one. Equal fences are accepted: one owner may write a resource
-// many times.
+// with a newer one.
 //
-// Any SQL write works: put Apply first in the transaction (before the write,
+// What the guard promises, exactly:
+//
+//   - With Apply alone: writes to a resource land in fence order. Once a
+//     write with fence F has committed, no write with a fence below F lands.
+//     But until the new owner's first write commits, the stored fence is
+//     still the old owner's, so a zombie (the old owner, still running) can
+//     go on writing the resource: its writes land before the new owner's
+//     first, and the new owner must expect to find them.
+//   - With [Take] at the start of the run: the new owner records its fence
+//     for the resource before its first write (Take commits on its own when
+//     given a pool), and from that moment every write with an older fence is
+//     refused, whatever the older owner wrote before. A zombie's write that
+//     committed before the Take stays, as a write before a lease expired
+//     does. Take the resources a run will write as its first step; a Take
+//     refused with ErrStaleFence means a newer owner exists: stop.
+//
+// Equal fences pass, with or without Take: one owner may write a resource
+// many times. Neither stops a write to a resource the guard was not asked
+// about: put Apply first in every transaction that writes (before the write,
 // so that the row lock orders concurrent writers) and choose resource names
 // that cover the rows the fence protects. Fences from one lease key are
 // comparable; fences from different lease keys are not, so a resource should
 // be written under one lease key (typically the job's idempotency key).
+//
+// The functions ending in Std ([ApplyStd], [TakeStd], [WriteStd],
+// [MigrateStd], [CurrentStd]) are the same guard for database/sql, with any
+// PostgreSQL driver.
 //
 // [Write] wraps the pattern above: begin, Apply, your statements, commit.
 //

@@ -292,3 +292,42 @@ func TestOnRenewRound(t *testing.T) {
 		t.Fatalf("%d rounds ran after Shutdown", got-n)
 	}
 }
+
+// TestRecoveryLoggedOnRenewal: "lease renewals succeed again" is logged once
+// a renewal has succeeded, not after a round that renewed nothing (one that
+// only released a lease given up on its deadline) while renewals still fail.
+func TestRecoveryLoggedOnRenewal(t *testing.T) {
+	t.Parallel()
+	const ttl, interval, drift = 1500 * time.Millisecond, 300 * time.Millisecond, 800 * time.Millisecond
+	c, prefix := testkit.SharedRedis(t)
+	fb := &failingRenewals{Backend: lease.NewRedisBackend(c, prefix)}
+	logs := &countingHandler{}
+	m, err := lease.NewManagerWithBackend(fb, lease.WithTTL(ttl), lease.WithRenewInterval(interval),
+		lease.WithDrift(drift), lease.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rounds atomic.Int64
+	leasing.OnRenewRound(m, func(context.Context) { rounds.Add(1) })
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Shutdown(ctx) }()
+	l := acquire(t, m, "job")
+	fb.on.Store(true)
+	waitDone(t, l, 2*ttl)
+	// The round after the loss releases the given-up lease (releases still
+	// work) and renews nothing: renewals still fail.
+	testkit.Eventually(t, 5*time.Second, "given-up lease released", func() bool { return c.Exists(ctx, m.Key("job")).Val() == 0 })
+	n := rounds.Load()
+	testkit.Eventually(t, 5*time.Second, "two more rounds", func() bool { return rounds.Load() >= n+2 })
+	if got := logs.count("lease renewals succeed again"); got != 0 {
+		t.Fatalf("recovery logged %d times while every renewal failed", got)
+	}
+	fb.on.Store(false)
+	acquire(t, m, "next")
+	testkit.Eventually(t, 5*time.Second, "recovery logged after a renewal succeeded", func() bool {
+		return logs.count("lease renewals succeed again") == 1
+	})
+}

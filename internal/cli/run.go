@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/httpserve"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -265,9 +266,14 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 			_ = w.Shutdown(context.WithoutCancel(ctx))
 			return fmt.Errorf("http listen: %w", err)
 		}
-		mux := healthMux(w, &draining)
+		ready := &readiness{w: w, log: log}
+		rctx, stopReady := context.WithCancel(context.WithoutCancel(ctx))
+		readyDone := make(chan struct{})
+		go func() { defer close(readyDone); ready.run(rctx) }()
+		defer func() { stopReady(); <-readyDone }()
+		mux := healthMux(w, ready, &draining)
 		mux.Handle("GET /metrics", tel.MetricsHandler)
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv = httpserve.New(mux)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server", slog.Any("err", err))
@@ -288,24 +294,24 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	return err
 }
 
-// healthMux serves /healthz (the process is up) and /readyz (Kafka and Redis
-// answer, fetching is not paused and the worker is not draining).
-func healthMux(w *leasehold.Worker, draining *atomic.Bool) *http.ServeMux {
+// healthMux serves /healthz (the process is up) and /readyz (not draining,
+// and the last readiness check found fetching running and Redis and Kafka
+// answering: see readiness). Neither calls Redis or Kafka.
+func healthMux(w *leasehold.Worker, ready *readiness, draining *atomic.Bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain")
 		_, _ = rw.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain")
+		rw.Header().Set("Cache-Control", "no-store")
 		if draining.Load() {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintf(rw, "not ready: shutting down, %d running jobs left\n", len(w.Running()))
 			return
 		}
-		if err := w.Ready(ctx); err != nil {
+		if err := ready.state(time.Now()); err != nil {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = rw.Write([]byte("not ready: " + oneLine(err) + "\n"))
 			return

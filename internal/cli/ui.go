@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/console"
+	"github.com/leasehold/leasehold/internal/httpserve"
 )
 
 // cmdUI serves the web console (package console) on its own: what Redis
@@ -24,6 +25,9 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	app := e.application()
 	app.defineFlags(f)
 	listen := f.str("listen", "LEASEHOLD_UI_LISTEN", "127.0.0.1:8090", "HTTP listen address of the console")
+	allowed := f.str("allowed-hosts", "LEASEHOLD_UI_ALLOWED_HOSTS", "", "other names the console answers for, comma-separated host or host:port, "+
+		"e.g. the name you browse it by when it listens beyond loopback; requests for other hosts get 421 (DNS rebinding); "+
+		"the listen address and localhost always work; * turns the check off")
 	var actions bool
 	f.boolVar(&actions, "actions", "LEASEHOLD_UI_ACTIONS", false, "offer expire, reset, compensation retry and dead-letter replay, "+
 		"to those who sign in with LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD")
@@ -82,16 +86,18 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	if bs := splitList(*brokers); len(bs) > 0 {
 		cfg.Kafka = []kgo.Opt{kgo.SeedBrokers(bs...)}
 	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	defer func() { _ = ln.Close() }()
+	cfg.AllowedHosts = listenHosts(*listen, ln.Addr(), splitList(*allowed))
 	c, err := console.New(cfg)
 	if err != nil {
 		return &usageError{err}
 	}
 	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *listen, err)
-	}
-	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := httpserve.New(c, httpserve.WithBaseContext(ctx))
 	mode := "read-only"
 	if actions {
 		mode = "actions on, for signed-in users"
@@ -110,4 +116,16 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// listenHosts is what the console answers for: the listen address as given
+// (its host with the port bound) and as bound, and the allowed hosts.
+func listenHosts(listen string, bound net.Addr, allowed []string) []string {
+	out := append([]string{bound.String()}, allowed...)
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
+		if _, port, err := net.SplitHostPort(bound.String()); err == nil {
+			out = append(out, net.JoinHostPort(h, port))
+		}
+	}
+	return out
 }

@@ -66,9 +66,10 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 	defer span.End()
 
 	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		sem = make(chan struct{}, max(1, m.cfg.parallel))
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		renewed int
+		sem     = make(chan struct{}, max(1, m.cfg.parallel))
 	)
 	batch := max(1, m.cfg.batch)
 	for start := 0; start < len(leases); start += batch {
@@ -77,26 +78,18 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := m.renewBatch(ctx, part); err != nil {
-				mu.Lock()
+			ok, err := m.renewBatch(ctx, part)
+			mu.Lock()
+			renewed += ok
+			if err != nil {
 				failed = true
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+				firstErr = cmp.Or(firstErr, err)
 			}
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	// Log transitions only, not every retry of an outage.
-	switch {
-	case failed && !m.renewFailing && ctx.Err() == nil:
-		m.log.Warn("lease renewals failing; retrying until each lease's local deadline",
-			slog.Int("leases", len(leases)), slog.String("error", firstErr.Error()))
-	case !failed && m.renewFailing:
-		m.log.Info("lease renewals succeed again", slog.Int("leases", len(leases)))
-	}
-	m.renewFailing = failed
+	m.logRenewals(ctx, len(leases), renewed, firstErr)
 	if failed {
 		span.SetAttributes(attribute.Bool("lease.renew.failed", true))
 	}
@@ -104,6 +97,24 @@ func (m *Manager) renewRound(ctx context.Context) (failed bool) {
 		m.releaseAbandoned(ctx, abandoned)
 	}
 	return failed
+}
+
+// logRenewals logs the transitions of the renewals, not every retry of an
+// outage: the first round with a failure, and the first round after that
+// in which a renewal succeeded (a round that renewed nothing, e.g. one that
+// only found leases lost on their deadline, says nothing of the backend).
+func (m *Manager) logRenewals(ctx context.Context, held, renewed int, firstErr error) {
+	switch {
+	case firstErr != nil:
+		if !m.renewFailing && ctx.Err() == nil {
+			m.log.Warn("lease renewals failing; retrying until each lease's local deadline",
+				slog.Int("leases", held), slog.String("error", firstErr.Error()))
+		}
+		m.renewFailing = true
+	case renewed > 0 && m.renewFailing:
+		m.log.Info("lease renewals succeed again", slog.Int("renewed", renewed), slog.Int("leases", held))
+		m.renewFailing = false
+	}
 }
 
 // OnRenewRound registers f to run in the renewer goroutine after each renew
@@ -130,9 +141,9 @@ func (m *Manager) runRoundHooks(ctx context.Context, hooks []func(context.Contex
 }
 
 // renewBatch sends one batch, bounded by the renew interval so that a hung
-// backend does not hold up later rounds. It returns the first transient
-// error.
-func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (firstErr error) {
+// backend does not hold up later rounds. It returns how many leases the
+// backend renewed and the first transient error.
+func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (renewed int, firstErr error) {
 	rs := make([]Renewal, len(leases))
 	for i, l := range leases {
 		rs[i] = Renewal{Name: l.name, Token: l.token, Fence: l.fence, TTL: l.ttl}
@@ -152,13 +163,16 @@ func (m *Manager) renewBatch(ctx context.Context, leases []*Lease) (firstErr err
 		if l.renewed(sent, r) && firstErr == nil {
 			firstErr = r.Err
 		}
+		if r.Err == nil {
+			renewed++
+		}
 	}
 	outcome := "ok"
 	if firstErr != nil {
 		outcome = "error"
 	}
 	m.met.renew.Record(ctx, took.Seconds(), metric.WithAttributes(attribute.String("outcome", outcome)))
-	return firstErr
+	return renewed, firstErr
 }
 
 // releaseAbandoned gives back leases lost locally on their deadline; those it

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/httpserve"
 )
 
 // Limits on what the stub accepts and keeps.
@@ -205,7 +207,7 @@ func Serve(ctx context.Context, ln net.Listener, s *Server, logger *slog.Logger)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserve.New(s)
 	logger.Info("payment stub listening", slog.String("addr", ln.Addr().String()))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
