@@ -60,9 +60,9 @@ soak: deps ## soak: the chaos schedule at a steady pace, resources checked flat;
 	SOAK_DURATION=$${SOAK_DURATION:-10m} CHAOS_RATE=$${SOAK_RATE:-50} CHAOS_RETENTION=$${SOAK_RETENTION:-2m} $(GO) run ./cmd/chaos
 
 .PHONY: kafka
-kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT
+kafka: ## Apache Kafka (KRaft) on loopback, one node or BROKERS=3 for a cluster; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT (one node)
 	$(GO) build -o bin/kafka ./tools/kafka
-	bin/kafka -port $${KAFKA_PORT:-0}
+	bin/kafka -brokers $${BROKERS:-1} -port $${KAFKA_PORT:-0}
 
 .PHONY: bench
 bench: ## benchmark programs of this module (not bench/compare: make compare); one figure a line, name=value unit
