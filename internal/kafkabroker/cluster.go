@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ClusterConfig configures [StartCluster]. The zero value runs three nodes
@@ -62,6 +64,13 @@ func ClusterProps(n int) map[string]string {
 		"broker.session.timeout.ms":                        "4000",
 		"replica.lag.time.max.ms":                          "8000",
 		"unclean.leader.election.enable":                   "false",
+		// Kafka's 1 s election and 2 s fetch timeouts: on a loaded 2-core
+		// machine the three controllers starve each other and hold one
+		// election after another (epoch 21 before a leader stuck, seen at
+		// load average 50). The active controller's loss is seen in 6 s.
+		"controller.quorum.election.timeout.ms": "3000",
+		"controller.quorum.fetch.timeout.ms":    "6000",
+		"controller.quorum.request.timeout.ms":  "5000",
 	}
 }
 
@@ -238,4 +247,47 @@ func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (in
 		return -1, fmt.Errorf("kafkabroker: %s/%d not in the metadata", topic, partition)
 	}
 	return p.Leader, nil
+}
+
+// Coordinator returns the node ID of group's coordinator now.
+func (c *Cluster) Coordinator(ctx context.Context, group string) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		return -1, err
+	}
+	defer cl.Close()
+	r := kadm.NewClient(cl).FindGroupCoordinators(ctx, group)[group]
+	if r.Err != nil {
+		return -1, r.Err
+	}
+	return r.NodeID, nil
+}
+
+// ActiveController returns the node ID of the active controller: the
+// leader of the metadata log (DescribeQuorum, which a broker forwards to
+// the controllers; a KRaft broker's metadata answer names a random broker
+// as controller instead).
+func (c *Cluster) ActiveController(ctx context.Context) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		return -1, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic = "__cluster_metadata"
+	p := kmsg.NewDescribeQuorumRequestTopicPartition()
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return -1, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return -1, err
+	}
+	if len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+		return -1, errors.New("kafkabroker: describe quorum: empty answer")
+	}
+	return resp.Topics[0].Partitions[0].LeaderID, nil
 }
