@@ -49,7 +49,7 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run --allow-parallel-runners
 
 .PHONY: chaos
-chaos: deps ## chaos run: real workers, kills, zombies, partitions, Redis restart, history check; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
+chaos: deps ## chaos run: real workers, kills, zombies, partitions, Redis restart, history check; env CHAOS_KAFKA=kfake|apache|apache-cluster CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
 	$(GO) build -o bin/worker ./cmd/worker
 	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
 
