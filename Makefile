@@ -49,7 +49,7 @@ lint: ## gofmt, go vet and golangci-lint (.golangci.yml)
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run --allow-parallel-runners
 
 .PHONY: chaos
-chaos: deps ## chaos run: real workers, kills, zombies, partitions, Redis restart, history check; env CHAOS_KAFKA=kfake|apache CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
+chaos: deps ## chaos run: real workers, kills, zombies, partitions, Redis restart, history check; env CHAOS_KAFKA=kfake|apache|apache-cluster CHAOS_SEED CHAOS_JOBS CHAOS_WORKERS CHAOS_KILL_EVERY CHAOS_PAUSE
 	$(GO) build -o bin/worker ./cmd/worker
 	libs=$$(tools/kafka/fetch.sh) && KAFKA_LIBS=$$libs CHAOS_WORKER_BIN=$(CURDIR)/bin/worker $(GO) run ./cmd/chaos
 
@@ -66,9 +66,9 @@ takeover: deps ## takeover time after kill -9 and SIGSTOP of worker processes wi
 	$(GO) test -count=1 -timeout 60m -run 'TestTakeoverWithinLease$$' -v ./cmd/worker || exit 1; done
 
 .PHONY: kafka
-kafka: ## a single-node Apache Kafka (KRaft) on loopback; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT
+kafka: ## Apache Kafka (KRaft) on loopback, one node or BROKERS=3 for a cluster; prints its bootstrap address; Ctrl-C stops it. env KAFKA_PORT (one node)
 	$(GO) build -o bin/kafka ./tools/kafka
-	bin/kafka -port $${KAFKA_PORT:-0}
+	bin/kafka -brokers $${BROKERS:-1} -port $${KAFKA_PORT:-0}
 
 .PHONY: bench
 bench: ## benchmark programs of this module (not bench/compare: make compare); one figure a line, name=value unit

@@ -86,7 +86,8 @@ type Config struct {
 	// Kafka is the broker the run goes against: [KafkaFake] runs `worker
 	// dev-broker` (franz-go's kfake) in its own process, [KafkaApache] a
 	// single-node Apache Kafka broker (internal/kafkabroker; needs java),
-	// which the schedule also kills and pauses (CHAOS_KAFKA, kfake).
+	// which the schedule also kills and pauses, [KafkaApacheCluster] three
+	// such nodes (CHAOS_KAFKA, kfake).
 	Kafka string
 	// BrokerFaultEvery is the mean interval between broker faults with
 	// Kafka=apache, alternately a SIGKILL followed by a restart on the
@@ -151,6 +152,13 @@ const (
 	// KafkaApache is a single-node Apache Kafka broker (KRaft) from
 	// internal/kafkabroker, killed, restarted and paused by the schedule.
 	KafkaApache = "apache"
+	// KafkaApacheCluster is three Apache Kafka nodes (KRaft, broker and
+	// controller each; kafkabroker.StartCluster) with the topics at
+	// replication 3 and min.insync.replicas 2. The schedule's broker
+	// faults go in turn to the leader of a partition, the group's
+	// coordinator and the active controller (kills), and to a leader
+	// (pauses).
+	KafkaApacheCluster = "apache-cluster"
 )
 
 // DefaultPostgresURL is the PostgreSQL server used when PG_URL is not set.
@@ -178,7 +186,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisServer, "redis-server", cmp.Or(os.Getenv("CHAOS_REDIS_SERVER"), "redis-server"), "redis-server binary (env CHAOS_REDIS_SERVER)")
 	fs.StringVar(&c.PostgresURL, "pg", cmp.Or(os.Getenv("PG_URL"), DefaultPostgresURL), "PostgreSQL URL; the run uses a fresh schema (env PG_URL)")
 	fs.StringVar(&c.Dir, "dir", os.Getenv("CHAOS_DIR"), "directory for logs and Redis data (env CHAOS_DIR; default a new temp dir)")
-	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), KafkaFake), "broker: kfake (the dev-broker) or apache (a real Apache Kafka broker, killed and paused too; needs java) (env CHAOS_KAFKA)")
+	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), KafkaFake), "broker: kfake (the dev-broker), apache (a real Apache Kafka broker, killed and paused too; needs java) or apache-cluster (three nodes; leaders, coordinator and controller killed) (env CHAOS_KAFKA)")
 	fs.DurationVar(&c.BrokerFaultEvery, "broker-fault-every", c.envDur("CHAOS_BROKER_FAULT_EVERY", 30*time.Second), "with -kafka apache, mean interval between broker kills and pauses (env CHAOS_BROKER_FAULT_EVERY)")
 	fs.DurationVar(&c.BrokerPause, "broker-pause", c.envDur("CHAOS_BROKER_PAUSE", 0), "with -kafka apache, how long the broker stays SIGSTOPped; > session timeout; 0 means 2*session-timeout+1s (env CHAOS_BROKER_PAUSE)")
 	fs.DurationVar(&c.PartitionEvery, "partition-every", c.envDur("CHAOS_PARTITION_EVERY", 10*time.Second), "mean interval between network partitions of a worker (env CHAOS_PARTITION_EVERY)")
@@ -251,9 +259,9 @@ func (c *Config) Finish() error {
 			ErrConfig, c.HeartbeatInterval, c.SessionTimeout)
 	case c.FetchMaxWait < time.Millisecond || c.FetchMaxWait > time.Minute:
 		return fmt.Errorf("%w: fetch max wait %s: want 1ms to 1m", ErrConfig, c.FetchMaxWait)
-	case c.Kafka != KafkaFake && c.Kafka != KafkaApache:
-		return fmt.Errorf("%w: kafka %q (CHAOS_KAFKA): want %s (the dev-broker) or %s (a real Apache Kafka broker, needs java)",
-			ErrConfig, c.Kafka, KafkaFake, KafkaApache)
+	case c.Kafka != KafkaFake && c.Kafka != KafkaApache && c.Kafka != KafkaApacheCluster:
+		return fmt.Errorf("%w: kafka %q (CHAOS_KAFKA): want %s (the dev-broker), %s (a real Apache Kafka broker, needs java) or %s (three)",
+			ErrConfig, c.Kafka, KafkaFake, KafkaApache, KafkaApacheCluster)
 	case c.PartitionEvery < time.Second:
 		return fmt.Errorf("%w: partition interval %s: want at least 1s", ErrConfig, c.PartitionEvery)
 	case c.PartitionFor <= c.LeaseTTL || c.PartitionFor > 5*time.Minute:

@@ -24,7 +24,7 @@ import (
 func (r *run) describeStuck(ctx context.Context, unfinished map[string]bool) string {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAdr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAddrs()...))
 	if err != nil {
 		return "kafka state: " + err.Error()
 	}
@@ -91,7 +91,7 @@ func (r *run) locate(ctx context.Context, ends kadm.ListedOffsets, keys map[stri
 	if len(parts) == 0 {
 		return "  (topic empty)\n"
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAdr),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAddrs()...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{leasehold.DefaultTopic: parts}))
 	if err != nil {
 		return "  " + err.Error() + "\n"

@@ -25,7 +25,10 @@
 // gives: the broker SIGKILLed and restarted on its data directory, and the
 // broker SIGSTOPped for longer than the workers' session timeout, then
 // continued. The run counts the ones carried out (broker_kills,
-// broker_pauses).
+// broker_pauses). With [KafkaApacheCluster] (CHAOS_KAFKA=apache-cluster) it
+// is three nodes with the topics at replication 3 and min.insync.replicas
+// 2; the kills go in turn to the leader of a jobs partition, the group's
+// coordinator and the active controller, the pauses to a partition leader.
 //
 // The fault schedule is generated from a seed ([NewSchedule]); the seed is
 // printed first, so that a failing run can be replayed with the same seed.

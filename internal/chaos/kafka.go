@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,8 +28,10 @@ const (
 // at a time (a fault scheduled while another is under way waits for it, so
 // that none is dropped), and counts them.
 type brokerFaults struct {
-	b   *kafkabroker.Broker
-	log *slog.Logger
+	b       *kafkabroker.Broker  // the single broker; nil on a cluster
+	cluster *kafkabroker.Cluster // nil on a single broker
+	log     *slog.Logger
+	turn    int // on a cluster: which role the next kill goes to
 
 	run    sync.Mutex // held for the whole of one fault
 	mu     sync.Mutex
@@ -41,8 +44,11 @@ type brokerFaults struct {
 // startKafka starts the run's broker (the dev-broker or Apache Kafka, as
 // configured) with the jobs and dead-letter topics, and sets r.brokerAdr.
 func (r *run) startKafka(ctx context.Context) error {
-	if r.cfg.Kafka == KafkaApache {
+	switch r.cfg.Kafka {
+	case KafkaApache:
 		return r.startApache(ctx)
+	case KafkaApacheCluster:
+		return r.startApacheCluster(ctx)
 	}
 	return r.startDevBroker(ctx)
 }
@@ -82,13 +88,33 @@ func (r *run) startApache(ctx context.Context) error {
 	r.kafka = &brokerFaults{b: b, log: r.log}
 	r.brokerAdr = b.Addr()
 	r.log.Info("apache kafka started", slog.String("addr", b.Addr()), slog.String("log", b.LogPath()))
-	return createTopics(sctx, r.brokerAdr)
+	return createTopics(sctx, r.brokerAddrs(), 1)
 }
 
-// createTopics creates the jobs topic and its dead-letter topic, with one
-// replica each, and waits until every partition has a leader.
-func createTopics(ctx context.Context, addr string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// startApacheCluster starts three Apache Kafka nodes in the run's directory
+// (kafka/nodeN/broker.log) and creates the topics at the cluster's default
+// replication (3) and min.insync.replicas (2).
+func (r *run) startApacheCluster(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	c, err := kafkabroker.StartCluster(sctx, kafkabroker.ClusterConfig{Dir: filepath.Join(r.dir, "kafka")})
+	if err != nil {
+		return fmt.Errorf("chaos: start an Apache Kafka cluster (CHAOS_KAFKA=apache-cluster): %w", err)
+	}
+	r.kafka = &brokerFaults{cluster: c, log: r.log}
+	r.brokerAdr = c.Bootstrap()
+	r.log.Info("apache kafka cluster started", slog.String("bootstrap", c.Bootstrap()), slog.String("dir", c.Dir()))
+	return createTopics(sctx, r.brokerAddrs(), -1)
+}
+
+// brokerAddrs returns the run's broker addresses.
+func (r *run) brokerAddrs() []string { return strings.Split(r.brokerAdr, ",") }
+
+// createTopics creates the jobs topic and its dead-letter topic with rf
+// replicas each (-1: the brokers' default), and waits until every
+// partition has a leader.
+func createTopics(ctx context.Context, addrs []string, rf int16) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		return err
 	}
@@ -96,7 +122,7 @@ func createTopics(ctx context.Context, addr string) error {
 	adm := kadm.NewClient(cl)
 	want := map[string]int32{leasehold.DefaultTopic: jobPartitions, leasehold.DefaultTopic + ".dlq": dlqPartitions}
 	for topic, parts := range want {
-		res, err := adm.CreateTopic(ctx, parts, 1, nil, topic)
+		res, err := adm.CreateTopic(ctx, parts, rf, nil, topic)
 		if err != nil {
 			return fmt.Errorf("chaos: create topic %s: %w", topic, err)
 		}
@@ -142,15 +168,17 @@ func (f *brokerFaults) apply(ctx context.Context, e Event, log *slog.Logger) {
 	if ctx.Err() != nil {
 		return
 	}
+	b, role := f.target(ctx, e.Action)
+	log = log.With(slog.String("role", role), slog.Int("node", int(b.NodeID())))
 	switch e.Action {
 	case KillBroker:
 		at := time.Now()
-		f.b.Kill()
+		b.Kill()
 		f.count(func() { f.kills++ })
 		log.Info("broker killed", slog.Time("at", at), slog.Duration("down", e.For))
 		sleepCtx(ctx, e.For)
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		err := f.b.Restart(rctx)
+		err := b.Restart(rctx)
 		cancel()
 		out := time.Since(at)
 		f.count(func() {
@@ -162,14 +190,14 @@ func (f *brokerFaults) apply(ctx context.Context, e Event, log *slog.Logger) {
 		log.Info("broker restarted", slog.Duration("outage", out), slog.Any("err", err))
 	case PauseBroker:
 		at := time.Now()
-		if err := f.b.Pause(); err != nil {
+		if err := b.Pause(); err != nil {
 			log.Warn("pause broker", slog.Any("err", err))
 			return
 		}
 		f.count(func() { f.pauses++ })
 		log.Info("broker paused", slog.Time("at", at), slog.Duration("for", e.For))
 		sleepCtx(ctx, e.For)
-		err := f.b.Resume()
+		err := b.Resume()
 		out := time.Since(at)
 		f.count(func() {
 			f.outage += out
@@ -179,6 +207,43 @@ func (f *brokerFaults) apply(ctx context.Context, e Event, log *slog.Logger) {
 		})
 		log.Info("broker resumed", slog.Duration("outage", out), slog.Any("err", err))
 	}
+}
+
+// clusterRoles are the nodes a cluster's kills go to, in turn.
+var clusterRoles = []string{"partition-leader", "group-coordinator", "active-controller"}
+
+// target returns the node a fault goes to and its role: the single broker,
+// or on a cluster, for a kill in turn the leader of a jobs partition, the
+// group's coordinator and the active controller, for a pause a partition
+// leader. A node the cluster cannot name now is replaced by one in turn.
+func (f *brokerFaults) target(ctx context.Context, a Action) (*kafkabroker.Broker, string) {
+	if f.cluster == nil {
+		return f.b, "broker"
+	}
+	turn := f.turn
+	f.turn++
+	role := clusterRoles[0]
+	if a == KillBroker {
+		role = clusterRoles[turn%len(clusterRoles)]
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var id int32
+	var err error
+	switch role {
+	case "group-coordinator":
+		id, err = f.cluster.Coordinator(lctx, leasehold.DefaultGroup)
+	case "active-controller":
+		id, err = f.cluster.ActiveController(lctx)
+	default:
+		id, err = f.cluster.Leader(lctx, leasehold.DefaultTopic, int32(turn%jobPartitions)) //nolint:gosec // < jobPartitions
+	}
+	if b := f.cluster.Node(id); err == nil && b != nil {
+		return b, role
+	}
+	f.log.Warn("no node found for the fault's role; taking one in turn", slog.String("role", role), slog.Any("err", err))
+	nodes := f.cluster.Nodes()
+	return nodes[turn%len(nodes)], "node"
 }
 
 func (f *brokerFaults) count(do func()) {
@@ -203,8 +268,14 @@ func (f *brokerFaults) stop(ctx context.Context) {
 	if f == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	if f.cluster != nil {
+		if err := f.cluster.Stop(ctx); err != nil {
+			f.log.Warn("stop the Apache Kafka cluster", slog.Any("err", err))
+		}
+		return
+	}
 	if err := f.b.Stop(ctx); err != nil {
 		f.log.Warn("stop Apache Kafka", slog.Any("err", err))
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,7 +16,17 @@ import (
 type workerNet struct {
 	name  string
 	redis *Link
-	kafka *Link
+	kafka []*Link // one a broker, in the order of run.brokerAddrs
+	addrs []string
+}
+
+// dialMap is the worker's --kafka-dial-map: each broker through its link.
+func (n *workerNet) dialMap() string {
+	pairs := make([]string, len(n.kafka))
+	for i, l := range n.kafka {
+		pairs[i] = n.addrs[i] + "=" + l.Addr()
+	}
+	return strings.Join(pairs, ",")
 }
 
 // openNet opens the links of worker name; taps, when not nil, observes its
@@ -29,23 +40,29 @@ func (r *run) openNet(ctx context.Context, name string) (*workerNet, error) {
 	if err != nil {
 		return nil, err
 	}
-	kl, err := NewLink(ctx, r.brokerAdr, nil)
-	if err != nil {
-		rl.Close()
-		return nil, err
+	n := &workerNet{name: name, redis: rl, addrs: r.brokerAddrs()}
+	for _, addr := range n.addrs {
+		kl, err := NewLink(ctx, addr, nil)
+		if err != nil {
+			n.close()
+			return nil, err
+		}
+		// Kafka connections are reset at the heal rather than handed what
+		// they held: the dev-broker (kfake) keeps a group member for every
+		// JoinGroup it receives, also one its client gave up on during the
+		// partition, and waits for it in every rebalance from then on (seen as
+		// a group stuck in PreparingRebalance with hundreds of members).
+		kl.ResetOnHeal()
+		n.kafka = append(n.kafka, kl)
 	}
-	// Kafka connections are reset at the heal rather than handed what
-	// they held: the dev-broker (kfake) keeps a group member for every
-	// JoinGroup it receives, also one its client gave up on during the
-	// partition, and waits for it in every rebalance from then on (seen as
-	// a group stuck in PreparingRebalance with hundreds of members).
-	kl.ResetOnHeal()
-	return &workerNet{name: name, redis: rl, kafka: kl}, nil
+	return n, nil
 }
 
 func (n *workerNet) close() {
 	n.redis.Close()
-	n.kafka.Close()
+	for _, l := range n.kafka {
+		l.Close()
+	}
 }
 
 // cut blackholes the links of the services in s in direction d.
@@ -54,14 +71,18 @@ func (n *workerNet) cut(s Service, d Direction) {
 		n.redis.Cut(d)
 	}
 	if s&NetKafka != 0 {
-		n.kafka.Cut(d)
+		for _, l := range n.kafka {
+			l.Cut(d)
+		}
 	}
 }
 
 // heal lets everything through again.
 func (n *workerNet) heal() {
 	n.redis.Heal()
-	n.kafka.Heal()
+	for _, l := range n.kafka {
+		l.Heal()
+	}
 }
 
 // PartitionMark is one partition the run carried out.

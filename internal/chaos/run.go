@@ -79,7 +79,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	r.nets, r.metrics = map[*Proc]*workerNet{}, map[*Proc]string{}
 	sc := ScheduleConfig{Seed: c.Seed, Horizon: c.Horizon(), KillEvery: c.KillEvery, PauseFor: c.Pause, Slots: c.Workers,
 		PartitionEvery: c.PartitionEvery, PartitionFor: c.PartitionFor, PartitionNets: c.PartitionNets}
-	if c.Kafka == KafkaApache {
+	if c.Kafka != KafkaFake {
 		sc.BrokerEvery, sc.BrokerPauseFor = c.BrokerFaultEvery, c.BrokerPause
 	}
 	sched, err := NewSchedule(sc)
@@ -363,7 +363,7 @@ func (r *run) addWorker(ctx context.Context) (*Proc, error) {
 		Name: name, Path: r.workerBin, LogPath: filepath.Join(r.dir, name+".log"),
 		Args: []string{"run",
 			"--brokers", r.brokerAdr,
-			"--kafka-dial-map", r.brokerAdr + "=" + wn.kafka.Addr(),
+			"--kafka-dial-map", wn.dialMap(),
 			"--redis", "redis://" + wn.redis.Addr() + "/0",
 			"--http", httpAddr,
 			"--retention", r.cfg.Retention.String(),
@@ -583,7 +583,7 @@ func makeJobs(seed uint64, n int) []Job {
 // redelivered after its job finished). A seeded SlowFraction of the jobs
 // carry a hold of Hold between their charge and their fenced write.
 func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAdr), kgo.DefaultProduceTopic(leasehold.DefaultTopic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAddrs()...), kgo.DefaultProduceTopic(leasehold.DefaultTopic),
 		kgo.RecordRetries(100), kgo.ProduceRequestTimeout(10*time.Second))
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ func init() {
 		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
+		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
 		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},

@@ -50,8 +50,18 @@ type Config struct {
 	Port, ControllerPort int
 	// Props are extra or overriding server.properties entries.
 	Props map[string]string
-	// StartTimeout bounds the wait for the broker to answer. Zero: 90s.
+	// StartTimeout bounds the wait for the broker to answer. Zero: 5m: a JVM
+	// takes seconds to start on an idle machine, minutes on a loaded one.
 	StartTimeout time.Duration
+	// JVMOpts are extra JVM options, before the class name.
+	JVMOpts []string
+
+	// Set by StartCluster: the node's ID (zero: 1), the controller quorum
+	// (empty: this node alone) and the cluster ID the storage is formatted
+	// with (empty: a new one).
+	nodeID    int
+	voters    string
+	clusterID string
 }
 
 // Broker is a running (or stopped) broker process.
@@ -69,6 +79,23 @@ type Broker struct {
 // Start formats the storage directory if it is new, starts the broker, and
 // returns once it answers metadata requests on its client port.
 func Start(ctx context.Context, cfg Config) (*Broker, error) {
+	b, err := prepare(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.setUp(ctx); err != nil {
+		b.removeTemp()
+		return nil, err
+	}
+	if err := b.start(ctx); err != nil {
+		b.removeTemp()
+		return nil, err
+	}
+	return b, nil
+}
+
+// prepare applies cfg's defaults: java, jars, directory and ports.
+func prepare(ctx context.Context, cfg Config) (*Broker, error) {
 	java, err := javaPath()
 	if err != nil {
 		return nil, err
@@ -79,8 +106,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		}
 	}
 	cfg.Heap = cmp.Or(cfg.Heap, "1g")
+	cfg.nodeID = cmp.Or(cfg.nodeID, 1)
 	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 90 * time.Second
+		cfg.StartTimeout = 5 * time.Minute
 	}
 	b := &Broker{cfg: cfg, java: java}
 	if b.cfg.Dir == "" {
@@ -92,24 +120,30 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	for _, p := range []*int{&b.cfg.Port, &b.cfg.ControllerPort} {
 		if *p == 0 {
 			if *p, err = freePort(); err != nil {
+				b.removeTemp()
 				return nil, err
 			}
 		}
 	}
-	if err := b.writeConfig(); err != nil {
-		return nil, err
-	}
-	if err := b.format(ctx); err != nil {
-		return nil, err
-	}
-	if err := b.start(ctx); err != nil {
-		if b.tempDir {
-			_ = os.RemoveAll(b.cfg.Dir)
-		}
-		return nil, err
-	}
 	return b, nil
 }
+
+// setUp writes the configuration and formats the storage if it is new.
+func (b *Broker) setUp(ctx context.Context) error {
+	if err := b.writeConfig(); err != nil {
+		return err
+	}
+	return b.format(ctx)
+}
+
+func (b *Broker) removeTemp() {
+	if b.tempDir {
+		_ = os.RemoveAll(b.cfg.Dir)
+	}
+}
+
+// NodeID returns the broker's KRaft node ID.
+func (b *Broker) NodeID() int32 { return int32(b.cfg.nodeID) } //nolint:gosec // small node IDs
 
 // Addr returns the broker's bootstrap address, 127.0.0.1:port.
 func (b *Broker) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.cfg.Port)) }
@@ -221,8 +255,8 @@ func (b *Broker) Wait() <-chan struct{} {
 func (b *Broker) props() map[string]string {
 	p := map[string]string{
 		"process.roles":                    "broker,controller",
-		"node.id":                          "1",
-		"controller.quorum.voters":         "1@127.0.0.1:" + strconv.Itoa(b.cfg.ControllerPort),
+		"node.id":                          strconv.Itoa(b.cfg.nodeID),
+		"controller.quorum.voters":         cmp.Or(b.cfg.voters, "1@127.0.0.1:"+strconv.Itoa(b.cfg.ControllerPort)),
 		"listeners":                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", b.cfg.Port, b.cfg.ControllerPort),
 		"advertised.listeners":             "PLAINTEXT://" + b.Addr(),
 		"controller.listener.names":        "CONTROLLER",
@@ -281,11 +315,15 @@ func (b *Broker) format(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(b.cfg.Dir, "data", "meta.properties")); err == nil {
 		return nil
 	}
-	id, err := b.tool(ctx, "random-uuid")
-	if err != nil {
-		return err
+	id := b.cfg.clusterID
+	if id == "" {
+		out, err := b.tool(ctx, "random-uuid")
+		if err != nil {
+			return err
+		}
+		id = strings.TrimSpace(out)
 	}
-	_, err = b.tool(ctx, "format", "--cluster-id", strings.TrimSpace(id), "--config", filepath.Join(b.cfg.Dir, "server.properties"))
+	_, err := b.tool(ctx, "format", "--cluster-id", id, "--config", filepath.Join(b.cfg.Dir, "server.properties"))
 	return err
 }
 
@@ -300,19 +338,29 @@ func (b *Broker) tool(ctx context.Context, args ...string) (string, error) {
 }
 
 func (b *Broker) jvmArgs(heap string) []string {
-	return []string{
+	args := []string{
 		"-Xms256m", "-Xmx" + heap,
 		"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=" + filepath.Join(b.cfg.Dir, "log4j2.properties"),
-		"-cp", filepath.Join(b.cfg.Libs, "*"),
 	}
+	args = append(args, b.cfg.JVMOpts...)
+	return append(args, "-cp", filepath.Join(b.cfg.Libs, "*"))
 }
 
 func (b *Broker) start(ctx context.Context) error {
+	exited, err := b.launch()
+	if err != nil {
+		return err
+	}
+	return b.awaitReady(ctx, exited)
+}
+
+// launch starts the JVM and returns a channel closed when it exits.
+func (b *Broker) launch() (<-chan struct{}, error) {
 	logf, err := os.OpenFile(b.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("kafkabroker: %w", err)
+		return nil, fmt.Errorf("kafkabroker: %w", err)
 	}
 	// Not CommandContext: the broker outlives the call that starts it.
 	cmd := exec.Command(b.java, append(b.jvmArgs(b.cfg.Heap), "kafka.Kafka", filepath.Join(b.cfg.Dir, "server.properties"))...) //nolint:gosec,noctx // our own java and arguments; lives past ctx
@@ -320,7 +368,7 @@ func (b *Broker) start(ctx context.Context) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return fmt.Errorf("kafkabroker: start java: %w", err)
+		return nil, fmt.Errorf("kafkabroker: start java: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -331,7 +379,12 @@ func (b *Broker) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.cmd, b.exited, b.paused = cmd, exited, false
 	b.mu.Unlock()
+	return exited, nil
+}
 
+// awaitReady waits until the launched broker answers, killing it if it
+// does not within the start timeout.
+func (b *Broker) awaitReady(ctx context.Context, exited <-chan struct{}) error {
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
 	if err := b.waitReady(wctx, exited); err != nil {
@@ -343,7 +396,8 @@ func (b *Broker) start(ctx context.Context) error {
 }
 
 // waitReady polls until the broker answers a metadata request that lists
-// itself, which Kafka does once it has registered with its controller.
+// itself, which Kafka does once it has registered with its controller and
+// is not fenced. It asks this broker, not whichever the client learned of.
 func (b *Broker) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RetryTimeout(time.Second))
 	if err != nil {
@@ -359,9 +413,9 @@ func (b *Broker) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		default:
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		resp, err := cl.SeedBrokers()[0].RetriableRequest(rctx, kmsg.NewPtrMetadataRequest())
 		cancel()
-		if err == nil && len(resp.Brokers) > 0 {
+		if err == nil && listsNode(resp.(*kmsg.MetadataResponse), b.NodeID()) {
 			return nil
 		}
 		select {
@@ -370,6 +424,15 @@ func (b *Broker) waitReady(ctx context.Context, exited <-chan struct{}) error {
 			return ctx.Err()
 		}
 	}
+}
+
+func listsNode(resp *kmsg.MetadataResponse, id int32) bool {
+	for _, br := range resp.Brokers {
+		if br.NodeID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func javaPath() (string, error) {

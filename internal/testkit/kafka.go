@@ -21,21 +21,25 @@ import (
 )
 
 // Kafka is a Kafka cluster for one test: an in-process kfake cluster, the
-// shared Apache Kafka broker of the test binary (TEST_KAFKA=apache), or the
-// cluster that KAFKA_BROKERS names (comma-separated host:port list). Topics
-// made with [Kafka.Topic] carry a random suffix so that tests sharing a real
-// cluster do not see each other's records.
+// shared Apache Kafka broker of the test binary (TEST_KAFKA=apache), its
+// shared three-node cluster (TEST_KAFKA=apache-cluster), or the cluster that
+// KAFKA_BROKERS names (comma-separated host:port list). Topics made with
+// [Kafka.Topic] carry a random suffix so that tests sharing a real cluster
+// do not see each other's records.
 type Kafka struct {
 	t       testing.TB
 	brokers []string
 	cluster *kfake.Cluster // nil against a real cluster
+	rf      int16          // replication factor of the topics the test makes
 }
 
 // KafkaEnv names the environment variable that chooses the tests' Kafka:
 // "kfake" (or empty) for an in-process kfake cluster per test, "apache" for
 // one Apache Kafka broker (tools/kafka) started by the first test that needs
-// it and shared by every test of the binary until [Main] stops it.
-// KAFKA_BROKERS, when set, wins over both.
+// it and shared by every test of the binary until [Main] stops it,
+// "apache-cluster" for three Apache Kafka nodes shared the same way, where
+// topics have replication 3 and min.insync.replicas 2. KAFKA_BROKERS, when
+// set, wins over all.
 const KafkaEnv = "TEST_KAFKA"
 
 // StartKafka returns the test's Kafka: the KAFKA_BROKERS cluster if set, the
@@ -50,26 +54,32 @@ func StartKafka(t testing.TB) *Kafka {
 	case "", "kfake":
 	case "apache":
 		return realKafka(t, []string{sharedApache(t)})
+	case "apache-cluster":
+		k := realKafka(t, sharedApacheCluster(t))
+		k.rf = 3
+		return k
 	default:
-		t.Fatalf("testkit: %s=%q: want kfake or apache", KafkaEnv, kind)
+		t.Fatalf("testkit: %s=%q: want kfake, apache or apache-cluster", KafkaEnv, kind)
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(1))
 	if err != nil {
 		t.Fatalf("testkit: start kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return &Kafka{t: t, brokers: c.ListenAddrs(), cluster: c}
+	return &Kafka{t: t, brokers: c.ListenAddrs(), cluster: c, rf: 1}
 }
 
 // IsFake reports whether the tests run on kfake (neither KAFKA_BROKERS nor
-// TEST_KAFKA=apache is set), for the few tests that reach into kfake.
+// TEST_KAFKA=apache or apache-cluster is set), for the few tests that reach
+// into kfake.
 func IsFake() bool {
-	return strings.TrimSpace(os.Getenv("KAFKA_BROKERS")) == "" && os.Getenv(KafkaEnv) != "apache"
+	kind := os.Getenv(KafkaEnv)
+	return strings.TrimSpace(os.Getenv("KAFKA_BROKERS")) == "" && kind != "apache" && kind != "apache-cluster"
 }
 
 func realKafka(t testing.TB, brokers []string) *Kafka {
 	t.Helper()
-	k := &Kafka{t: t, brokers: brokers}
+	k := &Kafka{t: t, brokers: brokers, rf: 1}
 	cl := k.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -90,7 +100,7 @@ var apache struct {
 func sharedApache(t testing.TB) string {
 	t.Helper()
 	apache.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 		defer cancel()
 		apache.broker, apache.err = kafkabroker.Start(ctx, kafkabroker.Config{})
 	})
@@ -98,6 +108,27 @@ func sharedApache(t testing.TB) string {
 		t.Fatalf("testkit: start Apache Kafka (TEST_KAFKA=apache): %v", apache.err)
 	}
 	return apache.broker.Addr()
+}
+
+var apacheCluster struct {
+	once    sync.Once
+	cluster *kafkabroker.Cluster
+	err     error
+}
+
+// sharedApacheCluster starts the test binary's three-node Apache Kafka
+// cluster on first use and returns its addresses.
+func sharedApacheCluster(t testing.TB) []string {
+	t.Helper()
+	apacheCluster.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		apacheCluster.cluster, apacheCluster.err = kafkabroker.StartCluster(ctx, kafkabroker.ClusterConfig{})
+	})
+	if apacheCluster.err != nil {
+		t.Fatalf("testkit: start an Apache Kafka cluster (TEST_KAFKA=apache-cluster): %v", apacheCluster.err)
+	}
+	return apacheCluster.cluster.Addrs()
 }
 
 // StartApacheKafka starts an Apache Kafka broker of the test's own (a
@@ -129,10 +160,15 @@ type mainM struct{ m *testing.M }
 
 func (w mainM) Run() int {
 	code := w.m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if apache.broker != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		if err := apache.broker.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "testkit:", err)
+		}
+	}
+	if apacheCluster.cluster != nil {
+		if err := apacheCluster.cluster.Stop(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "testkit:", err)
 		}
 	}
@@ -168,13 +204,15 @@ func (k *Kafka) Topic(t testing.TB, base string, partitions int32) string {
 	return name
 }
 
-// CreateTopic creates the topic name with the given partitions.
+// CreateTopic creates the topic name with the given partitions, at
+// replication 3 on TEST_KAFKA=apache-cluster (min.insync.replicas 2, the
+// cluster's default), else 1.
 func (k *Kafka) CreateTopic(t testing.TB, name string, partitions int32) {
 	t.Helper()
 	adm := kadm.NewClient(k.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	resp, err := adm.CreateTopic(ctx, partitions, k.rf, nil, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -271,7 +309,7 @@ func (k *Kafka) RecreateTopic(t testing.TB, topic string, partitions int32) {
 		t.Fatal(err)
 	}
 	for {
-		resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+		resp, err := adm.CreateTopic(ctx, partitions, k.rf, nil, topic)
 		if err == nil {
 			err = resp.Err
 		}
