@@ -21,15 +21,16 @@ const maxArgs = 64 << 10
 type Outcome int
 
 const (
-	// Completed: the handler returned no error; the worker commits the result.
+	// Completed means the handler returned no error; the worker commits the
+	// result.
 	Completed Outcome = iota + 1
-	// Retry: a retryable error; the worker compensates the attempt's steps and
+	// Retry means a retryable error; the worker compensates the attempt's steps and
 	// runs the job again after a backoff, while attempts are left.
 	Retry
-	// Failed: an error wrapping leasehold.ErrPermanent; the worker
+	// Failed means an error wrapping leasehold.ErrPermanent; the worker
 	// compensates the steps, records the failure and dead-letters the record.
 	Failed
-	// LeaseLost: the lease was lost ([Env.LoseLease]) or the handler returned
+	// LeaseLost means the lease was lost ([Env.LoseLease]) or the handler returned
 	// an error matching leasehold.ErrLeaseLost; the worker compensates the
 	// steps and another attempt takes the key over.
 	LeaseLost
@@ -72,6 +73,7 @@ type Attempt struct {
 	env    *Env
 	job    *leasehold.Job
 	cancel context.CancelCauseFunc
+	cause  error // the job context's cause when the handler returned
 
 	mu         sync.Mutex
 	heartbeats [][]byte
@@ -85,9 +87,8 @@ func (a *Attempt) Job() *leasehold.Job { return a.job }
 // policy: a job type's WithRetryable and WithMaxAttempts can turn Retry into
 // Failed.
 func (a *Attempt) Outcome() Outcome {
-	cause := context.Cause(a.job.Context())
 	switch {
-	case errors.Is(cause, leasehold.ErrLeaseLost) || errors.Is(a.Err, leasehold.ErrLeaseLost):
+	case errors.Is(a.cause, leasehold.ErrLeaseLost) || errors.Is(a.Err, leasehold.ErrLeaseLost):
 		return LeaseLost
 	case a.Err == nil:
 		return Completed
@@ -97,8 +98,8 @@ func (a *Attempt) Outcome() Outcome {
 	return Retry
 }
 
-func (a *Attempt) finish(res []byte, err error) {
-	a.Result, a.Err = res, err
+func (a *Attempt) finish(jctx context.Context, res []byte, err error) {
+	a.Result, a.Err, a.cause = res, err, context.Cause(jctx)
 	a.cancel(nil)
 }
 
@@ -183,7 +184,7 @@ func (e *attemptEnv) Heartbeat(_ context.Context, details []byte) error {
 	for _, fn := range a.env.heartbeatListeners() {
 		fn(a, details)
 	}
-	return a.lost()
+	return a.lost() //nolint:contextcheck // the job's own context carries the lease-lost cause
 }
 
 // lost returns the cause of a lost lease, or nil.
@@ -211,7 +212,7 @@ func (e *attemptEnv) Step(ctx context.Context, name string, do func(context.Cont
 	if len(enc) > maxArgs {
 		return fmt.Errorf("%w: arguments of step %q are %d bytes, limit %d", compensation.ErrInvalid, name, len(enc), maxArgs)
 	}
-	if err := a.lost(); err != nil {
+	if err := a.lost(); err != nil { //nolint:contextcheck // the job's own context carries the lease-lost cause
 		return err // the intent cannot be journaled: do does not run
 	}
 	a.mu.Lock()

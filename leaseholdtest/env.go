@@ -72,16 +72,17 @@ func (e *Env) LoseLease() {
 // worker does. Run does not compensate the attempt's steps: call
 // [Attempt.Compensate] where the worker would (see [Attempt.Outcome]).
 func (e *Env) Run(ctx context.Context, h leasehold.Handler) *Attempt {
-	a := e.begin(ctx)
+	jctx, a := e.begin(ctx)
 	defer a.cancel(nil)
-	res, err := call(a.job.Context(), a.job, h)
-	a.finish(res, err)
+	res, err := call(jctx, a.job, h)
+	a.finish(jctx, res, err)
 	e.end(a)
 	return a
 }
 
-// begin builds the next attempt and marks it running.
-func (e *Env) begin(ctx context.Context) *Attempt {
+// begin builds the next attempt, with its job's context, and marks it
+// running.
+func (e *Env) begin(ctx context.Context) (context.Context, *Attempt) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running != nil {
@@ -95,7 +96,7 @@ func (e *Env) begin(ctx context.Context) *Attempt {
 		Ctx: jctx, Env: (*attemptEnv)(a),
 	}).(*leasehold.Job)
 	e.running = a
-	return a
+	return jctx, a
 }
 
 // end advances the Env past a.
