@@ -68,4 +68,13 @@
 // [Middleware] wraps handlers (tracing, metrics, user concerns); [Hooks]
 // observe claims, replays, retries, lost leases and dead letters
 // (compensation runners and terminal views plug in there).
+//
+// # Typed values and tests
+//
+// [StepWith] runs a saga step with the typed undo handle that registering its
+// compensation returned (compensation.RegisterUndo), so the arguments are
+// checked against the handler's type at compile time; [RecordHeartbeat] and
+// [LastHeartbeatAs] store and read back a checkpoint of the handler's own
+// type. Package leaseholdtest runs a handler without Redis or Kafka and
+// records its heartbeats, steps and outcome.
 package leasehold

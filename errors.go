@@ -95,9 +95,14 @@ var (
 	// ErrClosed is returned by methods called on a worker that has shut down.
 	ErrClosed = errors.New("leasehold: worker closed")
 
-	// ErrNoCompensation is returned by [Job.Step] when the worker was built
-	// without [WithCompensation].
+	// ErrNoCompensation is returned by [StepWith] and [Job.Step] when the
+	// worker was built without [WithCompensation].
 	ErrNoCompensation = errors.New("leasehold: saga steps need WithCompensation")
+
+	// ErrNoWorker is returned by [Job.Heartbeat] on a Job that no worker
+	// runs: one built by hand. Build a handler's test job with package
+	// leaseholdtest, which records heartbeats and saga steps.
+	ErrNoWorker = errors.New("leasehold: the job is not run by a worker; build test jobs with package leaseholdtest")
 
 	// ErrNoHandlers is returned by [Worker.Start] when no job type is
 	// registered.

@@ -74,17 +74,19 @@ func ExampleJob_Heartbeat() {
 	_ = handler // w.Register("rows.import", handler)
 }
 
-// Step makes a handler a saga: each step's compensation is journaled before
-// the step runs, and the worker runs the compensations in reverse order if
-// the attempt fails, loses its lease or has its commit rejected.
-func ExampleJob_Step() {
+// StepWith makes a handler a saga: each step's compensation is journaled
+// before the step runs, and the worker runs the compensations in reverse
+// order if the attempt fails, loses its lease or has its commit rejected.
+func ExampleStepWith() {
 	type seat struct {
 		Flight string `json:"flight"`
 		Seat   string `json:"seat"`
 	}
 	// Every process registers the same compensations under the same names.
+	// The handle types the steps' arguments: a step given another type does
+	// not compile.
 	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "seat.release", func(ctx context.Context, s seat) error {
+	release := compensation.MustRegister(reg, "seat.release", func(ctx context.Context, s seat) error {
 		// Idempotent, and fine when the hold never happened (the step was in doubt).
 		return nil // ... release s.Seat on s.Flight ...
 	})
@@ -101,9 +103,9 @@ func ExampleJob_Step() {
 	err = w.Register("trip.book", func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
 		out, back := seat{"LH400", "12A"}, seat{"LH401", "14C"}
 		for _, s := range []seat{out, back} {
-			err := job.Step(ctx, "hold "+s.Flight, func(ctx context.Context) error {
+			err := leasehold.StepWith(ctx, job, "hold "+s.Flight, func(ctx context.Context) error {
 				return nil // ... hold the seat at the airline ...
-			}, "seat.release", s)
+			}, release, s)
 			if err != nil {
 				// The second hold failed: the worker releases the first.
 				return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/internal/jobenv"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -50,6 +51,8 @@ type Job struct {
 	journal *compensation.Journal // created by the first Step
 
 	tj *tracing.Job // the attempt's span (WithTracing)
+
+	env jobenv.Env // set instead of w for a job built by package leaseholdtest
 }
 
 // Fence returns the job's fencing token: strictly greater than the fence of
@@ -64,7 +67,12 @@ func (j *Job) LastHeartbeat() []byte { return j.last }
 // Context returns the job's context: cancelled with cause [ErrLeaseLost] when
 // the lease is lost, and with [ErrShutdown] when a shutdown's drain timeout
 // passes. It is the context the handler receives.
-func (j *Job) Context() context.Context { return j.ctx }
+func (j *Job) Context() context.Context {
+	if j.ctx == nil {
+		return context.Background() // a Job built by hand
+	}
+	return j.ctx
+}
 
 // Heartbeat records progress details, the checkpoint the next attempt reads
 // back with [Job.LastHeartbeat]. Calls are throttled like Temporal's: the
@@ -74,8 +82,12 @@ func (j *Job) Context() context.Context { return j.ctx }
 // details are flushed when the handler fails. Details above
 // [MaxHeartbeatDetails] are refused. It returns an error matching
 // [ErrLeaseLost] once the lease is lost; the lease itself is renewed
-// independently of heartbeats.
+// independently of heartbeats. On a Job not run by a worker (nor built by
+// package leaseholdtest) it returns [ErrNoWorker].
 func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
+	if j.w == nil && j.env == nil {
+		return ErrNoWorker
+	}
 	if len(details) > MaxHeartbeatDetails {
 		return fmt.Errorf("leasehold: heartbeat details of %d bytes exceed %d", len(details), MaxHeartbeatDetails)
 	}
@@ -84,6 +96,9 @@ func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
 		return err
 	}
 	d := append([]byte(nil), details...)
+	if j.env != nil {
+		return j.env.Heartbeat(ctx, d)
+	}
 	if j.act != nil {
 		j.act.progress.Store(&d)
 	}
@@ -100,7 +115,22 @@ func (j *Job) Heartbeat(ctx context.Context, details []byte) error {
 // the key compensates the steps of older fences before the job runs again.
 // Undo handlers must accept steps whose effect never happened (in doubt) and
 // be idempotent (see compensation.StepInfo.IdempotencyKey).
+//
+// Deprecated: use [StepWith], which takes the typed handle that registering
+// the handler returned (compensation.RegisterUndo, compensation.MustRegister):
+// with a name, arguments of another type than the handler's decode into zero
+// values, and an unregistered name is refused only when the step runs.
 func (j *Job) Step(ctx context.Context, name string, do func(context.Context) error, undo string, args any) error {
+	return j.step(ctx, name, do, undo, args)
+}
+
+func (j *Job) step(ctx context.Context, name string, do func(context.Context) error, undo string, args any) error {
+	if j.env != nil {
+		if j.env.Registry() == nil {
+			return ErrNoCompensation
+		}
+		return j.env.Step(ctx, name, do, undo, args)
+	}
 	jr, err := j.journalFor()
 	if err != nil {
 		return err

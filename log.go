@@ -24,7 +24,15 @@ func workerLogger(l *slog.Logger) *slog.Logger {
 // [WithTracing], trace_id and span_id of the span they are logged under: the
 // context's span with logger.InfoContext(ctx, ...) (in a handler, ctx is the
 // handler span's), else the job's span. Jaeger finds the trace by that ID.
+// A Job not run by a worker logs nowhere, unless package leaseholdtest
+// built it with a logger.
 func (j *Job) Logger() *slog.Logger {
+	if j.env != nil {
+		return j.env.Logger()
+	}
+	if j.w == nil {
+		return slog.New(slog.DiscardHandler)
+	}
 	h := tracing.NewLogHandlerWithSpan(j.w.log.Handler(), trace.SpanContextFromContext(j.ctx))
 	return slog.New(h).With(slog.String("job_type", j.Type), slog.String("key", j.Key),
 		slog.Uint64("fence", j.fence), slog.Int("attempt", j.Attempt))

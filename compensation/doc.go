@@ -3,10 +3,11 @@
 // A job's side effects that no database rollback can take back (a card
 // charged, an email sent) are run as steps of a [Journal]:
 //
+//	refund := compensation.MustRegister(reg, "pay.refund", func(ctx context.Context, a RefundArgs) error { ... })
 //	j := runner.Journal(l) // l: the job's *lease.Lease
-//	err := j.Step(ctx, "charge", func(ctx context.Context) error {
+//	err := compensation.StepWith(ctx, j, "charge", func(ctx context.Context) error {
 //		return pay.Charge(ctx, chargeID, account, amount)
-//	}, "pay.refund", RefundArgs{ChargeID: chargeID})
+//	}, refund, RefundArgs{ChargeID: chargeID})
 //
 // The intent (handler name and JSON-encoded arguments, never a closure) is
 // journaled in Redis before the effect runs, by a script fenced by the job's
@@ -15,7 +16,10 @@
 // hash tag), keyed by (lease name, fence).
 //
 // Compensation handlers are registered by name in a [Registry] in every
-// process ([Register]), so that any process can compensate any journal:
+// process ([RegisterUndo], [MustRegister]), so that any process can
+// compensate any journal. Registering returns a typed handle, an [Undo], that
+// steps take with arguments of the handler's type ([StepWith]), checked at
+// compile time. Any process compensates:
 //
 //   - the job's own triggers: its lease was lost, its fenced commit was
 //     rejected, it failed terminally ([Journal.Compensate]);

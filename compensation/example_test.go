@@ -33,7 +33,7 @@ func Example() {
 
 	// Every process registers the same handlers under the same names.
 	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "pay.refund", func(ctx context.Context, a refund) error {
+	payRefund := compensation.MustRegister(reg, "pay.refund", func(ctx context.Context, a refund) error {
 		step, _ := compensation.StepFromContext(ctx)
 		// Idempotent, and fine when the charge never happened (step.InDoubt).
 		fmt.Println("refund", a.ChargeID, "idempotency key", step.IdempotencyKey())
@@ -57,9 +57,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	j := runner.Journal(l)
-	err = j.Step(l.Context(), "charge", func(ctx context.Context) error {
+	err = compensation.StepWith(l.Context(), j, "charge", func(ctx context.Context) error {
 		return nil // charge the card
-	}, "pay.refund", refund{ChargeID: "order-42/charge"})
+	}, payRefund, refund{ChargeID: "order-42/charge"})
 	if err == nil {
 		err = j.Seal(ctx) // then the fenced commit, then j.Close
 	}

@@ -27,6 +27,9 @@ func NewRegistry() *Registry {
 
 // Register adds the compensation handler fn under name. Its arguments are
 // the value given to [Journal.Step], encoded as JSON and decoded into a T.
+// [RegisterUndo] does the same and returns a typed handle, which steps take
+// instead of the name so that the arguments' type is checked at compile
+// time.
 //
 // A handler may run for a step whose effect never happened (the process died
 // between journaling the intent and marking it done), and may run more than
@@ -52,11 +55,15 @@ func Register[T any](r *Registry, name string, fn func(ctx context.Context, args
 	return nil
 }
 
-// MustRegister is [Register] that panics on error, for package init.
-func MustRegister[T any](r *Registry, name string, fn func(ctx context.Context, args T) error) {
-	if err := Register(r, name, fn); err != nil {
+// MustRegister is [RegisterUndo] that panics on error, for package init:
+//
+//	var refund = compensation.MustRegister(reg, "pay.refund", func(ctx context.Context, a RefundArgs) error { ... })
+func MustRegister[T any](r *Registry, name string, fn func(ctx context.Context, args T) error) Undo[T] {
+	u, err := RegisterUndo(r, name, fn)
+	if err != nil {
 		panic(err)
 	}
+	return u
 }
 
 // Has reports whether a handler is registered under name.

@@ -108,11 +108,13 @@ func run(ctx context.Context, out io.Writer, redisURL, pgURL string) error {
 	// Compensations are registered by name, in every process that runs
 	// workers: the journal stores the name and the arguments, never a
 	// closure, so whichever process finds the journal can undo the step.
+	// The handle that registering returns types the step's arguments.
 	pay := &provider{say: say, charges: map[string]*charge{}}
 	reg := compensation.NewRegistry()
-	if err := compensation.Register(reg, "payments.refund", func(ctx context.Context, a refundArgs) error {
+	refund, err := compensation.RegisterUndo(reg, "payments.refund", func(ctx context.Context, a refundArgs) error {
 		return pay.Refund(a.ChargeID)
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 
@@ -151,9 +153,9 @@ func run(ctx context.Context, out io.Writer, redisURL, pgURL string) error {
 		// key charges under its own fence, so that a zombie's charge is
 		// refunded on its own.
 		chargeID := job.Key + "/" + strconv.FormatUint(job.Fence(), 10)
-		err := job.Step(ctx, "charge", func(context.Context) error {
+		err := leasehold.StepWith(ctx, job, "charge", func(context.Context) error {
 			return pay.Charge(chargeID, t.From, t.Amount)
-		}, "payments.refund", refundArgs{ChargeID: chargeID})
+		}, refund, refundArgs{ChargeID: chargeID})
 		if err != nil {
 			return "", err
 		}

@@ -80,6 +80,7 @@ func sleepJob(ctx context.Context, job *leasehold.Job, in SleepJob) (SleepResult
 	if in.Reserve {
 		// A saga step with nothing to take back but a name: the demo shows
 		// it compensated when the attempt loses its lease or fails.
+		//nolint:staticcheck // by name: the demo registers compensations and jobs apart (workercmd.RegisterCompensations, Register)
 		err := job.Step(ctx, "reserve", func(context.Context) error { return nil }, ReleaseHandler,
 			ReleaseArgs{Key: job.Key, Fence: job.Fence()})
 		if err != nil {
