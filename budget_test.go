@@ -135,8 +135,9 @@ func TestHeldKeyFloodWaitsOnOneProbe(t *testing.T) {
 	}, WithConcurrency(conc), WithMemoryBudget(budget, 0), WithHooks(Hooks{
 		OnRetry: func(context.Context, ClaimInfo, time.Duration, error) { parkedSteps.Add(1) },
 	}))
-	testkit.Eventually(t, 30*time.Second, "fetching paused at the budget and the probe parked 8 times", func() bool {
-		return w.Stats().BudgetPaused && parkedSteps.Load() >= 8
+	testkit.Eventually(t, 30*time.Second, "fetching paused (or the flood fetched) and the probe parked 8 times", func() bool {
+		st := w.Stats()
+		return (st.BudgetPaused || st.InFlight == copies) && parkedSteps.Load() >= 8
 	})
 	elapsed := time.Since(started)
 	got := claims.n.Load()
@@ -146,6 +147,9 @@ func TestHeldKeyFloodWaitsOnOneProbe(t *testing.T) {
 		st.HeldBytes, st.InFlight, st.Parked, got, elapsed, bound)
 	if got > bound {
 		t.Errorf("%d claims of the held key in %v; want at most %d (one per backoff step)", got, elapsed, bound)
+	}
+	if limit := int64(budget + conc*(size+1024)); st.HeldBytes > limit {
+		t.Errorf("holds %d bytes while the key is held; want at most the budget plus one poll, %d", st.HeldBytes, limit)
 	}
 
 	close(release) // the holder finishes: every copy replays its result
@@ -200,9 +204,15 @@ func TestOrderedKeyFloodStaysInBudget(t *testing.T) {
 			return nil, nil
 		}))
 	}, WithOrderedKeys(true), WithConcurrency(conc), WithMemoryBudget(budget, 0))
-	testkit.Eventually(t, 30*time.Second, "fetching paused at the budget", func() bool { return w.Stats().BudgetPaused })
+	testkit.Eventually(t, 30*time.Second, "fetching paused at the budget (or the flood fetched)", func() bool {
+		st := w.Stats()
+		return st.BudgetPaused || st.InFlight == records
+	})
 	st := w.Stats()
 	t.Logf("paused at %d bytes in %d records (%d queued)", st.HeldBytes, st.InFlight, st.Parked)
+	if limit := int64(budget + conc*(size+1024)); st.HeldBytes > limit {
+		t.Errorf("holds %d bytes behind the busy key; want at most the budget plus one poll, %d", st.HeldBytes, limit)
+	}
 	close(release)
 	testkit.Eventually(t, 60*time.Second, "every record run", func() bool {
 		mu.Lock()
