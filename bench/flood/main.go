@@ -7,7 +7,8 @@
 // holder. For each scenario it prints, one figure a line:
 //
 //	<scenario>_rss_start=... MB        the worker's RSS once started
-//	<scenario>_rss_peak=... MB         its highest RSS (VmHWM) while flooded
+//	<scenario>_rss_peak_held=... MB    its highest RSS (VmHWM) while the key was held
+//	<scenario>_rss_peak=... MB         its highest RSS until the offsets reached the end
 //	<scenario>_rss_growth=... MB       peak minus start
 //	<scenario>_redis_cmds_per_s=... /s Redis commands a second while the key is held
 //	<scenario>_redis_scripts_per_s=... /s of which script calls (claims; the holder's renewals)
@@ -123,12 +124,13 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 	brokers := kc.ListenAddrs()
 	prefix := benchkit.KeyPrefix("flood:")
 	release := make(chan struct{})
-	stopHolder, err := hold(ctx, brokers, rdb, prefix, release)
+	payload := bytes.Repeat([]byte("f"), size)
+	stopHolder, err := hold(ctx, brokers, rdb, prefix, payload, release)
 	if err != nil {
 		return err
 	}
 	defer stopHolder()
-	if err := produce(ctx, brokers, name, n, size); err != nil {
+	if err := produce(ctx, brokers, name, n, payload); err != nil {
 		return err
 	}
 	args := []string{"-role=worker", "-brokers=" + strings.Join(brokers, ","), "-redis=" + redisAddr, "-prefix=" + prefix,
@@ -160,6 +162,10 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 	if err != nil {
 		return err
 	}
+	_, heldPeak, err := rss(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
 	close(release)
 	released := time.Now()
 	if err := waitCommitted(ctx, brokers, int64(n)); err != nil {
@@ -172,6 +178,7 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 	}
 	secs := p.window.Seconds()
 	fig.Float(name+"_rss_start", float64(start)/(1<<20), 1, "MB")
+	fig.Float(name+"_rss_peak_held", float64(heldPeak)/(1<<20), 1, "MB")
 	fig.Float(name+"_rss_peak", float64(peak)/(1<<20), 1, "MB")
 	fig.Float(name+"_rss_growth", float64(peak-start)/(1<<20), 1, "MB")
 	fig.Float(name+"_redis_cmds_per_s", float64(cmds1-cmds0)/secs, 1, "/s")
@@ -180,11 +187,11 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 	return nil
 }
 
-// hold runs a worker that takes the held key and keeps its job running
-// until release is closed.
-func hold(ctx context.Context, brokers []string, rdb *redis.Client, prefix string, release <-chan struct{}) (func(), error) {
+// hold runs a worker that takes the held key (with the flood's payload)
+// and keeps its job running until release is closed.
+func hold(ctx context.Context, brokers []string, rdb *redis.Client, prefix string, payload []byte, release <-chan struct{}) (func(), error) {
 	w, err := leasehold.New(rdb, leasehold.WithKafka(kgo.SeedBrokers(brokers...)), leasehold.WithTopics(holderTop),
-		leasehold.WithGroup("flood-holder"), leasehold.WithKeyPrefix(prefix),
+		leasehold.WithGroup("flood-holder"), leasehold.WithKeyPrefix(prefix), leasehold.WithShutdownTimeout(time.Second),
 		leasehold.WithLogger(benchLogger()))
 	if err != nil {
 		return nil, err
@@ -215,7 +222,7 @@ func hold(ctx context.Context, brokers []string, rdb *redis.Client, prefix strin
 		return nil, err
 	}
 	defer cl.Close()
-	if _, err := leasehold.Enqueue(ctx, cl, leasehold.NewJob{Type: jobType, Key: heldKey, Payload: []byte("holder")}); err != nil {
+	if _, err := leasehold.Enqueue(ctx, cl, leasehold.NewJob{Type: jobType, Key: heldKey, Payload: payload}); err != nil {
 		stop()
 		return nil, err
 	}
@@ -225,14 +232,13 @@ func hold(ctx context.Context, brokers []string, rdb *redis.Client, prefix strin
 
 // produce writes the flood: copies of the held key (held, small), or records
 // behind one ordering key whose first record's key is the held one (ordered).
-func produce(ctx context.Context, brokers []string, name string, n, size int) error {
+func produce(ctx context.Context, brokers []string, name string, n int, payload []byte) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(floodTop),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(16<<20))
+		kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	payload := bytes.Repeat([]byte("f"), size)
 	const chunk = 500
 	for i := 0; i < n; i += chunk {
 		recs := make([]*kgo.Record, 0, chunk)
