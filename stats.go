@@ -21,8 +21,10 @@ type Stats struct {
 	Replayed             int64
 	LeasesLost           int64
 	Pauses               int64
-	Parked               int // records waiting to be claimed again (parked, queued behind their ordering key, waiting on their key's probe)
-	InFlight             int // polled records not yet committed
+	// Parked counts records waiting to be claimed again: parked, queued
+	// behind their ordering key, or waiting on their key's probe.
+	Parked   int
+	InFlight int // polled records not yet committed
 	// HeldBytes is what the records the worker holds (InFlight) weigh:
 	// their keys, values and headers, the measure of [WithMemoryBudget].
 	// HeldBytesPeak is its highest value since the worker started.
