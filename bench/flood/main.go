@@ -136,7 +136,7 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 	args := []string{"-role=worker", "-brokers=" + strings.Join(brokers, ","), "-redis=" + redisAddr, "-prefix=" + prefix,
 		"-ordered=" + strconv.FormatBool(name == "ordered"), "-budget-mib=" + strconv.Itoa(p.budgetMiB),
 		"-max-held-records=" + strconv.Itoa(p.records)}
-	cmd := exec.Command(os.Args[0], args...) //nolint:gosec // this program, run again as the worker
+	cmd := exec.CommandContext(ctx, os.Args[0], args...) //nolint:gosec // this program, run again as the worker
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -146,8 +146,10 @@ func scenario(name string, n, size int, p params, redisAddr string, rdb *redis.C
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
-		return fmt.Errorf("the worker did not start: %q %v", line, err)
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		return fmt.Errorf("the worker did not start: %w", err)
+	} else if line != "started\n" {
+		return fmt.Errorf("the worker did not start: it printed %q", line)
 	}
 	start, _, err := rss(cmd.Process.Pid)
 	if err != nil {
