@@ -331,3 +331,34 @@ func TestScheduleKeyGroups(t *testing.T) {
 		t.Fatalf("after the probe's partition was revoked, due %d, want the live copy", len(due))
 	}
 }
+
+// TestCopiesWaitBehindOwnJob: copies of a key whose job this worker runs
+// wait behind it without claiming; when it completes, one claim of the next
+// copy finds the result and every copy replays it.
+func TestCopiesWaitBehindOwnJob(t *testing.T) {
+	h := setup(t, 1)
+	const key, copies = "own-held", 50
+	recs := make([]*kgo.Record, copies+1)
+	for i := range recs {
+		recs[i] = jobRecord(t, NewJob{Type: "test.own", Key: key, Payload: []byte("p")})
+	}
+	h.produce(t, recs)
+	rdb, claims := h.countedRedis(t, key)
+	fx := newEffects()
+	running, release := make(chan string, 1), make(chan struct{})
+	w := h.start(t, rdb, func(w *Worker) { must(t, w.Register("test.own", blocker(fx, running, release))) })
+	<-running
+	testkit.Eventually(t, 30*time.Second, "every copy fetched", func() bool { return w.Stats().InFlight == copies+1 })
+	if n := claims.n.Load(); n > 2 { // 1, or 2 when a clock skew made the store resend the claim
+		t.Errorf("%d claims of the key while this worker runs its job; want 1 (the run's own)", n)
+	}
+	close(release)
+	testkit.Eventually(t, 30*time.Second, "every copy replayed", func() bool { return w.Stats().Replayed == copies })
+	h.waitCommitted(t, 30*time.Second)
+	if n := claims.n.Load(); n > 4 {
+		t.Errorf("%d claims of the key in all; want the run's and about one for the copies", n)
+	}
+	if n := fx.count(key); n != 1 {
+		t.Errorf("the key's job ran %d times, want 1", n)
+	}
+}
