@@ -39,7 +39,8 @@ func (w *Worker) loop() {
 }
 
 // gather returns up to n deliveries to claim: due parked ones first, then
-// polled ones. stop is true when the worker is shutting down.
+// polled ones, unless the worker holds what its memory budget allows. stop
+// is true when the worker is shutting down.
 func (w *Worker) gather(n int) (batch []*delivery, stop bool) {
 	for {
 		if w.stopCtx.Err() != nil {
@@ -55,37 +56,56 @@ func (w *Worker) gather(n int) (batch []*delivery, stop bool) {
 		} else if due := w.sched.nextDue(); !due.IsZero() {
 			wait = min(wait, max(time.Until(due), time.Millisecond))
 		}
-		pctx, cancel := context.WithTimeout(w.stopCtx, wait)
-		w.pollMu.Lock()
-		w.pollCancel = cancel
-		w.pollMu.Unlock()
-		fetches := w.cl.PollRecords(pctx, n-len(batch))
-		w.pollMu.Lock()
-		w.pollCancel = nil
-		w.pollMu.Unlock()
-		cancel()
-		if fetches.IsClientClosed() {
-			w.cl.AllowRebalance()
+		room, full := w.budgetRoom()
+		if full {
+			if len(batch) > 0 {
+				return batch, false
+			}
+			w.waitWake(wait)
+			continue
+		}
+		polled, closed := w.poll(min(n-len(batch), room), wait)
+		batch = append(batch, polled...)
+		if closed {
 			return batch, true
 		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return
-			}
-			w.log.Warn("fetch error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("err", err))
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
-			if d := w.accept(r); d != nil {
-				batch = append(batch, d)
-			}
-		})
-		w.offs.highWatermarks(fetches)
-		// Polled records are tracked: rebalances may proceed.
-		w.cl.AllowRebalance()
 		if len(batch) > 0 {
 			return batch, false
 		}
 	}
+}
+
+// poll polls up to n records, waiting up to wait, and accepts them. closed
+// is true when the client is closed.
+func (w *Worker) poll(n int, wait time.Duration) (batch []*delivery, closed bool) {
+	pctx, cancel := context.WithTimeout(w.stopCtx, wait)
+	w.pollMu.Lock()
+	w.pollCancel = cancel
+	w.pollMu.Unlock()
+	fetches := w.cl.PollRecords(pctx, n)
+	w.pollMu.Lock()
+	w.pollCancel = nil
+	w.pollMu.Unlock()
+	cancel()
+	if fetches.IsClientClosed() {
+		w.cl.AllowRebalance()
+		return nil, true
+	}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		w.log.Warn("fetch error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("err", err))
+	})
+	fetches.EachRecord(func(r *kgo.Record) {
+		if d := w.accept(r); d != nil {
+			batch = append(batch, d)
+		}
+	})
+	w.offs.highWatermarks(fetches)
+	// Polled records are tracked: rebalances may proceed.
+	w.cl.AllowRebalance()
+	return batch, false
 }
 
 // wakePoll interrupts a poll that waits, so that a newly due record is
@@ -95,6 +115,22 @@ func (w *Worker) wakePoll() {
 	defer w.pollMu.Unlock()
 	if w.pollCancel != nil {
 		w.pollCancel()
+	}
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// waitWake waits, while the dispatcher does not poll, until a record may be
+// due (wakePoll), wait has passed, or the worker stops.
+func (w *Worker) waitWake(wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-w.wakeCh:
+	case <-t.C:
+	case <-w.stopCtx.Done():
 	}
 }
 
@@ -144,7 +180,7 @@ func (w *Worker) accept(r *kgo.Record) *delivery {
 // every key it acquired and settles the rest. It returns how many pool slots
 // it used for handlers.
 func (w *Worker) dispatch(batch []*delivery) int {
-	batch = w.dropRevoked(batch)
+	batch = w.sched.join(w.dropRevoked(batch))
 	if len(batch) == 0 {
 		return 0
 	}
@@ -235,7 +271,7 @@ func (w *Worker) route(d *delivery, c *claim) (ran bool, unavailable error) {
 		}
 		w.park(w.stopCtx, d, claimInfo(d, c), delay, nil)
 	case c.Outcome == OutcomeDuplicate:
-		w.report(w.stopCtx, d, attemptEnd{kind: endDuplicate, info: claimInfo(d, c), result: c.Result, failure: c.Failure})
+		w.replay(d, c)
 	case c.Outcome == OutcomeMismatch:
 		w.deadLetter(d, ReasonMismatch, ErrFingerprintMismatch)
 	default:
@@ -243,6 +279,19 @@ func (w *Worker) route(d *delivery, c *claim) (ran bool, unavailable error) {
 		w.sched.park(d, time.Now().Add(w.cfg.heldMax))
 	}
 	return false, nil
+}
+
+// replay finishes d, whose claim found its key's outcome recorded, with the
+// cached outcome, and the copies of d waiting on it (same key, type and
+// payload) with the same answer: one claim for all of them.
+func (w *Worker) replay(d *delivery, c *claim) {
+	copies := w.sched.replaying(d)
+	w.report(w.stopCtx, d, attemptEnd{kind: endDuplicate, info: claimInfo(d, c), result: c.Result, failure: c.Failure})
+	now := time.Now()
+	for _, cd := range copies {
+		w.obs.claimed(w.stopCtx, cd, c, now)
+		w.report(w.stopCtx, cd, attemptEnd{kind: endDuplicate, info: claimInfo(cd, c), result: c.Result, failure: c.Failure})
+	}
 }
 
 // claimFailed handles a claim that failed for one record: parked at once
@@ -281,7 +330,7 @@ func permanentClaimReason(err error) string {
 func (w *Worker) failClosed(cause error) {
 	start := time.Now()
 	w.paused.Store(true)
-	w.cl.PauseFetchTopics(w.cfg.topics...)
+	w.fetch.set(pauseRedis, true)
 	w.obs.paused(cause)
 	for attempt := 1; ; attempt++ {
 		if !retry.Sleep(w.stopCtx, retry.Delay(attempt, w.cfg.probeMin, w.cfg.probeMax)) {
@@ -294,7 +343,7 @@ func (w *Worker) failClosed(cause error) {
 			break
 		}
 	}
-	w.cl.ResumeFetchTopics(w.cfg.topics...)
+	w.fetch.set(pauseRedis, false)
 	w.paused.Store(false)
 	w.obs.resumed(time.Since(start))
 }

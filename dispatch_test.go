@@ -111,6 +111,7 @@ func setupDispatch(t *testing.T, h Handler, jopts ...JobOpt) (*Worker, *dispatch
 	must(t, err)
 	t.Cleanup(cl.Close)
 	w.store, w.cl, w.dlq = b.store, cl, b.dlq
+	w.fetch.pause, w.fetch.resume = func() { cl.PauseFetchTopics("jobs") }, func() { cl.ResumeFetchTopics("jobs") }
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(false, func() {})
 	w.offs = newOffsets(b.marked.mark)

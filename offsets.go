@@ -31,6 +31,7 @@ type partKey struct {
 
 type inflight struct {
 	offset int64
+	size   int64 // recordSize: what the record counts against the memory budget
 	epoch  int32
 	done   bool
 }
@@ -53,6 +54,17 @@ type offsets struct {
 	mu    sync.Mutex
 	parts map[partKey]*partTracker
 	mark  func(map[string]map[int32]kgo.EpochOffset)
+
+	// held is what the unfinished records of the assigned partitions
+	// weigh (the memory budget's measure); peak is held's highest bytes.
+	held held
+	peak int64
+}
+
+// held is what a set of records weighs: their bytes (recordSize) and count.
+type held struct {
+	bytes   int64
+	records int
 }
 
 // newOffsets returns offsets that mark with mark (Client.MarkCommitOffsets),
@@ -78,8 +90,30 @@ func (o *offsets) track(r *kgo.Record) (*partTracker, bool) {
 		return t, false
 	}
 	t.last = r.Offset
-	t.queue = append(t.queue, inflight{offset: r.Offset, epoch: r.LeaderEpoch})
+	size := recordSize(r)
+	t.queue = append(t.queue, inflight{offset: r.Offset, size: size, epoch: r.LeaderEpoch})
+	o.held.bytes += size
+	o.held.records++
+	o.peak = max(o.peak, o.held.bytes)
 	return t, true
+}
+
+// recordSize is what a record counts against the memory budget: its key,
+// value and headers.
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// weight returns what the unfinished records of the assigned partitions
+// weigh now, and the highest byte count they reached.
+func (o *offsets) weight() (now held, peakBytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.held, o.peak
 }
 
 // done marks offset finished on t and, if the finished prefix grew and t is
@@ -88,10 +122,14 @@ func (o *offsets) done(t *partTracker, offset int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	i := sort.Search(len(t.queue), func(i int) bool { return t.queue[i].offset >= offset })
-	if i == len(t.queue) || t.queue[i].offset != offset {
+	if i == len(t.queue) || t.queue[i].offset != offset || t.queue[i].done {
 		return
 	}
 	t.queue[i].done = true
+	if !t.removed { // a removed tracker's records were let go by remove
+		o.held.bytes -= t.queue[i].size
+		o.held.records--
+	}
 	n := 0
 	for n < len(t.queue) && t.queue[n].done {
 		n++
@@ -127,8 +165,7 @@ func (o *offsets) remove(parts map[string][]int32) {
 		for _, p := range ps {
 			tp := partKey{topic, p}
 			if t := o.parts[tp]; t != nil {
-				t.removed = true
-				delete(o.parts, tp)
+				o.forget(t)
 			}
 		}
 	}
@@ -138,9 +175,22 @@ func (o *offsets) remove(parts map[string][]int32) {
 func (o *offsets) removeAll() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for tp, t := range o.parts {
-		t.removed = true
-		delete(o.parts, tp)
+	for _, t := range o.parts {
+		o.forget(t)
+	}
+}
+
+// forget removes t (under o.mu): its unfinished records no longer count
+// against the memory budget. The parked ones are dropped; the few still
+// running (at most WithConcurrency) finish under their leases.
+func (o *offsets) forget(t *partTracker) {
+	t.removed = true
+	delete(o.parts, t.tp)
+	for _, e := range t.queue {
+		if !e.done {
+			o.held.bytes -= e.size
+			o.held.records--
+		}
 	}
 }
 

@@ -51,6 +51,8 @@ type config struct {
 	retention       time.Duration
 	hbThrottle      time.Duration
 	maxPayload      int
+	budgetBytes     int64 // WithMemoryBudget (budget.go)
+	budgetRecords   int
 	heldMin         time.Duration
 	heldMax         time.Duration
 	probeMin        time.Duration

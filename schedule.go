@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"sync"
@@ -39,18 +40,100 @@ func claimInfo(d *delivery, c *claim) ClaimInfo {
 
 // schedule holds deliveries waiting to be claimed: parked ones (held keys,
 // retries after backoff, claims that failed while Redis was down), ordered by
-// due time, and, with per-key ordering, the records queued behind a key that
-// is in flight.
+// due time; with per-key ordering, the records queued behind a key that is in
+// flight; and the copies of an idempotency key waiting on the key's probe.
+//
+// Key groups: of the records of one idempotency key, one at a time (the
+// probe) is claimed, run or parked; the others wait in its group without
+// claiming. When the probe's claim finds the key finished (a duplicate), the
+// waiting copies of the same type and payload replay that answer; when the
+// probe finishes otherwise (it ran, or was dead-lettered or revoked), the
+// first waiting copy becomes the probe and is claimed at once. So a flood
+// of duplicates of a held key costs one claim per backoff step, not one per
+// record.
 type schedule struct {
 	mu      sync.Mutex
 	ready   delHeap
 	ordered bool
 	busy    map[string][]*delivery // ordering key -> records waiting behind the one in flight
+	keys    map[string]*keyGroup   // idempotency key -> its probe and the copies waiting on it
 	wake    func()
 }
 
+// keyGroup is the probe of one idempotency key and the copies waiting on it.
+type keyGroup struct {
+	probe   *delivery
+	waiting []*delivery
+}
+
 func newSchedule(ordered bool, wake func()) *schedule {
-	return &schedule{ordered: ordered, busy: make(map[string][]*delivery), wake: wake}
+	return &schedule{ordered: ordered, busy: make(map[string][]*delivery), keys: make(map[string]*keyGroup), wake: wake}
+}
+
+// join sorts a batch about to be claimed into key groups: it returns the
+// deliveries to claim (each its key's probe) and keeps the others waiting on
+// their key's probe.
+func (s *schedule) join(batch []*delivery) []*delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	probes := batch[:0]
+	for _, d := range batch {
+		g := s.keys[d.key]
+		switch {
+		case g == nil:
+			s.keys[d.key] = &keyGroup{probe: d}
+		case g.probe != d:
+			g.waiting = append(g.waiting, d)
+			continue
+		}
+		probes = append(probes, d)
+	}
+	return probes
+}
+
+// replaying takes out of probe's group the waiting copies that may replay
+// the duplicate answer probe's claim got: those of the same type and
+// payload (a copy with another payload is claimed on its own, and is
+// dead-lettered as a mismatch if its fingerprint differs).
+func (s *schedule) replaying(probe *delivery) []*delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.keys[probe.key]
+	if g == nil || g.probe != probe {
+		return nil
+	}
+	var same []*delivery
+	rest := g.waiting[:0]
+	for _, d := range g.waiting {
+		if d.typ == probe.typ && bytes.Equal(d.rec.Value, probe.rec.Value) {
+			same = append(same, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	clear(g.waiting[len(rest):])
+	g.waiting = rest
+	return same
+}
+
+// handOn ends d's turn as its key's probe, if it is one (under s.mu): the
+// first copy waiting on it becomes the probe, due now. It reports whether a
+// copy was made ready.
+func (s *schedule) handOn(d *delivery) bool {
+	g := s.keys[d.key]
+	if g == nil || g.probe != d {
+		return false
+	}
+	if len(g.waiting) == 0 {
+		delete(s.keys, d.key)
+		return false
+	}
+	next := g.waiting[0]
+	g.waiting[0] = nil
+	g.probe, g.waiting = next, g.waiting[1:]
+	next.due = time.Now()
+	heap.Push(&s.ready, next)
+	return true
 }
 
 // admit decides what to do with a freshly polled delivery: it returns true if
@@ -78,29 +161,37 @@ func (s *schedule) park(d *delivery, due time.Time) {
 	s.wake()
 }
 
-// finished releases d's ordering key: the next record queued behind it
-// becomes ready.
+// finished releases d's idempotency key, if d is its probe (the next copy
+// waiting on it is claimed), and its ordering key (the next record queued
+// behind it becomes ready).
 func (s *schedule) finished(d *delivery) {
-	if !s.ordered {
-		return
-	}
 	s.mu.Lock()
+	woke := s.handOn(d)
+	if s.ordered && s.handOnOrder(d) {
+		woke = true
+	}
+	s.mu.Unlock()
+	if woke {
+		s.wake()
+	}
+}
+
+// handOnOrder releases d's ordering key (under s.mu): the next record
+// queued behind it becomes ready, due now. It reports whether one did.
+func (s *schedule) handOnOrder(d *delivery) bool {
 	q, ok := s.busy[d.orderKey]
 	if !ok {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	if len(q) == 0 {
 		delete(s.busy, d.orderKey)
-		s.mu.Unlock()
-		return
+		return false
 	}
 	next := q[0]
 	s.busy[d.orderKey] = q[1:]
 	next.due = time.Now()
 	heap.Push(&s.ready, next)
-	s.mu.Unlock()
-	s.wake()
+	return true
 }
 
 // takeDue pops up to n deliveries whose time has come.
@@ -125,7 +216,9 @@ func (s *schedule) nextDue() time.Time {
 }
 
 // dropRemoved forgets deliveries whose partition is no longer assigned; the
-// partition's new owner consumes them from the committed offset.
+// partition's new owner consumes them from the committed offset. A dropped
+// probe hands its key on to the first live copy waiting on it, and a dropped
+// parked or waiting delivery its ordering key to the next record behind it.
 func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -138,14 +231,28 @@ func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
 			dropped = append(dropped, d)
 		}
 	}
-	for i := len(kept); i < len(s.ready); i++ {
-		s.ready[i] = nil
-	}
+	clear(s.ready[len(kept):])
 	s.ready = kept
 	for i, d := range s.ready {
 		d.index = i
 	}
 	heap.Init(&s.ready)
+	parked := len(dropped)
+	for _, g := range s.keys {
+		live := g.waiting[:0]
+		for _, d := range g.waiting {
+			if alive(d.tracker) {
+				live = append(live, d)
+			} else {
+				dropped = append(dropped, d)
+			}
+		}
+		clear(g.waiting[len(live):])
+		g.waiting = live
+	}
+	for _, d := range dropped[:parked] {
+		s.handOn(d)
+	}
 	for k, q := range s.busy {
 		keptQ := q[:0]
 		for _, d := range q {
@@ -155,33 +262,24 @@ func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
 		}
 		s.busy[k] = keptQ
 	}
-	if !s.ordered {
-		return
-	}
-	// A dropped parked delivery held its ordering key: hand the key on.
-	for _, d := range dropped {
-		q, ok := s.busy[d.orderKey]
-		if !ok {
-			continue
+	if s.ordered {
+		for _, d := range dropped {
+			s.handOnOrder(d)
 		}
-		if len(q) == 0 {
-			delete(s.busy, d.orderKey)
-			continue
-		}
-		next := q[0]
-		s.busy[d.orderKey] = q[1:]
-		next.due = time.Now()
-		heap.Push(&s.ready, next)
 	}
 }
 
-// len counts parked and queued deliveries.
+// len counts parked and queued deliveries and the copies waiting on their
+// key's probe.
 func (s *schedule) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.ready.Len()
 	for _, q := range s.busy {
 		n += len(q)
+	}
+	for _, g := range s.keys {
+		n += len(g.waiting)
 	}
 	return n
 }

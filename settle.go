@@ -155,4 +155,7 @@ func (w *Worker) park(ctx context.Context, d *delivery, info ClaimInfo, delay ti
 func (w *Worker) finish(d *delivery) {
 	w.offs.done(d.tracker, d.rec.Offset)
 	w.sched.finished(d)
+	if w.budget.full.Load() {
+		w.wakePoll() // the dispatcher may poll again
+	}
 }

@@ -21,8 +21,20 @@ type Stats struct {
 	Replayed             int64
 	LeasesLost           int64
 	Pauses               int64
-	Parked               int // records waiting to be claimed again
-	InFlight             int // polled records not yet committed
+	// Parked counts records waiting to be claimed again: parked, queued
+	// behind their ordering key, or waiting on their key's probe.
+	Parked   int
+	InFlight int // polled records not yet committed
+	// HeldBytes is what the records the worker holds (InFlight) weigh:
+	// their keys, values and headers, the measure of [WithMemoryBudget].
+	// HeldBytesPeak is its highest value since the worker started.
+	HeldBytes     int64
+	HeldBytesPeak int64
+	// BudgetPauses counts the times fetching paused because the worker
+	// held what its memory budget allows; BudgetPaused tells whether it is
+	// paused for the budget now.
+	BudgetPauses int64
+	BudgetPaused bool
 }
 
 type counters struct {
@@ -54,7 +66,11 @@ func (w *Worker) Stats() Stats {
 	if live { // sched and offs are set and no longer written
 		s.Parked = w.sched.len()
 		s.InFlight = w.offs.inFlight()
+		h, peak := w.offs.weight()
+		s.HeldBytes, s.HeldBytesPeak = h.bytes, peak
 	}
+	s.BudgetPauses = w.budget.pauses.Load()
+	s.BudgetPaused = w.budget.full.Load()
 	return s
 }
 

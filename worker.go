@@ -83,7 +83,10 @@ type Worker struct {
 	aux        sync.WaitGroup // dead-letter writers
 	pollMu     sync.Mutex
 	pollCancel context.CancelFunc
+	wakeCh     chan struct{} // wakePoll's signal to a dispatcher that does not poll (budget.go)
 	paused     atomic.Bool
+	fetch      fetchGate   // pauses fetching for Redis, the memory budget, shutdown
+	budget     budgetState // the memory budget (budget.go)
 
 	activeMu sync.Mutex
 	active   map[*Job]*activeJob
@@ -134,6 +137,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	c.logger = workerLogger(c.logger)
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
+	}
+	if err := c.budgetDefaults(); err != nil {
+		return nil, err
 	}
 	for _, t := range append([]string{c.dlqTopic}, c.topics...) {
 		if t == "" {
@@ -298,6 +304,7 @@ func (w *Worker) start(ctx context.Context) error {
 	}
 	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
+	w.wakeCh = make(chan struct{}, 1)
 	cl, err := w.kafkaClient(ctx)
 	if err != nil {
 		return err
@@ -307,6 +314,8 @@ func (w *Worker) start(ctx context.Context) error {
 		return err
 	}
 	w.cl = cl
+	w.fetch.pause = func() { cl.PauseFetchTopics(w.cfg.topics...) }
+	w.fetch.resume = func() { cl.ResumeFetchTopics(w.cfg.topics...) }
 	w.offs = newOffsets(cl.MarkCommitOffsets)
 	if err := w.startMetrics(); err != nil {
 		cl.Close()
@@ -397,7 +406,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 
 	// 1. Stop polling and claiming.
 	w.stopLoop()
-	w.cl.PauseFetchTopics(w.cfg.topics...)
+	w.fetch.set(pauseShutdown, true)
 	<-w.loopDone
 
 	// 2. and 3. Drain running jobs; cancel what still runs at the deadline.

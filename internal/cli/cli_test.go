@@ -133,6 +133,8 @@ func TestBadInput(t *testing.T) {
 	wantFailure(t, run(ctx, t, nil, "compensations", "retry"), 2, "want no argument")
 	wantFailure(t, run(ctx, t, nil, "run", "--brokers", "127.0.0.1:1", "--redis", "http://x"), 2, `scheme "http"`)
 	wantFailure(t, run(ctx, t, nil, "run", "--concurrency", "0"), 2, "concurrency 0")
+	wantFailure(t, run(ctx, t, nil, "run", "--memory-budget", "0"), 2, "memory budget 0 MiB")
+	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_MAX_HELD_RECORDS": "-3"}, "run"), 2, "max held records -3")
 	wantFailure(t, run(ctx, t, map[string]string{"LEASEHOLD_LEASE_TTL": "soon"}, "run"), 2, "LEASEHOLD_LEASE_TTL")
 	wantFailure(t, run(ctx, t, nil, "run", "extra"), 2, `unexpected argument "extra"`)
 	wantFailure(t, run(ctx, t, nil, "enqueue", "--dup", "2"), 2, "dup 2")

@@ -41,6 +41,7 @@ type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
 	dialMap                                                 string
 	concurrency                                             int
+	memoryBudgetMiB, maxHeldRecords                         int
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
 	fetchMaxWait, sweepInterval, journalRetention           time.Duration
@@ -64,6 +65,8 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.stringVar(&c.httpAddr, "http", "LEASEHOLD_HTTP", "", "HTTP listen address for /healthz, /readyz and /metrics; empty disables")
 	f.stringVar(&c.prefix, "prefix", "LEASEHOLD_PREFIX", "lh:", "Redis key prefix; must not be empty")
 	f.intVar(&c.concurrency, "concurrency", "LEASEHOLD_CONCURRENCY", leasehold.DefaultConcurrency, "handlers running at once")
+	f.intVar(&c.memoryBudgetMiB, "memory-budget", "LEASEHOLD_MEMORY_BUDGET", leasehold.DefaultMemoryBudget>>20, "MiB of records (keys, values, headers) the worker may hold: running, parked, queued behind an ordering key; fetching pauses at it")
+	f.intVar(&c.maxHeldRecords, "max-held-records", "LEASEHOLD_MAX_HELD_RECORDS", leasehold.DefaultMaxHeldRecords, "records the worker may hold (running, parked, queued); fetching pauses at it")
 	f.durationVar(&c.leaseTTL, "lease-ttl", "LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL, "lease TTL; renewed every TTL/3")
 	f.durationVar(&c.retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "how long finished keys answer duplicates")
 	f.durationVar(&c.shutdown, "shutdown-timeout", "LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout, "how long running jobs may finish after SIGTERM or SIGINT, more than 0")
@@ -115,6 +118,10 @@ func (c *runConfig) check(f *flags) error {
 	switch {
 	case c.concurrency < 1 || c.concurrency > 10000:
 		return usagef("concurrency %d: want 1 to 10000", c.concurrency)
+	case c.memoryBudgetMiB < 1 || c.memoryBudgetMiB > 1<<20:
+		return usagef("memory budget %d MiB: want 1 to %d", c.memoryBudgetMiB, 1<<20)
+	case c.maxHeldRecords < 1 || c.maxHeldRecords > 10_000_000:
+		return usagef("max held records %d: want 1 to 10000000", c.maxHeldRecords)
 	case c.leaseTTL < 100*time.Millisecond:
 		return usagef("lease TTL %v is too short (minimum 100ms)", c.leaseTTL)
 	case c.retention < time.Second:
@@ -235,6 +242,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithGroup(c.group),
 		leasehold.WithDeadLetterTopic(dlq),
 		leasehold.WithConcurrency(c.concurrency),
+		leasehold.WithMemoryBudget(int64(c.memoryBudgetMiB)<<20, c.maxHeldRecords),
 		leasehold.WithLeaseTTL(c.leaseTTL),
 		leasehold.WithRetention(c.retention),
 		leasehold.WithShutdownTimeout(c.shutdown),
