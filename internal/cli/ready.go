@@ -78,7 +78,7 @@ func (r *readiness) state(now time.Time) error {
 	defer r.mu.Unlock()
 	switch {
 	case !r.since.IsZero() && now.Sub(r.since) > readyTimeout:
-		return fmt.Errorf("Redis or Kafka has not answered the readiness check for %s",
+		return fmt.Errorf("no answer from Redis or Kafka to the readiness check for %s",
 			now.Sub(r.since).Round(100*time.Millisecond))
 	case r.checked.IsZero():
 		return errors.New("the first readiness check is under way")
