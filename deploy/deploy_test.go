@@ -433,6 +433,11 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("%s port %q is not a container port %v", probe, port, ports)
 		}
 	}
+	// /readyz answers within a second (from the worker's last check): the
+	// probe must give it more than that.
+	if to := str(c, "readinessProbe.timeoutSeconds"); to == "" || to == "1" {
+		t.Errorf("readinessProbe.timeoutSeconds %q: want 2 or more, /readyz takes up to a second", to)
+	}
 	for _, r := range []string{"requests.cpu", "requests.memory", "limits.memory"} {
 		if str(c, "resources."+r) == "" {
 			t.Errorf("container resources.%s missing", r)

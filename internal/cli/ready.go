@@ -55,6 +55,12 @@ func (r *readiness) check(ctx context.Context) {
 	r.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	err := r.w.Ready(cctx)
+	if err != nil && cctx.Err() != nil {
+		// The deadline passed: which of the two was slow, the error may
+		// not say (a ping that ran out of time can leave the next one an
+		// expired context).
+		err = fmt.Errorf("no answer from Redis or Kafka within %s: %w", readyTimeout, err)
+	}
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -78,7 +84,7 @@ func (r *readiness) state(now time.Time) error {
 	defer r.mu.Unlock()
 	switch {
 	case !r.since.IsZero() && now.Sub(r.since) > readyTimeout:
-		return fmt.Errorf("Redis or Kafka has not answered the readiness check for %s",
+		return fmt.Errorf("no answer from Redis or Kafka to the readiness check for %s",
 			now.Sub(r.since).Round(100*time.Millisecond))
 	case r.checked.IsZero():
 		return errors.New("the first readiness check is under way")
