@@ -212,6 +212,7 @@ func waitLine(t *testing.T, b *syncBuffer, re *regexp.Regexp) string {
 }
 
 func TestDevBrokerAndEnqueue(t *testing.T) {
+	testkit.SkipShort(t, "an embedded Kafka")
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
@@ -455,6 +456,7 @@ func TestOpsCommands(t *testing.T) {
 }
 
 func TestDemoEndsByItself(t *testing.T) {
+	testkit.SkipShort(t, "an embedded Kafka")
 	t.Parallel()
 	url, _, _ := sharedRedisURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
