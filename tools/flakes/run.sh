@@ -62,10 +62,15 @@ for pkg in $pkgs; do
 done
 stop_loops
 total=$((SECONDS - start))
+# Test runs (top-level tests, each run counted) over every package, as one plain line.
+passed=$(cat "$logdir"/*.log | grep -c '^--- PASS: ')
+nfailed=$(cat "$logdir"/*.log | grep -c '^--- FAIL: ')
 if [ "$failed" -ne 0 ]; then
 	printf 'flakes: FAILED after %ds; full logs in %s\n' "$total" "$logdir"
+	printf 'flakes: %d passed, %d failed\n' "$passed" "$nfailed"
 	exit 1
 fi
 printf 'flakes: no failure in %s runs of each test of %s (%ds)\n' "$count" "$pkgs" "$total"
+printf 'flakes: %d passed, %d failed\n' "$passed" "$nfailed"
 [ -z "${FLAKES_LOG:-}" ] && rm -rf "$logdir"
 exit 0
