@@ -39,6 +39,7 @@ printf 'flakes: %s, %s runs of each test, %s busy loops beside them, Kafka: %s; 
 	"$pkgs" "$count" "$busy" "${KAFKA_BROKERS:-${TEST_KAFKA:-kfake}}" "$logdir"
 start=$SECONDS
 failed=0
+unnamed=0 # packages that failed without a named test
 for pkg in $pkgs; do
 	log="$logdir/$(echo "$pkg" | tr '/.' '__').log"
 	pstart=$SECONDS
@@ -57,6 +58,7 @@ for pkg in $pkgs; do
 	fi
 	if ! grep -qE -e '--- FAIL: |^panic: test timed out' "$log"; then
 		printf 'flakes: %s failed without a named test (build error, panic or leak); the log ends:\n' "$pkg"
+		unnamed=$((unnamed + 1))
 		tail -n 30 "$log"
 	fi
 done
@@ -64,7 +66,7 @@ stop_loops
 total=$((SECONDS - start))
 # Test runs (top-level tests, each run counted) over every package, as one plain line.
 passed=$(cat "$logdir"/*.log | grep -c '^--- PASS: ')
-nfailed=$(cat "$logdir"/*.log | grep -c '^--- FAIL: ')
+nfailed=$(($(cat "$logdir"/*.log | grep -c '^--- FAIL: ') + unnamed))
 if [ "$failed" -ne 0 ]; then
 	printf 'flakes: FAILED after %ds; full logs in %s\n' "$total" "$logdir"
 	printf 'flakes: %d passed, %d failed\n' "$passed" "$nfailed"
