@@ -38,6 +38,15 @@ test: deps-test ## every test under -race against real Redis, PostgreSQL, Jaeger
 	echo "== Kafka-facing packages on Apache Kafka (TEST_KAFKA=apache)" && \
 	TEST_KAFKA=apache JAEGER_BIN=$$jaeger KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(KAFKA_PKGS)
 
+.PHONY: test-short
+test-short: deps ## the fast loop (under 2 min): unit and fake-store tests with Redis and PostgreSQL; no Kafka (kfake included), Jaeger, chaos or browser
+	$(GO) test -short -count=1 -timeout 5m $(PKGS)
+
+FLAKES_COUNT ?= 3
+.PHONY: flakes
+flakes: deps ## the root package and internal/cli under -race, FLAKES_COUNT (3) runs each, beside two busy loops; names every failed test
+	FLAKES_COUNT=$(FLAKES_COUNT) tools/flakes/run.sh
+
 .PHONY: test-kafka
 test-kafka: deps ## only the Kafka-facing tests, on Apache Kafka (or on KAFKA_BROKERS=host:port if set)
 	libs=$$(tools/kafka/fetch.sh) && TEST_KAFKA=apache KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(KAFKA_PKGS)

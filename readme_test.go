@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // TestREADMEQuickstart copies the README's quickstart into a module of its own
@@ -15,6 +17,7 @@ import (
 // runs it against the local Redis, and checks that it prints the handler's
 // run once and the duplicate's replay.
 func TestREADMEQuickstart(t *testing.T) {
+	testkit.SkipShort(t, "the README quickstart built and run on an embedded Kafka")
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 // lost-lease job's step must be compensated exactly once, every key of a job
 // must live in one hash slot, and offsets must be committed to the end.
 func TestWorkerOnCluster(t *testing.T) {
+	testkit.SkipShort(t, "Kafka and a Redis Cluster")
 	const (
 		jobs = 300
 		dups = jobs / 5

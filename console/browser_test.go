@@ -23,6 +23,7 @@ const chromiumPath = "/usr/bin/chromium"
 // chromium fails the test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	testkit.SkipShort(t, "a browser")
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("browser tests need Debian's chromium at %s (apt-get install chromium): %v", chromiumPath, err)
 	}

@@ -50,6 +50,9 @@ func redisURL() string {
 // its own enqueue command produced, and its inspect command shows each one
 // completed with its result.
 func TestMyWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test builds the binary and runs it on an embedded Kafka")
+	}
 	bin := filepath.Join(t.TempDir(), "myworker")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

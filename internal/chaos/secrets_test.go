@@ -20,6 +20,7 @@ import (
 // buildWorker builds cmd/worker into dir.
 func buildWorker(t *testing.T, dir string) string {
 	t.Helper()
+	testkit.SkipShort(t, "the worker binary built and run (chaos)")
 	bin := filepath.Join(dir, "worker")
 	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/leasehold/leasehold/cmd/worker").CombinedOutput()
 	if err != nil {

@@ -54,6 +54,7 @@ func TestRefusesUnsafeDefaults(t *testing.T) {
 // consumed topics and the dead-letter topic (the worker refuses to start
 // when one is missing), says loudly that it keeps nothing, and consumes.
 func TestRunEmbeddedKafka(t *testing.T) {
+	testkit.SkipShort(t, "an embedded Kafka")
 	t.Parallel()
 	url, prefix, _ := sharedRedisURL(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,6 +114,7 @@ func httpStatus(url string) int {
 // and under which prefix before it writes, and leaves nothing behind in it:
 // on a private server, every key it wrote was under that prefix and is gone.
 func TestDemoWritesOnlyUnderItsPrefix(t *testing.T) {
+	testkit.SkipShort(t, "an embedded Kafka")
 	t.Parallel()
 	srv := testkit.StartRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

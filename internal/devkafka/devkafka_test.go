@@ -38,6 +38,9 @@ const (
 // written; in the others the connection's close races the JoinGroup answer
 // and kfake's own session timer starts).
 func TestDeadJoinerEvicted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs a Kafka broker")
+	}
 	c, err := devkafka.NewCluster(nil, 100*time.Millisecond, clusterOpts()...)
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +253,9 @@ func assignment(t *testing.T, addrs []string) map[string][]int32 {
 // member (about 1.6s an attempt) for up to 90s, failing if it never happens.
 // TestMemberDead checks the rule itself without kfake.
 func TestStalledRebalanceEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs a Kafka broker")
+	}
 	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	c, err := devkafka.NewCluster(log, 100*time.Millisecond, clusterOpts()...)

@@ -43,6 +43,9 @@ func TestVersionMatchesCompose(t *testing.T) {
 // restarts it on its data directory and reads the record back; then pauses it
 // and checks that a request times out until it is resumed.
 func TestBrokerLifecycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs a Kafka broker")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	b, err := kafkabroker.Start(ctx, kafkabroker.Config{Dir: t.TempDir()})

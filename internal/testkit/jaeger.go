@@ -140,6 +140,7 @@ func jaegerFindUp(rel string) (string, error) {
 // API and OTLP receivers answer. It fails the test if Jaeger does not start.
 func StartJaeger(t testing.TB) *Jaeger {
 	t.Helper()
+	SkipShort(t, "Jaeger")
 	bin := JaegerBinary(t)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {

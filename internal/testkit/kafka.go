@@ -47,6 +47,7 @@ const KafkaEnv = "TEST_KAFKA"
 // three brokers closed at cleanup.
 func StartKafka(t testing.TB) *Kafka {
 	t.Helper()
+	SkipShort(t, "Kafka")
 	if env := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); env != "" {
 		return realKafka(t, strings.Split(env, ","))
 	}
@@ -136,6 +137,7 @@ func sharedApacheCluster(t testing.TB) []string {
 // cleanup: for a test that needs a second, independent cluster.
 func StartApacheKafka(t testing.TB) *Kafka {
 	t.Helper()
+	SkipShort(t, "Apache Kafka")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	b, err := kafkabroker.Start(ctx, kafkabroker.Config{})
