@@ -255,9 +255,9 @@ func splitList(s string) []string {
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("log level %q: want debug, info, warn or error", level)
+	lv, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -267,4 +267,13 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usagef("log format %q: want text or json", format)
+}
+
+// parseLevel reads a log level flag: debug, info, warn or error.
+func parseLevel(level string) (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return lv, usagef("log level %q: want debug, info, warn or error", level)
+	}
+	return lv, nil
 }
