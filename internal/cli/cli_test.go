@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -427,6 +429,27 @@ func TestOpsCommands(t *testing.T) {
 		if r.code != 0 || !strings.Contains(flat, want) {
 			t.Errorf("inspect of a completed key lacks %q: %+v", want, r)
 		}
+	}
+	// A failed key: inspect shows its error text, escaped, in text and JSON.
+	failed, err := s.Claim(ctx, "order-10", fpr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fail(ctx, failed, idempotency.Terminal, errors.New("card declined\x1b[2J")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(ctx, t, env, "inspect", "order-10")
+	flat = strings.Join(strings.Fields(r.stdout), " ")
+	if r.code != 0 || !strings.Contains(flat, `record FAILED`) || !strings.Contains(flat, `error "card declined\x1b[2J"`) ||
+		strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("inspect of a failed key does not show its error text, escaped: %+v", r)
+	}
+	r = run(ctx, t, env, "inspect", "--json", "order-10")
+	var ij struct {
+		Record struct{ Error string } `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ij); err != nil || ij.Record.Error != "card declined\x1b[2J" {
+		t.Errorf("inspect --json of a failed key: error %q (%v): %+v", ij.Record.Error, err, r)
 	}
 	if r := run(ctx, t, env, "inspect", "order-9"); r.code != 0 || !strings.Contains(r.stdout, "ABSENT") {
 		t.Errorf("inspect of an unknown key: %+v", r)
