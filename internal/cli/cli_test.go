@@ -70,6 +70,14 @@ func run(ctx context.Context, t *testing.T, env map[string]string, args ...strin
 	return result{code, out.String(), errb.String()}
 }
 
+// runAs is run in a team's own program named name (workercmd.WithName).
+func runAs(ctx context.Context, t *testing.T, name string, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb syncBuffer
+	code := Run(ctx, args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}, WithName(name))
+	return result{code, out.String(), errb.String()}
+}
+
 // wantUsageError checks a failed command: exit code, and one line on stderr.
 func wantFailure(t *testing.T, r result, code int, contains string) {
 	t.Helper()

@@ -362,7 +362,7 @@ func expireForDemo(ctx context.Context, rdb redis.UniversalClient, prefix, key s
 		v.note("the lease of %s was not found to expire", key)
 	default:
 		_ = rdb.PExpire(ctx, lk, time.Millisecond).Err()
-		v.note("expired the lease of %s (fence %d) while it runs, as `worker expire` would", key, li.Fence)
+		v.note("expired the lease of %s (fence %d) while it runs, as the expire command would", key, li.Fence)
 	}
 }
 
