@@ -51,7 +51,7 @@ func init() {
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
-		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
+		"capacity":      {"measure bytes per record on the live Redis (it writes 20000 sample records there, then deletes them) and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},

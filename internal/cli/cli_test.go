@@ -476,7 +476,9 @@ func TestOpsCommands(t *testing.T) {
 		!strings.Contains(r.stdout, "PROCESSING") {
 		t.Errorf("inspect after expire (the record stays PROCESSING until a takeover): %+v", r)
 	}
-	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
+	// capacity says that it writes into the live Redis before it does.
+	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") ||
+		!strings.HasPrefix(r.stderr, "capacity: writing 20000 sample records under "+prefix+"idem:capacity:") {
 		t.Errorf("capacity: %+v", r)
 	}
 	if r := run(ctx, t, env, "compensations"); r.code != 0 || !strings.Contains(r.stdout, "0 dead-lettered") {

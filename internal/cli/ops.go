@@ -434,6 +434,10 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer ops.close(ctx)
+	// Said before anything is written: the figure comes from the live Redis.
+	_, _ = fmt.Fprintf(e.Stderr, "capacity: writing %d sample records under %sidem:capacity:* on the Redis of --redis "+
+		"to measure them (deleted afterwards, a 10-minute TTL if interrupted); measure on a quiet server\n",
+		idempotency.CapacitySample, o.prefix)
 	r, err := ops.s.Capacity(ctx, *rate, retention)
 	if err != nil {
 		return err
