@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -295,4 +296,20 @@ func TestErrorsReadAsOneSentence(t *testing.T) {
 	if got := userMessage(cctx, fmt.Errorf("x: %w", context.Canceled)); got != "interrupted before the command finished" {
 		t.Errorf("userMessage of an interruption = %q", got)
 	}
+}
+
+// TestDemoViewDrawsDuringDrain: while the demo's workers drain (after
+// Ctrl-C), the terminal view keeps being redrawn.
+func TestDemoViewDrawsDuringDrain(t *testing.T) {
+	t.Parallel()
+	var b syncBuffer
+	v := newDemoView(&b, false, func(string) string { return "" })
+	v.tty = true
+	v.size = func() (int, int) { return 80, 24 }
+	v.setPlan(4, 0, "job-01", "job-02")
+	drawWhile(v, 5*time.Millisecond, func() {
+		testkit.Eventually(t, 10*time.Second, "the view redrawn during the drain", func() bool {
+			return strings.Count(b.String(), "leasehold demo") >= 3
+		})
+	})
 }
