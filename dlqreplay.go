@@ -333,10 +333,10 @@ func needsReset(ctx context.Context, s *idempotency.Store, d DeadLetter) (string
 		return "", nil //nolint:nilerr // a payload the store cannot fingerprint is dead-lettered again; no reset helps
 	case fp != info.Fingerprint:
 		return fmt.Sprintf("key %s has a %s record of another payload: a replay would be dead-lettered as %s; "+
-			"reset it first (worker reset %s)", d.Key, info.State, ReasonMismatch, d.Key), nil
+			"reset it first", d.Key, info.State, ReasonMismatch), nil
 	case info.State == idempotency.Completed || info.State == idempotency.Failed:
-		return fmt.Sprintf("key %s is %s: a replay would only replay its cached outcome; reset it first (worker reset %s)",
-			d.Key, info.State, d.Key), nil
+		return fmt.Sprintf("key %s is %s: a replay would only replay its cached outcome; reset it first",
+			d.Key, info.State), nil
 	}
 	return "", nil
 }

@@ -2,9 +2,8 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,35 +105,17 @@ func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
 }
 
 // ValidateKey checks an idempotency key: 1 to [MaxKeyLen] bytes of UTF-8
-// without control characters or whitespace.
-func ValidateKey(key string) error {
-	if err := validToken(key); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
-	}
-	return nil
-}
+// without control characters or white space. It is idempotency.ValidateKey
+// with the worker's bound, so a key the producer accepts is one the store
+// accepts; the error is an *idempotency.KeyError matching [ErrInvalidKey].
+func ValidateKey(key string) error { return idempotency.ValidateKey(key, MaxKeyLen) }
 
-// ValidateType checks a job type with the same rules as [ValidateKey].
+// ValidateType checks a job type with the same rules as [ValidateKey]; the
+// error matches [ErrInvalidJobType].
 func ValidateType(t string) error {
-	if err := validToken(t); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidJobType, err)
-	}
-	return nil
-}
-
-func validToken(s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("empty")
-	case len(s) > MaxKeyLen:
-		return fmt.Errorf("%d bytes, more than %d", len(s), MaxKeyLen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("not UTF-8")
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("holds a control or space character")
-		}
+	var ke *idempotency.KeyError
+	if err := idempotency.ValidateKey(t, MaxKeyLen); errors.As(err, &ke) {
+		return fmt.Errorf("%w: %s", ErrInvalidJobType, ke.Reason)
 	}
 	return nil
 }

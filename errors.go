@@ -69,6 +69,11 @@ var (
 	// Wrap errors with [Permanent] rather than returning it bare.
 	ErrPermanent = errors.New("leasehold: permanent failure")
 
+	// ErrUndecodable marks a handler error as a payload that does not decode
+	// ([Typed] wraps its decoding errors in it): like [ErrPermanent], the job
+	// is not retried; the record is dead-lettered with reason undecodable.
+	ErrUndecodable = errors.New("leasehold: payload does not decode")
+
 	// ErrCorruptRecord is the dead-letter cause for a record whose key's
 	// stored idempotency record cannot be decoded (damaged outside the
 	// library): the key cannot be claimed, so retrying would block its

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/tracing"
@@ -17,6 +19,35 @@ import (
 func workerLogger(l *slog.Logger) *slog.Logger {
 	l = cmp.Or(l, slog.Default())
 	return slog.New(tracing.NewLogHandler(l.Handler()))
+}
+
+// kafkaLogger is franz-go's logger: the worker's, for lines at min and above
+// (nil: slog.LevelWarn).
+func kafkaLogger(l *slog.Logger, min slog.Leveler) kgo.Logger {
+	if min == nil {
+		min = slog.LevelWarn
+	}
+	return kslog.New(slog.New(minLevelHandler{l.Handler(), min}))
+}
+
+// minLevelHandler passes on the records of h at min and above.
+type minLevelHandler struct {
+	h   slog.Handler
+	min slog.Leveler
+}
+
+func (m minLevelHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min.Level() && m.h.Enabled(ctx, l)
+}
+
+func (m minLevelHandler) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+
+func (m minLevelHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevelHandler{m.h.WithAttrs(as), m.min}
+}
+
+func (m minLevelHandler) WithGroup(name string) slog.Handler {
+	return minLevelHandler{m.h.WithGroup(name), m.min}
 }
 
 // Logger returns the worker's logger ([WithLogger], default slog.Default())

@@ -32,15 +32,15 @@ func Chain(mw ...Middleware) Middleware {
 }
 
 // Typed adapts a function over decoded values to a Handler: the payload is
-// decoded from JSON into In (a payload that does not decode is a permanent
-// failure, dead-lettered) and the returned Out is encoded as JSON to become
+// decoded from JSON into In (a payload that does not decode fails for good
+// with [ErrUndecodable], dead-lettered as undecodable) and the returned Out is encoded as JSON to become
 // the cached result.
 func Typed[In, Out any](fn func(ctx context.Context, job *Job, in In) (Out, error)) Handler {
 	return func(ctx context.Context, job *Job) ([]byte, error) {
 		var in In
 		if len(job.Payload) > 0 {
 			if err := json.Unmarshal(job.Payload, &in); err != nil {
-				return nil, Permanent(fmt.Errorf("leasehold: decode %s payload: %w", job.Type, err))
+				return nil, fmt.Errorf("%w as %T (job type %s): %w", ErrUndecodable, in, job.Type, err)
 			}
 		}
 		out, err := fn(ctx, job, in)

@@ -45,6 +45,7 @@ type config struct {
 	commitInterval  time.Duration
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
+	kafkaLogLevel   slog.Leveler
 	middleware      []Middleware
 	hooks           []Hooks
 	leaseTTL        time.Duration
@@ -130,6 +131,16 @@ func WithShutdownTimeout(d time.Duration) Opt {
 // the job span's trace_id and span_id (with [WithTracing]); handlers log
 // through [Job.Logger] to get them too. Default: slog.Default() at [New].
 func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l }) }
+
+// WithKafkaLogLevel sets the lowest level of franz-go's own lines (metadata
+// updates, group joins, syncs and heartbeats) that reach the worker's logger:
+// slog.LevelInfo shows the group's lifecycle, slog.LevelDebug every request.
+// The worker's own lines (partitions assigned and revoked, dead letters, lost
+// leases) keep their levels. A kgo.WithLogger given to [WithKafka] replaces
+// this. Default slog.LevelWarn.
+func WithKafkaLogLevel(l slog.Leveler) Opt {
+	return optFunc(func(c *config) { c.kafkaLogLevel = l })
+}
 
 // WithMiddleware wraps every handler; the first middleware given is the
 // outermost. Default none.

@@ -1,6 +1,7 @@
 package leasehold_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,10 +13,13 @@ import (
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
-// TestREADMEQuickstart copies the README's quickstart into a module of its own
-// that requires this one (through a replace directive), as a newcomer would,
-// runs it against the local Redis, and checks that it prints the handler's
-// run once and the duplicate's replay.
+// TestREADMEQuickstart runs the README's quickstart as a newcomer pastes it:
+// main.go from its Go block, in a new directory, with the commands of its sh
+// block, each as written. The one addition is a replace directive after `go
+// mod init`, so that the module resolves to this tree rather than a release
+// (and this module's go.sum, so that no checksum is fetched). It checks that
+// stdout is the handler's run once and the duplicate's replay, and that every
+// log line on stderr is one of the worker's own, as the README says.
 func TestREADMEQuickstart(t *testing.T) {
 	testkit.SkipShort(t, "the README quickstart built and run on an embedded Kafka")
 	readme, err := os.ReadFile("README.md")
@@ -24,51 +28,98 @@ func TestREADMEQuickstart(t *testing.T) {
 	}
 	s := string(readme)
 	at := strings.Index(s, "## Quickstart")
-	start := strings.Index(s[max(at, 0):], "```go\n")
-	if at < 0 || start < 0 {
-		t.Fatal("README.md has no quickstart Go block")
+	if at < 0 {
+		t.Fatal("README.md has no quickstart")
 	}
-	code := s[at+start+len("```go\n"):]
-	end := strings.Index(code, "```\n")
-	if end < 0 {
-		t.Fatal("the README's quickstart block does not end")
+	s = s[at:]
+	code, ok := fenced(s, "go")
+	if !ok {
+		t.Fatal("the README's quickstart has no Go block")
 	}
-	code = code[:end]
+	script, ok := fenced(s, "sh")
+	if !ok || strings.Index(s, "```sh\n") > strings.Index(s, "```go\n") {
+		t.Fatal("the README's quickstart does not say, before its code, how to run it (an sh block)")
+	}
 
 	root, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module quickstart\n\ngo 1.26\n\nrequire github.com/leasehold/leasehold v0.0.0\n\n" +
-		"replace github.com/leasehold/leasehold => " + root + "\n"
 	sum, err := os.ReadFile("go.sum")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"main.go": []byte(code), "go.mod": []byte(gomod), "go.sum": sum} {
+	for name, b := range map[string][]byte{"main.go": []byte(code), "go.sum": sum} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	gocmd := func(args ...string) string {
+	var stdout, stderr string
+	gocmd := func(args ...string) {
 		t.Helper()
+		var o, e bytes.Buffer
 		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, o.String(), e.String())
 		}
-		return string(out)
+		stdout, stderr = o.String(), e.String()
 	}
-	gocmd("mod", "tidy")
-	out := gocmd("run", ".")
-	if n := strings.Count(out, "sending signup-"); n != 1 {
-		t.Errorf("the handler ran %d times, want 1:\n%s", n, out)
+	last := ""
+	for line := range strings.Lines(script) {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if f[0] != "go" {
+			t.Fatalf("the quickstart's command %q is not a go command", line)
+		}
+		gocmd(f[1:]...)
+		last = strings.Join(f[1:], " ")
+		if strings.HasPrefix(last, "mod init") {
+			gocmd("mod", "edit", "-replace", "github.com/leasehold/leasehold="+root)
+		}
 	}
-	if !strings.Contains(out, `not run again; cached result "sent"`) {
-		t.Errorf("no replay of the duplicate:\n%s", out)
+	if !strings.HasPrefix(last, "run") {
+		t.Fatalf("the quickstart's commands do not end with go run: %q", script)
 	}
+
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "sending signup-") ||
+		!strings.Contains(lines[1], `not run again; cached result "sent"`) {
+		t.Errorf("stdout is not the handler's run once and the duplicate's replay:\n%s", stdout)
+	}
+	own := []string{"worker started", "partitions assigned", "partitions revoked", "worker stopped"}
+	for line := range strings.Lines(stderr) {
+		if !containsAny(line, own) {
+			t.Errorf("a log line that is not the worker's own: %s", line)
+		}
+	}
+}
+
+// fenced returns the first code block of s in language lang.
+func fenced(s, lang string) (string, bool) {
+	start := strings.Index(s, "```"+lang+"\n")
+	if start < 0 {
+		return "", false
+	}
+	code := s[start+len("```"+lang+"\n"):]
+	end := strings.Index(code, "```\n")
+	if end < 0 {
+		return "", false
+	}
+	return code[:end], true
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

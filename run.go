@@ -160,10 +160,13 @@ func (w *Worker) classify(job *Job, reg *registration, herr error) attemptEnd {
 		return e
 	}
 	tooLarge := errors.Is(herr, ErrResultTooLarge)
-	terminal := tooLarge || errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
+	undecodable := errors.Is(herr, ErrUndecodable)
+	terminal := tooLarge || undecodable || errors.Is(herr, ErrPermanent) || (reg.cfg.retryable != nil && !reg.cfg.retryable(herr))
 	switch {
 	case tooLarge:
 		e.kind, e.reason, e.dlqErr = endFailed, ReasonResultTooLarge, herr
+	case undecodable:
+		e.kind, e.reason, e.dlqErr = endFailed, ReasonUndecodable, herr
 	case terminal:
 		e.kind, e.reason, e.dlqErr = endFailed, ReasonPermanent, herr
 	case job.Attempt >= reg.cfg.maxAttempts:

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kslog"
 	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/semaphore"
 
@@ -330,14 +329,15 @@ func (w *Worker) start(ctx context.Context) error {
 }
 
 // kafkaClient checks the topics and builds the consumer-group client.
-// franz-go logs its group lifecycle (joins, syncs, heartbeat errors) through
-// the worker's logger unless the caller's options say otherwise. The
+// franz-go logs through the worker's logger, from WithKafkaLogLevel up (warn:
+// its group lifecycle at info stays quiet), unless the caller's options give
+// it another logger. The
 // producer takes a dead-letter copy of any record the payload bound lets in
 // (the caller's options may override it). The group's session timeout and
 // heartbeat interval follow the lease TTL unless the caller's options set
 // them (groupTimeouts).
 func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
-	kopts, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kslog.New(w.log)),
+	kopts, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kafkaLogger(w.log, w.cfg.kafkaLogLevel)),
 		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...))
 	if err != nil {
 		return nil, err

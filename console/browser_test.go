@@ -222,3 +222,26 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleDeadLettersOpenedDirectly: the dead-letter view opened by its
+// URL, as the first page of a visit, shows the dead letters at once, not
+// after five poll intervals (the page counted from its load, not from its
+// first dead-letter load).
+func TestConsoleDeadLettersOpenedDirectly(t *testing.T) {
+	wd := setup(t)
+	c, err := console.New(console.Config{Redis: wd.rdb, KeyPrefix: wd.prefix, Topics: []string{wd.topic}, DLQ: wd.dlq,
+		Group: wd.group, Worker: wd.w, Compensations: wd.reg, PollInterval: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	wd.enqueue(t, leasehold.NewJob{Type: "test.pay", Key: "pay-1", Payload: []byte(`{"amount":5}`)})
+	testkit.Eventually(t, 20*time.Second, "the payment dead-lettered", func() bool { return wd.w.Stats().DeadLettered == 1 })
+
+	ctx := browser(t)
+	run(ctx, t, "open dead letters", chromedp.Navigate(srv.URL+"/#deadletters"))
+	// waitText waits 20 s: less than five 10 s poll intervals.
+	waitText(ctx, t, "the dead letter", `#dlq tr[data-key="pay-1"] td:nth-child(4)`, func(s string) bool { return s == "permanent-failure" })
+}

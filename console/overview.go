@@ -125,7 +125,7 @@ func (c *Console) readKafka(ctx context.Context, ov *overview) {
 		ov.KafkaErr = oneLine(err)
 		return
 	case cl == nil:
-		ov.KafkaErr = "no Kafka client: set Config.Kafka (worker ui --brokers), or start the Worker"
+		ov.KafkaErr = "no Kafka client: set Config.Kafka (the ui command's --brokers), or start the Worker"
 		return
 	}
 	adm := kadm.NewClient(cl)

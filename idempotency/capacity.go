@@ -39,8 +39,8 @@ type CapacityReport struct {
 	PeakBytes float64
 }
 
-// capacitySample is how many records Capacity writes to measure.
-const capacitySample = 20000
+// CapacitySample is how many records Capacity writes to measure.
+const CapacitySample = 20000
 
 // Capacity measures the memory a record takes on the live Redis and
 // estimates the memory needed for rate messages per second kept for
@@ -56,7 +56,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 	window := retention / time.Duration(s.cfg.windows)
 	perBucket := rate * window.Seconds() / float64(s.cfg.shards)
 	r := CapacityReport{
-		SampleRecords:    capacitySample,
+		SampleRecords:    CapacitySample,
 		RecordsPerBucket: perBucket,
 		Listpack:         perBucket <= float64(s.entries),
 		MinShards:        int(math.Ceil(rate * window.Seconds() / float64(s.entries))),
@@ -86,7 +86,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 	now := s.redisNow()
 	p := s.c.Pipeline()
 	var field [16]byte
-	for i := range capacitySample {
+	for i := range CapacitySample {
 		if i%density == 0 {
 			keys = append(keys, scratch+"{i:"+strconv.Itoa(len(keys))+"}:"+strconv.FormatInt(now.UnixMilli(), 10))
 		}
@@ -112,7 +112,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 	if err != nil {
 		return r, err
 	}
-	r.BytesPerRecord = float64(after-before) / capacitySample
+	r.BytesPerRecord = float64(after-before) / CapacitySample
 	r.PeakBytes = r.PeakRecords * r.BytesPerRecord
 	return r, nil
 }

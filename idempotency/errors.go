@@ -61,7 +61,8 @@ var ErrUnavailable = lease.ErrUnavailable
 var ErrMismatch = errors.New("idempotency: fingerprint mismatch")
 
 // ErrInvalidKey is matched by a *KeyError: the idempotency key is empty, too
-// long, not UTF-8, or contains control characters. Nothing was written.
+// long, not UTF-8, or contains control characters or white space. Nothing was
+// written.
 var ErrInvalidKey = errors.New("idempotency: invalid key")
 
 // ErrInvalidTTL is the Err of a claim whose Request.TTL is negative, or not

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -615,15 +616,16 @@ func TestFinishWithoutScriptEnder(t *testing.T) {
 	}
 }
 
-// claimN acquires n keys named name/0 .. name/n-1 and returns their claims,
-// their leases and their lease keys.
+// claimN acquires n keys named name/0 .. name/n-1 (spaces in name made
+// dashes: keys hold no white space) and returns their claims, their leases
+// and their lease keys.
 func (e *env) claimN(t *testing.T, name string, n int) ([]*Claim, []*lease.Lease, []string) {
 	t.Helper()
 	var cs []*Claim
 	var ls []*lease.Lease
 	var keys []string
 	for i := range n {
-		c := e.claim(t, fmt.Sprintf("%s/%d", name, i), fp("a"), Acquired)
+		c := e.claim(t, fmt.Sprintf("%s/%d", strings.ReplaceAll(name, " ", "-"), i), fp("a"), Acquired)
 		cs, ls, keys = append(cs, c), append(ls, c.Lease), append(keys, e.m.Key(c.Lease.Name()))
 	}
 	return cs, ls, keys

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -79,7 +80,7 @@ func FuzzValidateKey(f *testing.F) {
 		err := ValidateKey(k, limit)
 		want := k != "" && len(k) <= limit && utf8.ValidString(k)
 		for _, r := range k {
-			if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			if r < 0x20 || (r >= 0x7f && r <= 0x9f) || unicode.IsSpace(r) {
 				want = false
 			}
 		}

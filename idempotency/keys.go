@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -77,7 +78,9 @@ func (s *Store) resultKey(tag, k string) string { return s.cfg.prefix + "idem:r:
 
 // ValidateKey reports whether k can be used as an idempotency key: not empty,
 // at most max bytes, valid UTF-8, and free of control characters (C0, DEL and
-// C1). It returns a *KeyError otherwise.
+// C1) and white space (unicode.IsSpace), so that a key reads the same in a log
+// line, a shell and a header. It returns a *KeyError otherwise. It is the one
+// implementation of the rule: leasehold.ValidateKey and ValidateType call it.
 func ValidateKey(k string, max int) error {
 	switch {
 	case k == "":
@@ -90,6 +93,9 @@ func ValidateKey(k string, max int) error {
 	for i, r := range k {
 		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
 			return &KeyError{Key: k, Reason: "control character " + strconv.QuoteRune(r) + " at byte " + strconv.Itoa(i)}
+		}
+		if unicode.IsSpace(r) {
+			return &KeyError{Key: k, Reason: "white space " + strconv.QuoteRune(r) + " at byte " + strconv.Itoa(i)}
 		}
 	}
 	return nil

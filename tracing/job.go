@@ -34,6 +34,7 @@ type Job struct {
 	key     string
 	start   time.Time
 	ended   atomic.Bool
+	ran     atomic.Bool // a claim span ended acquired or takeover: the job runs
 
 	mu       sync.Mutex
 	lastBeat time.Time
@@ -94,7 +95,7 @@ func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attrib
 	ctx = trace.ContextWithSpan(ctx, j.span)
 	opts = append(opts, trace.WithAttributes(attrs...))
 	ctx, sp := j.t.tracer.Start(ctx, name, opts...)
-	s := &Span{span: sp, t: j.t, kind: k, key: j.key}
+	s := &Span{span: sp, t: j.t, kind: k, key: j.key, job: j}
 	ctx = context.WithValue(context.WithValue(ctx, jobKey{}, j), spanKey{}, s)
 	return ctx, s
 }
@@ -152,8 +153,10 @@ func (j *Job) DeadLettered(reason string) {
 }
 
 // End ends the job span with its outcome, records the job's duration in
-// leasehold.job.duration, and marks the span as an error if err is not nil.
-// Only the first call has an effect.
+// leasehold.job.duration if a claim ran it (a claim span ended acquired or
+// takeover: not for a duplicate, a held record, or a record dead-lettered
+// before its claim), and marks the span as an error if err is not nil. Only
+// the first call has an effect.
 func (j *Job) End(outcome string, err error) {
 	if !j.ended.CompareAndSwap(false, true) {
 		return
@@ -161,7 +164,9 @@ func (j *Job) End(outcome string, err error) {
 	outcome = truncate(outcome, maxNameLen)
 	j.span.SetAttributes(attribute.String(AttrOutcome, outcome))
 	setErr(j.span, err, j.errMessage)
-	j.t.metrics.JobDone(j.metricCtx(), j.jobType, outcome, j.t.cfg.now().Sub(j.start))
+	if j.ran.Load() {
+		j.t.metrics.JobDone(j.metricCtx(), j.jobType, outcome, j.t.cfg.now().Sub(j.start))
+	}
 	j.span.End()
 }
 
@@ -190,6 +195,7 @@ type Span struct {
 	t     *Tracer
 	kind  spanKind
 	key   string
+	job   *Job
 	ended atomic.Bool
 }
 
@@ -217,6 +223,9 @@ func (s *Span) End(outcome string, err error) {
 	switch s.kind {
 	case kindClaim:
 		s.t.metrics.Claim(mctx, outcome)
+		if outcome == "acquired" || outcome == "takeover" {
+			s.job.ran.Store(true)
+		}
 	case kindCompensation:
 		s.t.metrics.Compensation(mctx, outcome)
 	}

@@ -8,7 +8,7 @@ let view = "overview";
 let keyShown = "";
 let jobsCursor = "", jobsNext = "", jobsPageNo = 1;
 let prevCounters = null; // {t, counters}
-let dlqLoadedAt = 0;
+let dlqLoadedAt = null; // performance.now() of the last dead-letter load; null: load at the next poll
 let clockBase = []; // elements with live countdowns: {el, base, at, dir}
 
 function el(tag, attrs, ...kids) {
@@ -134,7 +134,7 @@ async function act(action, body, btn) {
     flash(action + " " + body.key + ": " + e.message, true);
   } finally {
     if (btn) btn.disabled = false;
-    dlqLoadedAt = 0;
+    dlqLoadedAt = null;
     refresh();
   }
 }
@@ -277,7 +277,7 @@ async function pollCompensations() {
 }
 
 async function pollDeadLetters(force) {
-  if (!force && performance.now() - dlqLoadedAt < 5 * pollMS) return;
+  if (!force && dlqLoadedAt !== null && performance.now() - dlqLoadedAt < 5 * pollMS) return;
   dlqLoadedAt = performance.now();
   const q = new URLSearchParams();
   ["reason", "type", "key"].forEach(n => { const v = document.getElementById("dlq-" + n).value; if (v) q.set(n, v); });
@@ -303,7 +303,7 @@ function route() {
   if (view === "key" && rest.length) { keyShown = rest.join("/"); document.getElementById("key-input").value = keyShown; }
   document.querySelectorAll(".view").forEach(s => { s.hidden = s.id !== "view-" + view; });
   document.querySelectorAll("nav a").forEach(a => a.classList.toggle("active", a.id === "nav-" + view));
-  dlqLoadedAt = 0;
+  dlqLoadedAt = null;
   refresh();
 }
 
@@ -332,7 +332,7 @@ document.getElementById("key-form").addEventListener("submit", ev => {
   ev.preventDefault();
   location.hash = "#key/" + encodeURIComponent(document.getElementById("key-input").value.trim());
 });
-document.getElementById("dlq-form").addEventListener("submit", ev => { ev.preventDefault(); dlqLoadedAt = 0; refresh(); });
+document.getElementById("dlq-form").addEventListener("submit", ev => { ev.preventDefault(); dlqLoadedAt = null; refresh(); });
 document.getElementById("jobs-next").addEventListener("click", () => { if (jobsNext) { jobsCursor = jobsNext; jobsPageNo++; refresh(); } });
 document.getElementById("jobs-first").addEventListener("click", () => { jobsCursor = ""; jobsPageNo = 1; refresh(); });
 window.addEventListener("hashchange", route);

@@ -51,7 +51,7 @@ func init() {
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
-		"capacity":      {"measure bytes per record on the live Redis and estimate memory for a rate and retention", cmdCapacity},
+		"capacity":      {"measure bytes per record on the live Redis (it writes 20000 sample records there, then deletes them) and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
@@ -256,9 +256,9 @@ func splitList(s string) []string {
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("log level %q: want debug, info, warn or error", level)
+	lv, err := parseLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -268,4 +268,13 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usagef("log format %q: want text or json", format)
+}
+
+// parseLevel reads a log level flag: debug, info, warn or error.
+func parseLevel(level string) (slog.Level, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return lv, usagef("log level %q: want debug, info, warn or error", level)
+	}
+	return lv, nil
 }

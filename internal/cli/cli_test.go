@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,6 +67,14 @@ func run(ctx context.Context, t *testing.T, env map[string]string, args ...strin
 	t.Helper()
 	var out, errb syncBuffer
 	code := Main(ctx, args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	return result{code, out.String(), errb.String()}
+}
+
+// runAs is run in a team's own program named name (workercmd.WithName).
+func runAs(ctx context.Context, t *testing.T, name string, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb syncBuffer
+	code := Run(ctx, args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}, WithName(name))
 	return result{code, out.String(), errb.String()}
 }
 
@@ -432,6 +442,27 @@ func TestOpsCommands(t *testing.T) {
 			t.Errorf("inspect of a completed key lacks %q: %+v", want, r)
 		}
 	}
+	// A failed key: inspect shows its error text, escaped, in text and JSON.
+	failed, err := s.Claim(ctx, "order-10", fpr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fail(ctx, failed, idempotency.Terminal, errors.New("card declined\x1b[2J")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(ctx, t, env, "inspect", "order-10")
+	flat = strings.Join(strings.Fields(r.stdout), " ")
+	if r.code != 0 || !strings.Contains(flat, `record FAILED`) || !strings.Contains(flat, `error "card declined\x1b[2J"`) ||
+		strings.Contains(r.stdout, "\x1b") {
+		t.Errorf("inspect of a failed key does not show its error text, escaped: %+v", r)
+	}
+	r = run(ctx, t, env, "inspect", "--json", "order-10")
+	var ij struct {
+		Record struct{ Error string } `json:"record"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ij); err != nil || ij.Record.Error != "card declined\x1b[2J" {
+		t.Errorf("inspect --json of a failed key: error %q (%v): %+v", ij.Record.Error, err, r)
+	}
 	if r := run(ctx, t, env, "inspect", "order-9"); r.code != 0 || !strings.Contains(r.stdout, "ABSENT") {
 		t.Errorf("inspect of an unknown key: %+v", r)
 	}
@@ -449,7 +480,9 @@ func TestOpsCommands(t *testing.T) {
 		!strings.Contains(r.stdout, "PROCESSING") {
 		t.Errorf("inspect after expire (the record stays PROCESSING until a takeover): %+v", r)
 	}
-	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") {
+	// capacity says that it writes into the live Redis before it does.
+	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") ||
+		!strings.HasPrefix(r.stderr, "capacity: writing 20000 sample records under "+prefix+"idem:capacity:") {
 		t.Errorf("capacity: %+v", r)
 	}
 	if r := run(ctx, t, env, "compensations"); r.code != 0 || !strings.Contains(r.stdout, "0 dead-lettered") {

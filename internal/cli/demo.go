@@ -314,7 +314,7 @@ loop:
 			}
 		}
 	}
-	stopAll()
+	drawWhile(v, 200*time.Millisecond, stopAll) // the view keeps moving while the workers drain
 	v.draw()
 	v.totals()
 	if !c.keepState {
@@ -326,6 +326,29 @@ loop:
 		return nil
 	}
 	return outcome
+}
+
+// drawWhile redraws v every interval while fn runs.
+func drawWhile(v *demoView, every time.Duration, fn func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				v.draw()
+			}
+		}
+	}()
+	fn()
+	close(done)
+	wg.Wait()
 }
 
 func chainStart(a, b func(context.Context, *leasehold.Job)) func(context.Context, *leasehold.Job) {
@@ -362,7 +385,7 @@ func expireForDemo(ctx context.Context, rdb redis.UniversalClient, prefix, key s
 		v.note("the lease of %s was not found to expire", key)
 	default:
 		_ = rdb.PExpire(ctx, lk, time.Millisecond).Err()
-		v.note("expired the lease of %s (fence %d) while it runs, as `worker expire` would", key, li.Fence)
+		v.note("expired the lease of %s (fence %d) while it runs, as the expire command would", key, li.Fence)
 	}
 }
 

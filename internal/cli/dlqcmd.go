@@ -77,7 +77,7 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return policyHint(err)
 	}
-	return printReplays(e.Stdout, res, *asJSON)
+	return printReplays(e.Stdout, res, *asJSON, e.application().name)
 }
 
 func printDeadLetters(w io.Writer, dls []leasehold.DeadLetter, asJSON bool) error {
@@ -104,7 +104,9 @@ func printDeadLetters(w io.Writer, dls []leasehold.DeadLetter, asJSON bool) erro
 	return err
 }
 
-func printReplays(w io.Writer, res []leasehold.ReplayResult, asJSON bool) error {
+// printReplays prints what a replay did with each record; prog is the
+// program's name, for the reset hint.
+func printReplays(w io.Writer, res []leasehold.ReplayResult, asJSON bool, prog string) error {
 	counts := map[string]int{}
 	enc := json.NewEncoder(w)
 	for _, r := range res {
@@ -131,6 +133,9 @@ func printReplays(w io.Writer, res []leasehold.ReplayResult, asJSON bool) error 
 		}
 		if r.Hint != "" {
 			line += " (" + r.Hint + ")"
+		}
+		if r.Outcome == leasehold.ReplayNeedsReset {
+			line += fmt.Sprintf(": %s reset %s", prog, keyShown(r.Key))
 		}
 		_, _ = fmt.Fprintln(w, line)
 	}

@@ -106,8 +106,9 @@ func TestDLQListReplay(t *testing.T) {
 	// The handler is fixed; the key is FAILED, so a replay needs a reset first.
 	fixed.Store(true)
 	end := k.EndOffsets(t, topic)
-	r := run(ctx, t, env, "dlq", "replay", "--key", "pay-1")
-	if r.code != 0 || !strings.Contains(r.stdout, "needs-reset") || !strings.Contains(r.stdout, "worker reset pay-1") {
+	// The hint names the program it runs in (a team's own binary here).
+	r := runAs(ctx, t, "acme-worker", env, "dlq", "replay", "--key", "pay-1")
+	if r.code != 0 || !strings.Contains(r.stdout, "needs-reset") || !strings.Contains(r.stdout, "acme-worker reset pay-1") {
 		t.Fatalf("dlq replay of a FAILED key: %+v", r)
 	}
 	if r := run(ctx, t, env, "dlq", "replay", "--key", "pay-1", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "needs-reset") {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -47,6 +48,7 @@ func TestBadAddressesAreUsageErrors(t *testing.T) {
 // TestEnqueueTopicSpellings: enqueue takes --topics and LEASEHOLD_TOPICS as
 // run does; --topic and LEASEHOLD_TOPIC still work, with a note that they
 // are deprecated. A missing topic fails before anything says "enqueued".
+// The notes and hints name the program (here a team's own, acme-worker).
 func TestEnqueueTopicSpellings(t *testing.T) {
 	t.Parallel()
 	k := testkit.StartKafka(t)
@@ -60,18 +62,18 @@ func TestEnqueueTopicSpellings(t *testing.T) {
 	}{
 		{nil, []string{"--topics", topic}, ""},
 		{map[string]string{"LEASEHOLD_TOPICS": topic}, nil, ""},
-		{nil, []string{"--topic", topic}, "worker enqueue: --topic is deprecated: use --topics\n"},
-		{map[string]string{"LEASEHOLD_TOPIC": topic}, nil, "worker enqueue: LEASEHOLD_TOPIC is deprecated: use LEASEHOLD_TOPICS\n"},
+		{nil, []string{"--topic", topic}, "acme-worker enqueue: --topic is deprecated: use --topics\n"},
+		{map[string]string{"LEASEHOLD_TOPIC": topic}, nil, "acme-worker enqueue: LEASEHOLD_TOPIC is deprecated: use LEASEHOLD_TOPICS\n"},
 		{map[string]string{"LEASEHOLD_TOPIC": "elsewhere"}, []string{"--topics", topic}, ""},
 	} {
 		args := append([]string{"enqueue", "--brokers", brokers, "--count", "1", "--progress=false"}, tc.args...)
-		r := run(ctx, t, tc.env, args...)
+		r := runAs(ctx, t, "acme-worker", tc.env, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "enqueued 1 records (1 jobs, 0 duplicates) to "+topic) || r.stderr != tc.deprecated {
 			t.Errorf("env %v args %v: %+v; want stderr %q", tc.env, tc.args, r, tc.deprecated)
 		}
 	}
-	r := run(ctx, t, nil, "enqueue", "--brokers", brokers, "--topics", topic+"-missing", "--count", "1", "--progress=false")
-	wantFailure(t, r, 1, "topic "+topic+"-missing does not exist: create it first")
+	r := runAs(ctx, t, "acme-worker", nil, "enqueue", "--brokers", brokers, "--topics", topic+"-missing", "--count", "1", "--progress=false")
+	wantFailure(t, r, 1, "topic "+topic+"-missing does not exist: create it first (acme-worker run consumes")
 	if r.stdout != "" {
 		t.Errorf("a failed enqueue printed %q", r.stdout)
 	}
@@ -294,4 +296,20 @@ func TestErrorsReadAsOneSentence(t *testing.T) {
 	if got := userMessage(cctx, fmt.Errorf("x: %w", context.Canceled)); got != "interrupted before the command finished" {
 		t.Errorf("userMessage of an interruption = %q", got)
 	}
+}
+
+// TestDemoViewDrawsDuringDrain: while the demo's workers drain (after
+// Ctrl-C), the terminal view keeps being redrawn.
+func TestDemoViewDrawsDuringDrain(t *testing.T) {
+	t.Parallel()
+	var b syncBuffer
+	v := newDemoView(&b, false, func(string) string { return "" })
+	v.tty = true
+	v.size = func() (int, int) { return 80, 24 }
+	v.setPlan(4, 0, "job-01", "job-02")
+	drawWhile(v, 5*time.Millisecond, func() {
+		testkit.Eventually(t, 10*time.Second, "the view redrawn during the drain", func() bool {
+			return strings.Count(b.String(), "leasehold demo") >= 3
+		})
+	})
 }

@@ -77,7 +77,7 @@ func cmdEnqueue(ctx context.Context, e *Env, args []string) error {
 	}
 	if deprecated != "" {
 		// After the work, so that a failure stays one line.
-		_, _ = fmt.Fprintln(e.Stderr, "worker enqueue: "+deprecated)
+		_, _ = fmt.Fprintf(e.Stderr, "%s enqueue: %s\n", e.application().name, deprecated)
 	}
 	return nil
 }
@@ -137,7 +137,7 @@ func enqueue(ctx context.Context, e *Env, c enqueueConfig) error {
 	if err != nil {
 		return fmt.Errorf("kafka at %s does not answer: %w", c.brokers, err)
 	}
-	if err := topicExists(ctx, cl, c.topic); err != nil {
+	if err := topicExists(ctx, cl, c.topic, e.application().name); err != nil {
 		return err
 	}
 	var bar io.Writer
@@ -154,8 +154,9 @@ func enqueue(ctx context.Context, e *Env, c enqueueConfig) error {
 }
 
 // topicExists fails when topic is unknown to the brokers: a produce to it
-// would wait out its timeout, or create it where auto-creation is on.
-func topicExists(ctx context.Context, cl *kgo.Client, topic string) error {
+// would wait out its timeout, or create it where auto-creation is on. prog
+// is the program's name, for the hint.
+func topicExists(ctx context.Context, cl *kgo.Client, topic, prog string) error {
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	details, err := kadm.NewClient(cl).ListTopics(mctx, topic)
@@ -163,7 +164,7 @@ func topicExists(ctx context.Context, cl *kgo.Client, topic string) error {
 		return fmt.Errorf("read topic metadata from Kafka: %w", err)
 	}
 	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("topic %s does not exist: create it first (worker run consumes only existing topics), or pass --topics with another", topic)
+		return fmt.Errorf("topic %s does not exist: create it first (%s run consumes only existing topics), or pass --topics with another", topic, prog)
 	} else if d.Err != nil {
 		return fmt.Errorf("topic %s: %w", topic, d.Err)
 	}

@@ -165,7 +165,7 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	if asJSON {
-		info, err := ops.s.Lookup(ctx, k)
+		info, err := lookupForInspect(ctx, ops.s, k)
 		if err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 	} else {
 		_, _ = fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
 	}
-	info, err := ops.s.Lookup(ctx, k)
+	info, err := lookupForInspect(ctx, ops.s, k)
 	if err != nil {
 		_, _ = fmt.Fprintf(tw, "record\tunreadable: %s\n", truncate(err.Error(), 200))
 		_ = tw.Flush()
@@ -197,11 +197,11 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 	switch info.State {
 	case idempotency.Completed, idempotency.Failed:
 		_, _ = fmt.Fprintf(tw, "finished at\t%s\n", info.At.UTC().Format(time.RFC3339))
-		what := "result"
 		if info.State == idempotency.Failed {
-			what = "error text"
+			_, _ = fmt.Fprintf(tw, "error\t%s\n", printable(info.Result, info.ResultSize, maxShownError))
+		} else {
+			_, _ = fmt.Fprintf(tw, "result\t%d bytes\n", info.ResultSize)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%d bytes\n", what, info.ResultSize)
 	case idempotency.Released:
 		if !info.HoldUntil.IsZero() {
 			_, _ = fmt.Fprintf(tw, "held until\t%s\n", info.HoldUntil.UTC().Format(time.RFC3339Nano))
@@ -217,11 +217,24 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 }
 
 // maxShownDetails bounds the heartbeat details inspect prints, in bytes;
-// leases prints at most maxListedDetails.
+// leases prints at most maxListedDetails; maxShownError bounds a failed
+// record's error text.
 const (
 	maxShownDetails  = 512
 	maxListedDetails = 40
+	maxShownError    = 1024
 )
+
+// lookupForInspect reads key k's record, with the error text of a FAILED one
+// (the failure is what an operator inspects it for); a result is not read,
+// only its size.
+func lookupForInspect(ctx context.Context, s *idempotency.Store, k string) (idempotency.Info, error) {
+	info, err := s.Lookup(ctx, k)
+	if err != nil || info.State != idempotency.Failed {
+		return info, err
+	}
+	return s.LookupResult(ctx, k)
+}
 
 // printable renders heartbeat details b (of stored size total) as a quoted
 // Go string of at most n bytes of the details, control characters and
@@ -421,6 +434,10 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer ops.close(ctx)
+	// Said before anything is written: the figure comes from the live Redis.
+	_, _ = fmt.Fprintf(e.Stderr, "capacity: writing %d sample records under %sidem:capacity:* on the Redis of --redis "+
+		"to measure them (deleted afterwards, a 10-minute TTL if interrupted); measure on a quiet server\n",
+		idempotency.CapacitySample, o.prefix)
 	r, err := ops.s.Capacity(ctx, *rate, retention)
 	if err != nil {
 		return err

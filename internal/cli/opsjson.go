@@ -113,6 +113,7 @@ type recordJSON struct {
 	Attempt      int        `json:"attempt,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 	ResultSize   *int       `json:"result_size,omitempty"` // the result, or the error text of a FAILED record
+	Error        *string    `json:"error,omitempty"`       // a FAILED record's error text
 	HoldUntil    *time.Time `json:"hold_until,omitempty"`
 	Details      *string    `json:"details,omitempty"`
 	DetailsSize  int        `json:"details_size,omitempty"`
@@ -132,6 +133,10 @@ func newInspectJSON(key, tag, leaseKey string, li leaseInfo, held bool, info ide
 	case idempotency.Completed, idempotency.Failed:
 		at, size := info.At.UTC(), info.ResultSize
 		r.FinishedAt, r.ResultSize = &at, &size
+		if info.State == idempotency.Failed {
+			e := string(info.Result)
+			r.Error = &e
+		}
 	case idempotency.Released:
 		if !info.HoldUntil.IsZero() {
 			hu := info.HoldUntil.UTC()

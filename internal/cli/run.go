@@ -45,7 +45,7 @@ type runConfig struct {
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
 	fetchMaxWait, sweepInterval, journalRetention           time.Duration
-	logLevel, logFormat                                     string
+	logLevel, logFormat, kafkaLogLevel                      string
 	embedded                                                string
 	embeddedKafka                                           bool
 	maxmemoryPolicy                                         *string // policy.go
@@ -79,6 +79,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	c.maxmemoryPolicy = policyFlag(f)
 	f.stringVar(&c.logLevel, "log-level", "LEASEHOLD_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.stringVar(&c.logFormat, "log-format", "LEASEHOLD_LOG_FORMAT", "text", "text or json")
+	f.stringVar(&c.kafkaLogLevel, "kafka-log-level", "LEASEHOLD_KAFKA_LOG_LEVEL", "warn", "lowest level of franz-go's own lines (group joins, syncs, heartbeats): debug, info, warn or error; the worker's own lines follow --log-level")
 	e.application().defineFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
@@ -169,6 +170,10 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
+	kafkaLevel, err := parseLevel(c.kafkaLogLevel)
+	if err != nil {
+		return err
+	}
 	policy, err := policyOpts(*c.maxmemoryPolicy)
 	if err != nil {
 		return err
@@ -248,6 +253,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithShutdownTimeout(c.shutdown),
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
+		leasehold.WithKafkaLogLevel(kafkaLevel),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
 	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),
