@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/leasehold/leasehold/internal/kafkabroker"
 )
@@ -221,6 +222,60 @@ func (k *Kafka) CreateTopic(t testing.TB, name string, partitions int32) {
 	if err != nil {
 		t.Fatalf("testkit: create topic %s: %v", name, err)
 	}
+	if k.cluster == nil && len(k.brokers) > 1 {
+		k.waitEveryBroker(t, name, partitions)
+	}
+}
+
+// waitEveryBroker waits until each of a real cluster's brokers lists topic
+// with a leader for each partition: a broker learns of a new topic from the
+// controller a moment after the create returns (seconds on a loaded
+// machine), and a worker that asks it first would find the topic missing.
+func (k *Kafka) waitEveryBroker(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, addr := range k.brokers {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatalf("testkit: kafka client: %v", err)
+		}
+		for !listsTopic(ctx, cl, topic, partitions) {
+			if ctx.Err() != nil {
+				cl.Close()
+				t.Fatalf("testkit: broker %s does not list topic %s: %v", addr, topic, ctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cl.Close()
+	}
+}
+
+// listsTopic asks cl's seed broker itself whether it lists topic with a
+// leader for each of its partitions.
+func listsTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) bool {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cl.SeedBrokers()[0].RetriableRequest(rctx, req)
+	if err != nil {
+		return false
+	}
+	for _, tp := range resp.(*kmsg.MetadataResponse).Topics {
+		if tp.ErrorCode != 0 || len(tp.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range tp.Partitions {
+			if p.ErrorCode != 0 || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Committed returns the group's committed offsets for topic, by partition.

@@ -98,7 +98,8 @@ func runCluster(ctx context.Context, n int, dir, heap string) int {
 		code = 1
 	}
 	fmt.Fprintln(os.Stderr, "kafka: stopping")
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// ctx has ended (Ctrl-C): the clean stop gets a minute of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	if err := c.Stop(sctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
