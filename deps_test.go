@@ -57,3 +57,20 @@ func TestLibraryImportsOTelAPIOnly(t *testing.T) {
 			strings.Join(bad, "\n"))
 	}
 }
+
+// TestTeamBinaryHoldsNoDemo keeps cmd/worker's development parts out of a
+// team's binary built with workercmd: no demo job types, payment stub,
+// in-memory Kafka (kfake) or PostgreSQL driver (cmd/worker adds them through
+// cli.DemoOptions).
+func TestTeamBinaryHoldsNoDemo(t *testing.T) {
+	t.Parallel()
+	deps := goListDeps(t, "./workercmd", "./examples/myworker")
+	bad := forbidden(deps,
+		"github.com/leasehold/leasehold/internal/demo", "github.com/leasehold/leasehold/internal/paystub",
+		"github.com/leasehold/leasehold/internal/devkafka", "github.com/twmb/franz-go/pkg/kfake",
+		"github.com/jackc/pgx/v5")
+	if len(bad) > 0 {
+		t.Errorf("a program built with workercmd links cmd/worker's development parts (pass them through cli.DevParts instead):\n%s",
+			strings.Join(bad, "\n"))
+	}
+}
