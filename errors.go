@@ -1,7 +1,6 @@
 package leasehold
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/leasehold/leasehold/idempotency"
@@ -31,7 +30,7 @@ var (
 	// worker never creates topics (a production cluster usually refuses
 	// auto-creation, and a dead-letter produce to a missing topic would
 	// block its partition); create them first.
-	ErrTopicMissing = errors.New("leasehold: topic does not exist")
+	ErrTopicMissing = leasing.NewError("leasehold: topic does not exist", leasing.ClassTerminal)
 
 	// ErrInvalidKey reports an idempotency key that is empty, too long, or
 	// holds control characters or whitespace. It is idempotency.ErrInvalidKey.
@@ -39,11 +38,11 @@ var (
 
 	// ErrInvalidJobType reports a job type that is empty, too long, or holds
 	// control characters or whitespace.
-	ErrInvalidJobType = errors.New("leasehold: invalid job type")
+	ErrInvalidJobType = leasing.NewError("leasehold: invalid job type", leasing.ClassTerminal)
 
 	// ErrDuplicateType is returned by [Worker.Register] when a handler is
 	// already registered for the job type.
-	ErrDuplicateType = errors.New("leasehold: job type already registered")
+	ErrDuplicateType = leasing.NewError("leasehold: job type already registered", leasing.ClassTerminal)
 
 	// ErrInvalidLeaseTTL is returned by [Worker.Register] for a
 	// [WithJobLeaseTTL] that is negative, or not longer than the worker's
@@ -54,25 +53,25 @@ var (
 
 	// ErrUnknownType is the dead-letter cause for a record whose job type has
 	// no registered handler.
-	ErrUnknownType = errors.New("leasehold: no handler for job type")
+	ErrUnknownType = leasing.NewError("leasehold: no handler for job type", leasing.ClassTerminal)
 
 	// ErrPayloadTooLarge reports a payload above the configured maximum
 	// ([WithMaxPayload]).
-	ErrPayloadTooLarge = errors.New("leasehold: payload too large")
+	ErrPayloadTooLarge = leasing.NewError("leasehold: payload too large", leasing.ClassTerminal)
 
 	// ErrFingerprintMismatch is the dead-letter cause for a record whose
 	// payload differs from the payload first processed under the same key.
-	ErrFingerprintMismatch = errors.New("leasehold: payload differs from the one first processed under this key")
+	ErrFingerprintMismatch = leasing.NewError("leasehold: payload differs from the one first processed under this key", leasing.ClassTerminal)
 
 	// ErrPermanent marks a handler error as terminal: the job is not retried,
 	// its failure is recorded and the record goes to the dead-letter topic.
 	// Wrap errors with [Permanent] rather than returning it bare.
-	ErrPermanent = errors.New("leasehold: permanent failure")
+	ErrPermanent = leasing.NewError("leasehold: permanent failure", leasing.ClassTerminal)
 
 	// ErrUndecodable marks a handler error as a payload that does not decode
 	// ([Typed] wraps its decoding errors in it): like [ErrPermanent], the job
 	// is not retried; the record is dead-lettered with reason undecodable.
-	ErrUndecodable = errors.New("leasehold: payload does not decode")
+	ErrUndecodable = leasing.NewError("leasehold: payload does not decode", leasing.ClassTerminal)
 
 	// ErrCorruptRecord is the dead-letter cause for a record whose key's
 	// stored idempotency record cannot be decoded (damaged outside the
@@ -82,7 +81,7 @@ var (
 
 	// ErrAttemptsExhausted is the dead-letter cause for a job that failed with
 	// retryable errors as many times as its [WithMaxAttempts] allows.
-	ErrAttemptsExhausted = errors.New("leasehold: attempts exhausted")
+	ErrAttemptsExhausted = leasing.NewError("leasehold: attempts exhausted", leasing.ClassTerminal)
 
 	// ErrResultTooLarge is the terminal failure of a job whose handler
 	// returned a result over the idempotency store's bound (64 KiB unless
@@ -90,7 +89,7 @@ var (
 	// [WithIdempotencyOptions]). It is permanent, never an outage: the job
 	// is not retried, the failure is recorded under its key and the record
 	// is dead-lettered with reason [ReasonResultTooLarge].
-	ErrResultTooLarge = errors.New("leasehold: result too large")
+	ErrResultTooLarge = leasing.NewError("leasehold: result too large", leasing.ClassTerminal)
 
 	// ErrShutdown is the cause with which running jobs' contexts are
 	// cancelled when a graceful shutdown's drain timeout passes; it wraps
@@ -98,20 +97,20 @@ var (
 	ErrShutdown = leasing.NewSentinel("leasehold: worker shut down before the job finished", ErrLeaseLost)
 
 	// ErrClosed is returned by methods called on a worker that has shut down.
-	ErrClosed = errors.New("leasehold: worker closed")
+	ErrClosed = leasing.NewError("leasehold: worker closed", leasing.ClassTerminal)
 
 	// ErrNoCompensation is returned by [StepWith] and [Job.Step] when the
 	// worker was built without [WithCompensation].
-	ErrNoCompensation = errors.New("leasehold: saga steps need WithCompensation")
+	ErrNoCompensation = leasing.NewError("leasehold: saga steps need WithCompensation", leasing.ClassTerminal)
 
 	// ErrNoWorker is returned by [Job.Heartbeat] on a Job that no worker
 	// runs: one built by hand. Build a handler's test job with package
 	// leaseholdtest, which records heartbeats and saga steps.
-	ErrNoWorker = errors.New("leasehold: the job is not run by a worker; build test jobs with package leaseholdtest")
+	ErrNoWorker = leasing.NewError("leasehold: the job is not run by a worker; build test jobs with package leaseholdtest", leasing.ClassTerminal)
 
 	// ErrNoHandlers is returned by [Worker.Start] when no job type is
 	// registered.
-	ErrNoHandlers = errors.New("leasehold: no job types registered")
+	ErrNoHandlers = leasing.NewError("leasehold: no job types registered", leasing.ClassTerminal)
 )
 
 // resultTooLargeError is the user-facing form of an

@@ -113,13 +113,15 @@ func compensationSpans(tr *tracing.Tracer) compensation.ObserverFuncs {
 	}
 }
 
-// mapStoreErr reads an error of a Redis call. The errors of the lease,
-// idempotency and compensation packages are the worker's own sentinels
-// already (ErrLeaseLost is lease.ErrLost, ErrUnavailable is
-// lease.ErrUnavailable, ...) and pass as they are, but for a too-large
-// result, which gets the user-facing sentence with its fix. The rest (a call
-// the worker sent itself, or a store error that is no answer of Redis) is
-// read by leasing.Classify, the module's one reading of go-redis errors.
+// mapStoreErr reads an error of a Redis call by the class it was made with
+// (internal/leasing.Class: every sentinel of lease, idempotency and
+// compensation carries one). Outages come out matching ErrUnavailable and
+// lost leases matching ErrLeaseLost, so that the worker fails closed or
+// compensates; answers (retry, terminal) pass as they are, but for a
+// too-large result, which gets the user-facing sentence with its fix. An
+// error without a class (of go-redis, the network, a call the worker sent
+// itself) is read by leasing.Classify, the module's one reading of go-redis
+// errors.
 func mapStoreErr(err error) error {
 	var tl *idempotency.TooLargeError
 	switch {
@@ -128,13 +130,17 @@ func mapStoreErr(err error) error {
 		// retry (the lease would be renewed and the job hang).
 		return &resultTooLargeError{err: tl}
 	case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrUnavailable),
-		errors.Is(err, ErrCorruptRecord), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrInvalidLeaseTTL),
-		errors.Is(err, idempotency.ErrTooLarge), errors.Is(err, idempotency.ErrNotClaimed),
-		errors.Is(err, idempotency.ErrMismatch), errors.Is(err, idempotency.ErrAlreadyCommitted),
-		errors.Is(err, lease.ErrEvictionPolicy), errors.Is(err, idempotency.ErrEvictionPolicy),
-		errors.Is(err, idempotency.ErrPolicyUnknown),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err // an answer, or the caller's own context
+		return err // read as it is, or the caller's own context
+	}
+	switch leasing.ClassOf(err) {
+	case leasing.ClassOutage:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case leasing.ClassLeaseLost:
+		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	case leasing.ClassRetry, leasing.ClassTerminal:
+		return err // an answer
+	case leasing.ClassNone:
 	}
 	return leasing.Classify(err)
 }

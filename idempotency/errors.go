@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -32,14 +31,14 @@ var ErrRefused = leasing.NewSentinel("idempotency: write refused by redis", ErrL
 // the answer came after the lease's local deadline, so the Store gave the key
 // back in the same call (or, when that failed, left it to expire in its
 // TTL); the job must not run: claim again.
-var ErrGivenUp = errors.New("idempotency: lease given up locally")
+var ErrGivenUp = leasing.NewError("idempotency: lease given up locally", leasing.ClassRetry)
 
 // ErrAlreadyCommitted is matched by a *CommittedError: Complete or Fail
 // (Terminal) found the caller's fence's outcome already stored (an earlier
 // send whose answer was lost), but not the one asked for now (another result,
 // or another state). Nothing was written; the stored outcome stands. When the
 // stored outcome is the one asked for, the answer is nil.
-var ErrAlreadyCommitted = errors.New("idempotency: another outcome is already committed under this fence")
+var ErrAlreadyCommitted = leasing.NewError("idempotency: another outcome is already committed under this fence", leasing.ClassTerminal)
 
 // ErrOutcomeUnknown is returned by Complete and Fail (Terminal) when the write
 // was sent but its answer did not come (a cut connection, a timeout, Redis
@@ -58,41 +57,41 @@ var ErrUnavailable = lease.ErrUnavailable
 
 // ErrMismatch is matched by a *MismatchError: the key already has a record
 // whose payload fingerprint differs from the claim's.
-var ErrMismatch = errors.New("idempotency: fingerprint mismatch")
+var ErrMismatch = leasing.NewError("idempotency: fingerprint mismatch", leasing.ClassTerminal)
 
 // ErrInvalidKey is matched by a *KeyError: the idempotency key is empty, too
 // long, not UTF-8, or contains control characters or white space. Nothing was
 // written.
-var ErrInvalidKey = errors.New("idempotency: invalid key")
+var ErrInvalidKey = leasing.NewError("idempotency: invalid key", leasing.ClassTerminal)
 
 // ErrInvalidTTL is the Err of a claim whose Request.TTL is negative, or not
 // longer than the lease Manager's renew interval plus its drift margin (the
 // lease would run out between two renewals). Nothing was written.
 // errors.Is(err, lease.ErrInvalid) also holds for a TTL that is too short.
-var ErrInvalidTTL = errors.New("idempotency: invalid lease TTL")
+var ErrInvalidTTL = leasing.NewError("idempotency: invalid lease TTL", leasing.ClassTerminal)
 
 // ErrTooLarge is matched by a *TooLargeError: a result or heartbeat details
 // exceed the configured bound. Nothing was written; results are never
 // truncated.
-var ErrTooLarge = errors.New("idempotency: too large")
+var ErrTooLarge = leasing.NewError("idempotency: too large", leasing.ClassTerminal)
 
 // ErrEvictionPolicy is matched by a *PolicyError: the server's
 // maxmemory-policy may evict keys, so leases and records could vanish.
-var ErrEvictionPolicy = errors.New("idempotency: maxmemory-policy evicts keys")
+var ErrEvictionPolicy = leasing.NewError("idempotency: maxmemory-policy evicts keys", leasing.ClassTerminal)
 
 // ErrPolicyUnknown is returned by New when maxmemory-policy cannot be read
 // (CONFIG disabled or renamed, or not permitted) and no WithMaxmemoryPolicy
 // option states it.
-var ErrPolicyUnknown = errors.New("idempotency: cannot read maxmemory-policy")
+var ErrPolicyUnknown = leasing.NewError("idempotency: cannot read maxmemory-policy", leasing.ClassTerminal)
 
 // ErrFailed is matched by a *FailedError: the key's stored outcome is a
 // terminal failure, replayed by Claim as a Duplicate.
-var ErrFailed = errors.New("idempotency: failed terminally")
+var ErrFailed = leasing.NewError("idempotency: failed terminally", leasing.ClassTerminal)
 
 // ErrNotClaimed is returned when Complete, Fail or SaveDetails get a Claim
 // that does not hold a lease (its outcome is not Acquired or Takeover), or
 // that was already finished.
-var ErrNotClaimed = errors.New("idempotency: claim holds no lease")
+var ErrNotClaimed = leasing.NewError("idempotency: claim holds no lease", leasing.ClassTerminal)
 
 // ErrLayoutChanged is matched by a *LayoutError: New was given a shard count
 // (WithShards) other than the one records still live under. Their keys carry
@@ -100,10 +99,10 @@ var ErrNotClaimed = errors.New("idempotency: claim holds no lease")
 // recorded under the old count would run again. Another retention or window
 // count is not refused: claims also read the buckets of the layouts whose
 // records still live.
-var ErrLayoutChanged = errors.New("idempotency: shard count changed")
+var ErrLayoutChanged = leasing.NewError("idempotency: shard count changed", leasing.ClassTerminal)
 
 // ErrCorrupt is returned when a stored record cannot be decoded.
-var ErrCorrupt = errors.New("idempotency: corrupt record")
+var ErrCorrupt = leasing.NewError("idempotency: corrupt record", leasing.ClassTerminal)
 
 // MismatchError reports a claim whose payload fingerprint differs from the
 // one stored for the key. It matches ErrMismatch.

@@ -1,11 +1,13 @@
 // Package tracing makes every leasehold job visible in Jaeger and the worker
 // measurable in Prometheus.
 //
-// [Setup] builds an OpenTelemetry tracer provider from the standard OTEL_*
-// environment variables (OTLP over HTTP or gRPC, endpoint, headers, sampler),
-// a resource naming the service and host, W3C tracecontext and baggage
-// propagators, and a meter provider whose instruments are served in the
-// Prometheus text format by Telemetry.MetricsHandler.
+// The package imports only the OpenTelemetry API: the providers come from
+// the program. Package tracing/otelsetup builds them, for a main package, from
+// the standard OTEL_* environment variables (OTLP over HTTP or gRPC, endpoint,
+// headers, sampler), with a meter provider served in the Prometheus text
+// format; give them to [New] with [WithTelemetry], or pass any
+// TracerProvider and MeterProvider with [WithTracerProvider] and
+// [WithMeterProvider]. Without either, [New] uses the OpenTelemetry globals.
 //
 // [New] returns a [Tracer] that wires franz-go's kotel plugin into Kafka
 // clients ([Tracer.KgoOpt]): kotel creates the publish and receive spans and

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// ErrConfig is returned by [Setup] and [New] when an option or an OTEL_*
-// environment variable holds a value that cannot be used.
+// ErrConfig is returned by [New], and by otelsetup.Setup, when an option or an
+// OTEL_* environment variable holds a value that cannot be used.
 var ErrConfig = errors.New("tracing: invalid configuration")
 
 // ConfigError names the setting that [ErrConfig] is about.

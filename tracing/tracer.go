@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // instrumentationName names leasehold's tracer and meter.
@@ -43,10 +45,22 @@ type cfg struct {
 	now       func() time.Time
 }
 
-// WithTelemetry uses the providers and propagator of tel (from [Setup]).
-// Default: the OpenTelemetry globals.
-func WithTelemetry(tel *Telemetry) Opt {
-	return optFunc(func(c *cfg) { c.tp, c.mp, c.prop = tel.TracerProvider, tel.MeterProvider, tel.Propagator })
+// DefaultServiceName is the service.name a worker reports when neither its
+// telemetry setup nor OTEL_SERVICE_NAME names one.
+const DefaultServiceName = "leasehold-worker"
+
+// Providers is a program's OpenTelemetry setup as [WithTelemetry] reads it.
+// *otelsetup.Telemetry (package tracing/otelsetup, which builds the SDK,
+// exporters and the Prometheus handler) implements it; this package itself
+// imports only the OpenTelemetry API.
+type Providers interface {
+	OTelProviders() (trace.TracerProvider, metric.MeterProvider, propagation.TextMapPropagator)
+}
+
+// WithTelemetry uses the providers and propagator of tel (from
+// otelsetup.Setup). Default: the OpenTelemetry globals.
+func WithTelemetry(tel Providers) Opt {
+	return optFunc(func(c *cfg) { c.tp, c.mp, c.prop = tel.OTelProviders() })
 }
 
 // WithTracerProvider sets the tracer provider. Default: otel.GetTracerProvider().
@@ -163,7 +177,7 @@ func New(opts ...Opt) (*Tracer, error) {
 	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
 	return &Tracer{
 		cfg:     c,
-		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildVersion()), trace.WithSchemaURL(semconv.SchemaURL)),
+		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildinfo.Version()), trace.WithSchemaURL(semconv.SchemaURL)),
 		hooks:   kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(),
 		metrics: m,
 	}, nil

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/devkafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -133,14 +134,23 @@ func (l *lines) String() string {
 	return strings.Join(l.all, "\n")
 }
 
-func freeAddr(t *testing.T) string {
+// devBroker starts an in-memory Kafka in the test process with topics
+// (name to partitions) and returns its address. A program built with
+// workercmd has no embedded Kafka of its own (kfake stays out of it).
+func devBroker(t *testing.T, topics map[string]int32) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String()
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	addrs, stop, err := devkafka.Start(context.Background(), "127.0.0.1", port, topics, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addrs[0]
 }
 
 func redisURL() string {
@@ -180,8 +190,8 @@ func TestOwnBinary(t *testing.T) {
 
 	prefix := "wcmd:" + strings.ToLower(rand.Text()[:8]) + ":"
 	t.Cleanup(func() { deleteKeys(t, prefix) })
-	kafka := freeAddr(t)
-	cmd := exec.Command(bin, "run", "--embedded-kafka", "--embedded-listen", kafka, "--topics", "hello.jobs",
+	kafka := devBroker(t, map[string]int32{"hello.jobs": 6, "hello.jobs.dlq": 1})
+	cmd := exec.Command(bin, "run", "--brokers", kafka, "--topics", "hello.jobs",
 		"--group", "hello", "--prefix", prefix, "--fetch-max-wait", "250ms", "--shutdown-timeout", "10s")
 	cmd.Env = append(os.Environ(), "HELLO_GREETING=howdy", "REDIS_URL="+redisURL(), "OTEL_TRACES_EXPORTER=none")
 	stdout, _ := cmd.StdoutPipe()
@@ -196,7 +206,6 @@ func TestOwnBinary(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Logf("exit after kill: %v", <-exited)
 	}()
-	logs.wait(t, "embedded kafka started")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

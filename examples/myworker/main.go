@@ -4,8 +4,9 @@
 // environment variable, inspect, leases, expire, reset, dlq, capacity,
 // compensations, enqueue, ...). deploy/ builds and deploys it.
 //
-//	go run ./examples/myworker run --embedded-kafka
-//	go run ./examples/myworker enqueue --type report.build --count 3
+//	go run ./cmd/worker dev-broker --topics reports:6,reports.dlq:1
+//	LEASEHOLD_TOPICS=reports go run ./examples/myworker run --brokers 127.0.0.1:9092
+//	LEASEHOLD_TOPICS=reports go run ./examples/myworker enqueue --brokers 127.0.0.1:9092 --type report.build --count 3
 package main
 
 import (

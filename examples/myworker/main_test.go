@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/internal/devkafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,19 +59,28 @@ func TestMyWorker(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// A development Kafka in the test process: the binary, as a team's
+	// binary, has no embedded one (kfake stays out of it).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafka := ln.Addr().String()
+	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
+	addrs, stopKafka, err := devkafka.Start(context.Background(), "127.0.0.1", port,
+		map[string]int32{"reports": 6, "reports.dlq": 1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopKafka)
+	kafka := addrs[0]
 	prefix := "myworker:" + strings.ToLower(rand.Text()[:8]) + ":"
 	t.Cleanup(func() { deleteKeys(t, prefix) })
 	env := append(os.Environ(), "REDIS_URL="+redisURL(), "LEASEHOLD_PREFIX="+prefix, "LEASEHOLD_TOPICS=reports",
 		"OTEL_TRACES_EXPORTER=none")
 
 	var logs syncBuffer
-	worker := exec.Command(bin, "run", "--embedded-kafka", "--embedded-listen", kafka, "--fetch-max-wait", "250ms")
+	worker := exec.Command(bin, "run", "--brokers", kafka, "--fetch-max-wait", "250ms")
 	worker.Env, worker.Stdout, worker.Stderr = env, &logs, &logs
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
@@ -80,7 +91,6 @@ func TestMyWorker(t *testing.T) {
 		_ = worker.Process.Kill()
 		t.Logf("worker exit after kill: %v", <-exited)
 	}()
-	waitFor(t, "the embedded Kafka", &logs, func() bool { return strings.Contains(logs.String(), "embedded kafka started") })
 
 	enq := exec.Command(bin, "enqueue", "--brokers", kafka, "--type", "report.build", "--count", "2",
 		"--key-prefix", "rep", "--progress=false")

@@ -24,6 +24,7 @@ type App struct {
 	flags    []func(*FlagSet)
 	commands map[string]command
 	own      map[string]bool // commands the program added
+	dev      DevParts        // cmd/worker's development parts (see DemoOptions)
 }
 
 // Option configures an [App]. Each option's doc comment states its default.

@@ -56,16 +56,9 @@ func init() {
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
-		"dev-broker":    {"run a standalone in-memory Kafka (kfake) on an address, with topics", cmdDevBroker},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
 		"ui":            {"serve the web console: overview, running jobs, keys, compensations, dead letters (read-only unless --actions)", cmdUI},
 	}
-}
-
-// Main runs cmd/worker's command line (this package's commands and the
-// demo's, see [DemoOptions]) and returns the process exit code, as [Run].
-func Main(ctx context.Context, args []string, e *Env) int {
-	return Run(ctx, args, e, DemoOptions()...)
 }
 
 // Run runs the command line of the application opts make and returns the

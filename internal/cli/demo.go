@@ -146,7 +146,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	run := strings.ToLower(crand.Text()[:6])
 	prefix := "lh:demo:" + run + ":"
 	topic := "demo.jobs"
-	kc, err := startKfake(ctx, "127.0.0.1:0", []topicSpec{{topic, 6}, {topic + ".dlq", 1}})
+	kc, err := e.application().startEmbeddedKafka(ctx, "127.0.0.1:0", []topicSpec{{topic, 6}, {topic + ".dlq", 1}})
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/paystub"
 )
 
 // DefaultGroupMinSessionTimeout is the dev-broker's default smallest group
@@ -38,7 +35,7 @@ func cmdDevBroker(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := startKfake(ctx, *listen, specs, kfake.GroupMinSessionTimeout(*minSession))
+	c, err := e.application().startEmbeddedKafka(ctx, *listen, specs, *minSession)
 	if err != nil {
 		return err
 	}
@@ -71,7 +68,7 @@ func cmdPaymentStub(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	_, _ = fmt.Fprintf(e.Stdout, "payment-stub listening on %s\n", ln.Addr())
-	err = paystub.Serve(ctx, ln, paystub.New(), log)
+	err = e.application().dev.ServePaymentStub(ctx, ln, log)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -171,14 +170,23 @@ func topicExists(ctx context.Context, cl *kgo.Client, topic, prog string) error 
 	return nil
 }
 
+// transferPayload is a demo.transfer payload (internal/demo's TransferArgs,
+// which this package does not import: it would link pgx into every program
+// built with workercmd; a test checks that the two agree).
+type transferPayload struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+}
+
 // payloadFor builds the payload of job i.
 func payloadFor(c enqueueConfig, i int) []byte {
 	var b []byte
 	switch c.typ {
 	case "demo.sleep":
 		b, _ = json.Marshal(SleepJob{DurationMS: int(c.sleep.Milliseconds()), Steps: c.steps})
-	case demo.TransferType:
-		b, _ = json.Marshal(demo.TransferArgs{From: fmt.Sprintf("acct-%d", i%c.accounts),
+	case "demo.transfer":
+		b, _ = json.Marshal(transferPayload{From: fmt.Sprintf("acct-%d", i%c.accounts),
 			To: fmt.Sprintf("acct-%d", (i+1)%c.accounts), Amount: 1})
 	default:
 		b, _ = json.Marshal(map[string]int{"n": i})

@@ -18,7 +18,7 @@ func TestFlagsDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := FlagsMarkdown(DemoOptions()...)
+	want := FlagsMarkdown(DemoOptions(testDevParts)...)
 	if !bytes.Equal(have, want) {
 		t.Errorf("docs/flags.md is out of date: run `go run ./internal/cli/gendocs` from the module root")
 	}
@@ -34,7 +34,7 @@ func TestFlagsDoc(t *testing.T) {
 // flag's environment variable as its spec names it, once, and that no flag
 // of this package's commands writes "(env X)" by hand.
 func TestFlagsHaveOneSource(t *testing.T) {
-	a := newApp(DemoOptions()...)
+	a := newApp(DemoOptions(testDevParts)...)
 	seen := 0
 	describeCommands(a, func(name string, f *flags) {
 		for _, d := range f.docs() {

@@ -3,14 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/leasehold/leasehold/internal/devkafka"
+	"time"
 )
 
 // topicSpec is a topic and its partition count.
@@ -40,11 +36,27 @@ func parseTopics(s string, def int32) ([]topicSpec, error) {
 	return out, nil
 }
 
-// startKfake starts an in-memory Kafka listening on addr ("host:port"; port
-// 0 picks a free one) with the given topics and any extra kfake options,
-// with devkafka's reaper evicting group members that died mid-join (it logs
-// evictions to slog's default logger).
-func startKfake(ctx context.Context, addr string, topics []topicSpec, extra ...kfake.Opt) (*devkafka.Cluster, error) {
+// embeddedKafka is an in-memory Kafka that a command started.
+type embeddedKafka struct {
+	addrs []string
+	stop  func()
+}
+
+// ListenAddrs returns the addresses the Kafka listens on.
+func (k *embeddedKafka) ListenAddrs() []string { return k.addrs }
+
+// Close stops the Kafka.
+func (k *embeddedKafka) Close() { k.stop() }
+
+// startEmbeddedKafka starts an in-memory Kafka listening on addr ("host:port"; port
+// 0 picks a free one) with the given topics, through the program's
+// [DevParts.StartKafka]; groupMinSession (optional) is the smallest session
+// timeout a group member may ask for. A program without one (a team's
+// binary: kfake stays out of it) gets a usage error.
+func (a *App) startEmbeddedKafka(ctx context.Context, addr string, topics []topicSpec, groupMinSession ...time.Duration) (*embeddedKafka, error) {
+	if a.dev.StartKafka == nil {
+		return nil, usagef("this program has no in-memory Kafka: pass --brokers (for development, `worker dev-broker` of cmd/worker runs one)")
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, usagef("listen address %q: %v", addr, err)
@@ -61,21 +73,17 @@ func startKfake(ctx context.Context, addr string, topics []topicSpec, extra ...k
 		p = l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
 	}
-	opts := []kfake.Opt{
-		kfake.Ports(p),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return (&net.ListenConfig{}).Listen(ctx, network, net.JoinHostPort(host, strconv.Itoa(p)))
-		}),
-		kfake.AllowAutoTopicCreation(),
-		kfake.DefaultNumPartitions(6),
-	}
+	seed := make(map[string]int32, len(topics))
 	for _, t := range topics {
-		opts = append(opts, kfake.SeedTopics(t.partitions, t.name))
+		seed[t.name] = t.partitions
 	}
-	opts = append(opts, extra...)
-	c, err := devkafka.NewCluster(slog.Default(), 0, opts...) //nolint:contextcheck // the reaper lives until the cluster's Close, not ctx
+	var minSession time.Duration
+	if len(groupMinSession) > 0 {
+		minSession = groupMinSession[0]
+	}
+	addrs, stop, err := a.dev.StartKafka(ctx, host, p, seed, minSession)
 	if err != nil {
-		return nil, fmt.Errorf("start embedded kafka on %s: %w", addr, err)
+		return nil, err
 	}
-	return c, nil
+	return &embeddedKafka{addrs: addrs, stop: stop}, nil
 }

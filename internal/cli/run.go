@@ -206,7 +206,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		for _, t := range topics {
 			specs = append(specs, topicSpec{t, 6})
 		}
-		kc, err := startKfake(ctx, c.embedded, specs)
+		kc, err := app.startEmbeddedKafka(ctx, c.embedded, specs)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
 
 // startTracing sets a command's OpenTelemetry up as the OTEL_* environment
@@ -13,12 +14,12 @@ import (
 // troubles) and returns the telemetry, a tracer built on it with opts, and a
 // stop that flushes what is pending within 5s. Call stop once, when the
 // command ends.
-func startTracing(ctx context.Context, service string, log *slog.Logger, opts ...tracing.Opt) (*tracing.Telemetry, *tracing.Tracer, func(), error) {
-	setup := []tracing.SetupOpt{tracing.WithServiceName(service)}
+func startTracing(ctx context.Context, service string, log *slog.Logger, opts ...tracing.Opt) (*otelsetup.Telemetry, *tracing.Tracer, func(), error) {
+	setup := []otelsetup.SetupOpt{otelsetup.WithServiceName(service)}
 	if log != nil {
-		setup = append(setup, tracing.WithSetupLogger(log))
+		setup = append(setup, otelsetup.WithSetupLogger(log))
 	}
-	tel, shutdown, err := tracing.Setup(ctx, setup...)
+	tel, shutdown, err := otelsetup.Setup(ctx, setup...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

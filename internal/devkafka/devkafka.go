@@ -29,7 +29,10 @@ package devkafka
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -44,6 +47,34 @@ import (
 type Cluster struct {
 	*kfake.Cluster
 	reaper *Reaper
+}
+
+// Start starts an in-memory Kafka listening on host:port (the port must be
+// free) with topics (name to partition count) seeded, topics auto-created
+// with 6 partitions, groupMinSession as the smallest session timeout a
+// member may ask for (0: kfake's default, 6s), and a Reaper logging
+// evictions to slog's default logger. It returns the cluster's addresses and
+// a stop function that closes it.
+func Start(ctx context.Context, host string, port int, topics map[string]int32, groupMinSession time.Duration) ([]string, func(), error) {
+	opts := []kfake.Opt{
+		kfake.Ports(port),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return (&net.ListenConfig{}).Listen(ctx, network, net.JoinHostPort(host, strconv.Itoa(port)))
+		}),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(6),
+	}
+	for name, partitions := range topics {
+		opts = append(opts, kfake.SeedTopics(partitions, name))
+	}
+	if groupMinSession > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(groupMinSession))
+	}
+	c, err := NewCluster(slog.Default(), 0, opts...) //nolint:contextcheck // the reaper lives until the cluster's Close, not ctx
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded kafka on %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+	}
+	return c.ListenAddrs(), c.Close, nil
 }
 
 // NewCluster starts a kfake cluster with opts and a Reaper on it that

@@ -1,7 +1,6 @@
 package leasing
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -32,13 +31,13 @@ var (
 	// ErrHeld is returned by [Manager.Acquire] when another owner holds the
 	// lease. The error is a [*HeldError] that carries the holder and the time
 	// left.
-	ErrHeld = errors.New("lease: held by another owner")
+	ErrHeld = NewError("lease: held by another owner", ClassRetry)
 
 	// ErrLost means the caller no longer holds the lease. [ErrStolen],
 	// [ErrExpired] and [ErrRenewDeadline] all match it with errors.Is. It is
 	// the one such sentinel of the module: lease.ErrLost,
 	// idempotency.ErrLeaseLost and leasehold.ErrLeaseLost are this error.
-	ErrLost = errors.New("lease: lost")
+	ErrLost = NewError("lease: lost", ClassLeaseLost)
 
 	// ErrStolen means a renewal, release or fenced write found another owner (a
 	// different token or fence) on the lease key.
@@ -55,31 +54,31 @@ var (
 
 	// ErrReleased is the cause of a lease ended by [Lease.Release], or by
 	// [Forget] after the holder's own script deleted it.
-	ErrReleased = errors.New("lease: released")
+	ErrReleased = NewError("lease: released", ClassLeaseLost)
 
 	// ErrUnavailable wraps failures to reach Redis (network errors, timeouts,
 	// OOM, LOADING, READONLY, CLUSTERDOWN and similar transient replies). It
 	// is the one such sentinel of the module: lease.ErrUnavailable,
 	// idempotency.ErrUnavailable, compensation.ErrUnavailable and
 	// leasehold.ErrUnavailable are this error.
-	ErrUnavailable = errors.New("leasehold: redis unavailable")
+	ErrUnavailable = NewError("leasehold: redis unavailable", ClassOutage)
 
 	// ErrClosed is returned by a Manager after Shutdown, and is the cause of
 	// the leases that Shutdown ended.
-	ErrClosed = errors.New("lease: manager closed")
+	ErrClosed = NewError("lease: manager closed", ClassOutage)
 
 	// ErrNotStarted is returned by Acquire and Adopt before [Manager.Start]:
 	// without the renewer, a lease would silently run out.
-	ErrNotStarted = errors.New("lease: manager not started")
+	ErrNotStarted = NewError("lease: manager not started", ClassOutage)
 
 	// ErrInvalid reports a bad argument: an empty or oversized name, a Grant
 	// missing a field, a non-positive TTL.
-	ErrInvalid = errors.New("lease: invalid argument")
+	ErrInvalid = NewError("lease: invalid argument", ClassTerminal)
 
 	// ErrEvictionPolicy is returned by Start when Redis may evict keys
 	// (maxmemory-policy allkeys-* or volatile-*): an evicted lease key lets a
 	// second owner in.
-	ErrEvictionPolicy = errors.New("lease: redis maxmemory-policy evicts keys")
+	ErrEvictionPolicy = NewError("lease: redis maxmemory-policy evicts keys", ClassTerminal)
 )
 
 // HeldError is the detail of [ErrHeld].

@@ -202,6 +202,11 @@ func Run(ctx context.Context, addr string, logger *slog.Logger) error {
 	return Serve(ctx, ln, New(), logger)
 }
 
+// ServeNew serves a new stub ([New]) on ln until ctx ends, as [Serve] does.
+func ServeNew(ctx context.Context, ln net.Listener, logger *slog.Logger) error {
+	return Serve(ctx, ln, New(), logger)
+}
+
 // Serve serves s on ln until ctx is done.
 func Serve(ctx context.Context, ln net.Listener, s *Server, logger *slog.Logger) error {
 	if logger == nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
 
 // proc is a worker subprocess whose output is kept for failure messages.
@@ -534,7 +535,7 @@ func enqueueTransfer(t *testing.T, j *testkit.Jaeger, broker, key string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal())
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal())
 	if err != nil {
 		t.Fatal(err)
 	}

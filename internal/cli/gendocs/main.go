@@ -19,7 +19,7 @@ func main() {
 	out := flag.String("o", "docs/flags.md", "file to write")
 	flag.Parse()
 	//nolint:gosec // a document of the repository, readable by all
-	if err := os.WriteFile(*out, cli.FlagsMarkdown(cli.DemoOptions()...), 0o644); err != nil {
+	if err := os.WriteFile(*out, cli.FlagsMarkdown(cli.DemoOptions(cli.DevParts{})...), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}

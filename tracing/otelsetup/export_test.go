@@ -1,4 +1,4 @@
-package tracing_test
+package otelsetup_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
@@ -65,7 +65,7 @@ func TestSetupNoCollectorConfigured(t *testing.T) {
 	}
 	var logs lockedBuffer
 	ctx := context.Background()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithSetupLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithSetupLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestSetupUnreachableCollectorWarnsOnce(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
 	var logs lockedBuffer
 	ctx := context.Background()
-	tel, shutdown, err := tracing.Setup(ctx,
-		tracing.WithSetupLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	tel, shutdown, err := otelsetup.Setup(ctx,
+		otelsetup.WithSetupLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
 		t.Fatal(err)
 	}

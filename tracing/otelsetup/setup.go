@@ -1,4 +1,4 @@
-package tracing
+package otelsetup
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -28,15 +27,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/leasehold/leasehold/internal/buildinfo"
+	"github.com/leasehold/leasehold/tracing"
 )
 
-// DefaultServiceName is the service.name used when neither [WithServiceName]
-// nor OTEL_SERVICE_NAME names one.
-const DefaultServiceName = "leasehold-worker"
-
 // Telemetry holds the providers built by [Setup]. Pass them to the worker,
-// the lease manager and franz-go (through [New]) rather than relying on the
-// OpenTelemetry globals.
+// the lease manager and franz-go (tracing.New(tracing.WithTelemetry(tel)))
+// rather than relying on the OpenTelemetry globals.
 type Telemetry struct {
 	// TracerProvider exports spans through the exporter chosen by the
 	// OTEL_* environment (or [WithSpanExporter]).
@@ -51,6 +49,14 @@ type Telemetry struct {
 	// Resource describes this process: service.name, service.version, host.
 	Resource *resource.Resource
 }
+
+// OTelProviders returns the tracer provider, meter provider and propagator,
+// so that tel can be given to tracing.WithTelemetry.
+func (t *Telemetry) OTelProviders() (trace.TracerProvider, metric.MeterProvider, propagation.TextMapPropagator) {
+	return t.TracerProvider, t.MeterProvider, t.Propagator
+}
+
+var _ tracing.Providers = (*Telemetry)(nil)
 
 // SetupOpt configures [Setup].
 type SetupOpt interface{ applySetup(*setupCfg) }
@@ -70,7 +76,7 @@ type setupCfg struct {
 	attrs          []attribute.KeyValue
 }
 
-// WithServiceName sets service.name. Default: [DefaultServiceName].
+// WithServiceName sets service.name. Default: tracing.DefaultServiceName.
 // OTEL_SERVICE_NAME and service.name in OTEL_RESOURCE_ATTRIBUTES take
 // precedence, as the OpenTelemetry specification requires.
 func WithServiceName(name string) SetupOpt {
@@ -158,8 +164,8 @@ func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Cont
 	for _, o := range opts {
 		o.applySetup(&c)
 	}
-	c.serviceName = cmp.Or(c.serviceName, DefaultServiceName)
-	c.serviceVersion = cmp.Or(c.serviceVersion, buildVersion())
+	c.serviceName = cmp.Or(c.serviceName, tracing.DefaultServiceName)
+	c.serviceVersion = cmp.Or(c.serviceVersion, buildinfo.Version())
 	c.logger = cmp.Or(c.logger, slog.Default())
 
 	reg := c.registry
@@ -187,13 +193,13 @@ func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Cont
 	tel.Resource = res
 
 	if s := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER"))); c.sampler == nil && s != "" && !samplers[s] {
-		return nil, nil, &ConfigError{Setting: "OTEL_TRACES_SAMPLER", Value: s}
+		return nil, nil, &tracing.ConfigError{Setting: "OTEL_TRACES_SAMPLER", Value: s}
 	}
 	exp := c.exporter
 	if exp == nil && tracesRequested() {
 		exp, err = autoexport.NewSpanExporter(ctx)
 		if err != nil {
-			return nil, nil, &ConfigError{Setting: "OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_PROTOCOL", Err: err}
+			return nil, nil, &tracing.ConfigError{Setting: "OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_PROTOCOL", Err: err}
 		}
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
@@ -216,7 +222,7 @@ func Setup(ctx context.Context, opts ...SetupOpt) (*Telemetry, func(context.Cont
 	)
 	if err != nil {
 		_ = tp.Shutdown(ctx)
-		return nil, nil, &ConfigError{Setting: "prometheus exporter", Err: err}
+		return nil, nil, &tracing.ConfigError{Setting: "prometheus exporter", Err: err}
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp))
 	tel.TracerProvider, tel.MeterProvider = tp, mp
@@ -278,16 +284,7 @@ func newResource(ctx context.Context, c *setupCfg) (*resource.Resource, error) {
 		resource.WithFromEnv(),
 	)
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, &ConfigError{Setting: "OTEL_RESOURCE_ATTRIBUTES", Err: err}
+		return nil, &tracing.ConfigError{Setting: "OTEL_RESOURCE_ATTRIBUTES", Err: err}
 	}
 	return res, nil
-}
-
-// buildVersion is the main module's version, "devel" for a work-tree build.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
-		return "devel"
-	}
-	return bi.Main.Version
 }

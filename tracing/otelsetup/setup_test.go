@@ -1,4 +1,4 @@
-package tracing_test
+package otelsetup_test
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
 
 // clearOTelEnv unsets every OTEL_* variable for the test, so that the
@@ -42,7 +43,7 @@ func clearOTelEnv(t *testing.T) {
 	}
 }
 
-func resourceAttr(tel *tracing.Telemetry, key string) string {
+func resourceAttr(tel *otelsetup.Telemetry, key string) string {
 	v, _ := tel.Resource.Set().Value(attribute.Key(key))
 	return v.String()
 }
@@ -51,8 +52,8 @@ func TestSetupResource(t *testing.T) {
 	clearOTelEnv(t)
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal(), tracing.WithSpanExporter(exp),
-		tracing.WithServiceName("unit"), tracing.WithServiceVersion("v1.2.3"))
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal(), otelsetup.WithSpanExporter(exp),
+		otelsetup.WithServiceName("unit"), otelsetup.WithServiceVersion("v1.2.3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,8 @@ func TestSetupResource(t *testing.T) {
 	// OTEL_SERVICE_NAME wins over the option, as the specification requires.
 	t.Setenv("OTEL_SERVICE_NAME", "from-env")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
-	tel2, shutdown2, err := tracing.Setup(ctx, tracing.WithoutGlobal(), tracing.WithSpanExporter(tracetest.NewInMemoryExporter()),
-		tracing.WithServiceName("unit"))
+	tel2, shutdown2, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal(), otelsetup.WithSpanExporter(tracetest.NewInMemoryExporter()),
+		otelsetup.WithServiceName("unit"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestSetupShutdownFlushes(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
 	ctx := context.Background()
 	exp := &keepExporter{}
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal(), tracing.WithSpanExporter(exp))
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal(), otelsetup.WithSpanExporter(exp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestSetupShutdownFlushes(t *testing.T) {
 func TestSetupPropagators(t *testing.T) {
 	clearOTelEnv(t)
 	ctx := context.Background()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal(), tracing.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal(), otelsetup.WithSpanExporter(tracetest.NewInMemoryExporter()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestSetupRejectsBadEnv(t *testing.T) {
 		t.Run(tc.key, func(t *testing.T) {
 			clearOTelEnv(t)
 			t.Setenv(tc.key, tc.val)
-			_, shutdown, err := tracing.Setup(context.Background(), tracing.WithoutGlobal())
+			_, shutdown, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			if err == nil {
 				_ = shutdown(context.Background())
 				t.Fatalf("Setup accepted %s=%s", tc.key, tc.val)
@@ -154,7 +155,7 @@ func TestSetupDisabled(t *testing.T) {
 	clearOTelEnv(t)
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	ctx := context.Background()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal())
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestSetupSamplerFromEnv(t *testing.T) {
 	t.Setenv("OTEL_TRACES_SAMPLER", "always_off")
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal(), tracing.WithSpanExporter(exp))
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal(), otelsetup.WithSpanExporter(exp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestSetupOTLPHTTP(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "otlp-http-test")
 
 	ctx := context.Background()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal())
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestSetupOTLPGRPC(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "otlp-grpc-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tel, shutdown, err := tracing.Setup(ctx, tracing.WithoutGlobal())
+	tel, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithoutGlobal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestSetupInstallsGlobals(t *testing.T) {
 	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
 	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
 	ctx := context.Background()
-	_, shutdown, err := tracing.Setup(ctx, tracing.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	_, shutdown, err := otelsetup.Setup(ctx, otelsetup.WithSpanExporter(tracetest.NewInMemoryExporter()))
 	if err != nil {
 		t.Fatal(err)
 	}

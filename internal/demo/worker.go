@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -10,31 +10,36 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/internal/paystub"
 )
 
-// transferSetup is what demo.transfer needs: a PostgreSQL pool and the
-// payment stub (its refund handler is registered by [DemoOptions]).
-type transferSetup struct {
+// ErrTransferConfig is returned by [OpenTransfer] for URLs it cannot use:
+// the command line reports it as a usage error.
+var ErrTransferConfig = errors.New("demo: bad demo.transfer configuration")
+
+// TransferSetup is what demo.transfer needs in cmd/worker: a PostgreSQL pool
+// and the payment stub (its refund handler is registered by
+// [RegisterCompensations]).
+type TransferSetup struct {
 	pool *pgxpool.Pool
 	pay  *paystub.Client
 }
 
-// openTransfer connects to PostgreSQL (migrating the demo tables) and builds
+// OpenTransfer connects to PostgreSQL (migrating the demo tables) and builds
 // the payment stub client. Both URLs are required for demo.transfer; with
 // neither it returns nil.
-func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, error) {
+func OpenTransfer(ctx context.Context, pgURL, payURL string) (*TransferSetup, error) {
 	switch {
 	case pgURL == "" && payURL == "":
 		return nil, nil
 	case pgURL == "" || payURL == "":
-		return nil, usagef("demo.transfer needs both --pg and --payment-stub")
+		return nil, fmt.Errorf("%w: demo.transfer needs both --pg and --payment-stub", ErrTransferConfig)
 	}
 	cfg, err := pgxpool.ParseConfig(pgURL)
 	if err != nil {
-		return nil, usagef("postgres URL: %v", errors.Unwrap(err))
+		return nil, fmt.Errorf("%w: postgres URL: %w", ErrTransferConfig, errors.Unwrap(err))
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -48,21 +53,39 @@ func openTransfer(ctx context.Context, pgURL, payURL string) (*transferSetup, er
 		}
 		return nil, fmt.Errorf("postgres at %s:%d does not answer: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	if err := demo.Migrate(pctx, pool); err != nil {
+	if err := Migrate(pctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	return &transferSetup{pool: pool, pay: paystub.NewClient(payURL, nil)}, nil
+	return &TransferSetup{pool: pool, pay: paystub.NewClient(payURL, nil)}, nil
 }
 
-func (t *transferSetup) close() {
+// Open is [OpenTransfer] in the shape of the worker command line's parts
+// (cli.DevParts.OpenTransfer): demo.transfer's Register and Close, or nil
+// ones when neither URL is set.
+func Open(ctx context.Context, pgURL, payURL string) (func(*leasehold.Worker, *slog.Logger) error, func(), error) {
+	t, err := OpenTransfer(ctx, pgURL, payURL)
+	if err != nil || t == nil {
+		return nil, nil, err
+	}
+	return t.Register, t.Close, nil
+}
+
+// RegisterRefunds registers demo.transfer's refund compensation on reg,
+// calling the payment stub at payURL.
+func RegisterRefunds(reg *compensation.Registry, payURL string) error {
+	return RegisterCompensations(reg, paystub.NewClient(payURL, nil))
+}
+
+// Close closes the PostgreSQL pool.
+func (t *TransferSetup) Close() {
 	if t != nil {
 		t.pool.Close()
 	}
 }
 
-// register adds demo.transfer to w. Only a job's first attempt holds (see
-// demo.TransferArgs.HoldMS). A write the fence guard refuses is
+// Register adds demo.transfer to w. Only a job's first attempt holds (see
+// [TransferArgs].HoldMS). A write the fence guard refuses is
 // logged here, with the guard's error: when the job's lease was lost first,
 // the worker reports the loss, not the handler's error, and the refusal
 // would otherwise leave no trace (its transaction rolls back).
@@ -74,8 +97,8 @@ func (t *transferSetup) close() {
 // harness reads them to check the writes against its model of the record
 // and to time a lost lease's handler against its takeover; a handler that
 // returns before its cancellation logs "transfer returned" instead.
-func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
-	tr := &demo.Transferer{DB: t.pool, Pay: t.pay, //nolint:misspell // the type is named so in package demo
+func (t *TransferSetup) Register(w *leasehold.Worker, log *slog.Logger) error {
+	tr := &Transferer{DB: t.pool, Pay: t.pay, //nolint:misspell // the type is named so in package demo
 		OnWrite: func(key string, f uint64) func(error) {
 			// Logged before the write, so that a write cut short by a
 			// kill still shows (its outcome unknown).
@@ -93,7 +116,7 @@ func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
 					slog.Int64("ended_us", time.Now().UnixMicro()), slog.String("outcome", outcome))
 			}
 		}}
-	return w.Register(demo.TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
+	return w.Register(TransferType, func(ctx context.Context, job *leasehold.Job) ([]byte, error) {
 		stop := context.AfterFunc(ctx, func() {
 			log.Debug("transfer cancelled", slog.String("key", job.Key), slog.Uint64("fence", job.Fence()),
 				slog.Int64("at_us", time.Now().UnixMicro()), slog.Any("cause", context.Cause(ctx)))
@@ -104,7 +127,7 @@ func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
 					slog.Int64("at_us", time.Now().UnixMicro()))
 			}
 		}()
-		a, err := demo.ParseTransfer(job.Payload)
+		a, err := ParseTransfer(job.Payload)
 		if err != nil {
 			return nil, leasehold.Permanent(err)
 		}
@@ -121,6 +144,6 @@ func (t *transferSetup) register(w *leasehold.Worker, log *slog.Logger) error {
 			}
 			return nil, err
 		}
-		return []byte(`{"charged":"` + demo.ChargeID(job.Key, job.Fence()) + `"}`), nil
+		return []byte(`{"charged":"` + ChargeID(job.Key, job.Fence()) + `"}`), nil
 	}, leasehold.WithMaxAttempts(10), leasehold.WithBackoff(100*time.Millisecond, 5*time.Second))
 }
