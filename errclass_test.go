@@ -97,11 +97,11 @@ var sentinelTreatments = map[string]struct {
 	"compensation.ErrCommitUnknown":    {compensation.ErrCommitUnknown, outage},
 
 	// fence's errors come from a handler's own database writes, never from
-	// the store: the worker reads them as handler errors (retried, unless
-	// wrapped with Permanent; ErrStaleFence means a newer owner wrote, whose
-	// takeover this attempt's lease loss follows). fence imports no part of
-	// the store, so they carry no store class.
-	"fence.ErrStaleFence":      {fence.ErrStaleFence, handler},
+	// the store. ErrStaleFence means a newer owner wrote: it matches
+	// ErrLeaseLost, so the attempt settles as a lost lease
+	// (TestStaleFenceSettlesAsLostLease). The other two are handler errors
+	// (retried, unless wrapped with Permanent).
+	"fence.ErrStaleFence":      {fence.ErrStaleFence, leaseLost},
 	"fence.ErrInvalidFence":    {fence.ErrInvalidFence, handler},
 	"fence.ErrInvalidResource": {fence.ErrInvalidResource, handler},
 }

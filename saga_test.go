@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -102,6 +104,53 @@ func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
 	}
 	if s := w.Stats(); s.Claimed[OutcomeTakeover] != 1 {
 		t.Errorf("takeovers: %d, want 1", s.Claimed[OutcomeTakeover])
+	}
+}
+
+// TestStaleFenceSettlesAsLostLease: a handler whose downstream write was
+// refused by the fence guard returns the guard's error as it is; the worker
+// settles the attempt as a lost lease (its saga step compensated, OnLeaseLost
+// called, not counted as a retryable failure) and the next attempt completes.
+func TestStaleFenceSettlesAsLostLease(t *testing.T) {
+	h := setup(t, 1)
+	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
+		led.refund(a.Key)
+		return nil
+	})
+	var refusedOnce atomic.Bool
+	var lostHook, retryHook atomic.Int32
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		err := j.Step(ctx, "charge", func(context.Context) error { led.charge(j.Key); return nil },
+			"test.refund", refundArgs{Key: j.Key})
+		if err != nil {
+			return nil, err
+		}
+		if refusedOnce.CompareAndSwap(false, true) {
+			// As fence.Apply answers when a newer owner took the resource.
+			return nil, fmt.Errorf("write balance: %w", &fence.StaleError{Resource: "acct-1", Fence: j.Fence(), Current: j.Fence() + 1})
+		}
+		return []byte("ok"), nil
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.saga", handler)) },
+		WithCompensation(reg), WithLeaseTTL(time.Second),
+		WithHooks(Hooks{
+			OnLeaseLost: func(context.Context, *Job, error) { lostHook.Add(1) },
+			OnRetry:     func(context.Context, ClaimInfo, time.Duration, error) { retryHook.Add(1) },
+		}))
+	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.saga", Key: "stale-fence"})})
+
+	testkit.Eventually(t, 30*time.Second, "the job completed", func() bool { return w.Stats().Succeeded == 1 })
+	h.waitCommitted(t, 20*time.Second)
+	if charged, refunded := led.net("stale-fence"); charged != 2 || refunded != 1 {
+		t.Errorf("%d charges, %d refunds; want 2 and 1 (the refused attempt undone)", charged, refunded)
+	}
+	if lostHook.Load() != 1 {
+		t.Errorf("lost-lease hooks: %d, want 1", lostHook.Load())
+	}
+	if s := w.Stats(); s.Retried != 0 {
+		t.Errorf("retryable failures: %d, want 0: a stale fence is a lost lease, not a failure", s.Retried)
 	}
 }
 

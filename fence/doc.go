@@ -42,6 +42,11 @@
 //     does. Take the resources a run will write as its first step; a Take
 //     refused with ErrStaleFence means a newer owner exists: stop.
 //
+// ErrStaleFence matches leasehold.ErrLeaseLost (lease.ErrLost) with
+// errors.Is: a handler that returns it, as it is or wrapped, is settled by the
+// worker as a lost lease (its saga steps compensated, not retried as a
+// failure).
+//
 // Equal fences pass, with or without Take: one owner may write a resource
 // many times. Neither stops a write to a resource the guard was not asked
 // about: put Apply first in every transaction that writes (before the write,

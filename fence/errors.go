@@ -3,11 +3,19 @@ package fence
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/internal/leasing"
 )
 
 // ErrStaleFence is returned by [Apply] when a newer fence has already been
 // recorded for the resource. The caller must roll back its transaction.
-var ErrStaleFence = errors.New("fence: stale fence")
+//
+// A newer fence means a newer owner: the caller's lease is gone. So
+// ErrStaleFence matches lease.ErrLost (and leasehold.ErrLeaseLost) with
+// errors.Is, and a handler that returns it, bare or wrapped, is settled as a
+// lost lease (its saga steps compensated, the job not retried as a failure),
+// without wrapping it itself.
+var ErrStaleFence = leasing.NewSentinel("fence: stale fence", leasing.ErrLost)
 
 // ErrInvalidFence is returned by [Apply] for fence 0 or a fence beyond the
 // range of a PostgreSQL bigint. Leases hand out fences from 1 upwards.
