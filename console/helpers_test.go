@@ -31,6 +31,7 @@ type world struct {
 	group       string
 	w           *leasehold.Worker
 	reg         *compensation.Registry
+	unreserve   compensation.Undo[string]
 	undone      atomic.Int32 // test.unreserve runs
 	failUndo    atomic.Bool  // test.unreserve fails
 	fixed       atomic.Bool  // test.pay succeeds
@@ -50,7 +51,8 @@ func setup(t *testing.T) *world {
 	wd.kafka.CreateTopic(t, wd.dlq, 1)
 	wd.group = "g-" + wd.topic
 	wd.reg = compensation.NewRegistry()
-	if err := compensation.Register(wd.reg, "test.unreserve", func(_ context.Context, _ string) error {
+	var err error
+	if wd.unreserve, err = compensation.RegisterUndo(wd.reg, "test.unreserve", func(_ context.Context, _ string) error {
 		if wd.failUndo.Load() {
 			return errors.New("inventory service down")
 		}
@@ -97,7 +99,7 @@ func (wd *world) long(ctx context.Context, j *leasehold.Job) ([]byte, error) {
 		return []byte("resumed from " + string(j.LastHeartbeat())), nil
 	}
 	wd.longStarted.Add(1)
-	if err := j.Step(ctx, "reserve", func(context.Context) error { return nil }, "test.unreserve", j.Key); err != nil {
+	if err := leasehold.StepWith(ctx, j, "reserve", func(context.Context) error { return nil }, wd.unreserve, j.Key); err != nil {
 		return nil, err
 	}
 	for i := 1; ; i++ {

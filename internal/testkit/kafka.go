@@ -264,18 +264,16 @@ func listsTopic(ctx context.Context, cl *kgo.Client, topic string, partitions in
 	if err != nil {
 		return false
 	}
-	for _, tp := range resp.(*kmsg.MetadataResponse).Topics {
-		if tp.ErrorCode != 0 || len(tp.Partitions) != int(partitions) {
+	topics := resp.(*kmsg.MetadataResponse).Topics
+	if len(topics) != 1 || topics[0].ErrorCode != 0 || len(topics[0].Partitions) != int(partitions) {
+		return false
+	}
+	for _, p := range topics[0].Partitions {
+		if p.ErrorCode != 0 || p.Leader < 0 {
 			return false
 		}
-		for _, p := range tp.Partitions {
-			if p.ErrorCode != 0 || p.Leader < 0 {
-				return false
-			}
-		}
-		return true
 	}
-	return false
+	return true
 }
 
 // Committed returns the group's committed offsets for topic, by partition.
