@@ -93,7 +93,7 @@ func TestREADMEQuickstart(t *testing.T) {
 		!strings.Contains(lines[1], `not run again; cached result "sent"`) {
 		t.Errorf("stdout is not the handler's run once and the duplicate's replay:\n%s", stdout)
 	}
-	own := []string{"worker started", "partitions assigned", "partitions revoked", "worker stopped"}
+	own := []string{"kafka group timeouts", "worker started", "partitions assigned", "partitions revoked", "worker stopped"}
 	for line := range strings.Lines(stderr) {
 		if !containsAny(line, own) {
 			t.Errorf("a log line that is not the worker's own: %s", line)
