@@ -17,8 +17,8 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // loseCompleteAnswers is a go-redis hook that, while armed, lets the complete
@@ -76,7 +76,7 @@ func isCompleteScript(cmd redis.Cmder) bool {
 	default:
 		return false
 	}
-	return sha == lua.IdemComplete.Hash() || sha == lua.IdemCompleteBatch.Hash()
+	return sha == scripts.IdemComplete.Hash() || sha == scripts.IdemCompleteBatch.Hash()
 }
 
 // TestCommitAnswerLost: a job's complete script writes its record (and, in

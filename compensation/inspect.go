@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // State of a journal.
@@ -174,7 +174,7 @@ func (r *Runner) RetryJournal(ctx context.Context, ref Ref) error {
 		return err
 	}
 	code, err := r.compensate(ctx, ref, modeRetry, true)
-	if err == nil && code != lua.CompBeginAbsent {
+	if err == nil && code != scripts.CompBeginAbsent {
 		_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
 	}
 	return err

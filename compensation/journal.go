@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Journal records the saga steps of one job attempt: the job's lease (name,
@@ -68,7 +68,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	if err := j.ensureIndexed(ctx); err != nil {
 		return err
 	}
-	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompIntent,
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, scripts.CompIntent,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
 		j.ref.Name, name, handler, enc, j.r.cfg.openRetention.Milliseconds(), j.r.cfg.maxSteps)
 	if err != nil {
@@ -76,9 +76,9 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	}
 	n, _ := res.(int64)
 	switch {
-	case n == lua.CompIntentNotOpen:
+	case n == scripts.CompIntentNotOpen:
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
-	case n == lua.CompIntentTooMany:
+	case n == scripts.CompIntentTooMany:
 		return fmt.Errorf("%w: %s holds %d", ErrTooManySteps, j.ref, j.r.cfg.maxSteps)
 	case n < 1:
 		return fmt.Errorf("compensation: intent %s: unexpected reply %v", j.ref, res)
@@ -91,16 +91,16 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	// The effect happened: record it even if ctx was cancelled meanwhile.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	res, err = lua.CompDone.Run(dctx, j.r.client,
+	res, err = scripts.CompDone.Run(dctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
 		n, leasing.Token(j.l), j.r.cfg.openRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("done", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case lua.CompDoneMarked:
+	case scripts.CompDoneMarked:
 		return nil
-	case lua.CompDoneLate:
+	case scripts.CompDoneLate:
 		_ = j.r.index(dctx, j.ref)
 		return &LateEffectError{Ref: j.ref, Step: int(n), StepName: name}
 	default:
@@ -130,11 +130,11 @@ func (j *Journal) ensureIndexed(ctx context.Context) error {
 // lease.ErrLost when the lease is lost and [ErrNotOpen] when compensation
 // has begun; the job must not commit then.
 func (j *Journal) Seal(ctx context.Context) error {
-	res, err := leasing.Fenced(ctx, j.r.leases, j.l, lua.CompSeal, []string{j.r.journalKey(j.ref)})
+	res, err := leasing.Fenced(ctx, j.r.leases, j.l, scripts.CompSeal, []string{j.r.journalKey(j.ref)})
 	if err != nil {
 		return j.r.redisErr("seal", j.ref, err)
 	}
-	if code, _ := res.(int64); code == lua.CompSealNotOpen {
+	if code, _ := res.(int64); code == scripts.CompSealNotOpen {
 		return fmt.Errorf("%w: %s", ErrNotOpen, j.ref)
 	}
 	return nil
@@ -144,17 +144,17 @@ func (j *Journal) Seal(ctx context.Context) error {
 // never be compensated, and expires after the closed retention. It does not
 // need the lease (the commit may have released it).
 func (j *Journal) Close(ctx context.Context) error {
-	res, err := lua.CompClose.Run(ctx, j.r.client,
+	res, err := scripts.CompClose.Run(ctx, j.r.client,
 		[]string{j.r.journalKey(j.ref), j.r.fencesKey(j.ref.Name)},
 		leasing.Token(j.l), j.r.cfg.closedRetention.Milliseconds()).Result()
 	if err != nil {
 		return j.r.redisErr("close", j.ref, err)
 	}
 	switch code, _ := res.(int64); code {
-	case lua.CompCloseNoJournal, lua.CompClosed:
+	case scripts.CompCloseNoJournal, scripts.CompClosed:
 		j.r.unindex(ctx, j.ref)
 		return nil
-	case lua.CompCloseBegun:
+	case scripts.CompCloseBegun:
 		return fmt.Errorf("%w: %s is being compensated", ErrNotOpen, j.ref)
 	default:
 		return fmt.Errorf("compensation: close %s: code %d", j.ref, code)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/retry"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // maxErrorLen bounds the error text kept in a journal.
@@ -176,7 +176,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 	}()
 
 	jkey := r.journalKey(ref)
-	res, err := leasing.Fenced(ctx, r.leases, l, lua.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
+	res, err := leasing.Fenced(ctx, r.leases, l, scripts.CompBegin, []string{jkey, r.leases.Key(ref.Name)},
 		mode, r.cfg.openRetention.Milliseconds())
 	if err != nil {
 		return 0, r.redisErr("begin", ref, err)
@@ -186,15 +186,15 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		return 0, err
 	}
 	switch code {
-	case lua.CompBeginAbsent, lua.CompBeginDone, lua.CompBeginCommitted:
+	case scripts.CompBeginAbsent, scripts.CompBeginDone, scripts.CompBeginCommitted:
 		r.unindex(ctx, ref)
 		return code, nil
-	case lua.CompBeginDead:
+	case scripts.CompBeginDead:
 		r.markDead(ctx, ref)
 		return code, &DeadLetterError{Ref: ref, Err: errors.New("dead-lettered earlier; retry it")}
-	case lua.CompBeginAlive, lua.CompBeginSealed:
+	case scripts.CompBeginAlive, scripts.CompBeginSealed:
 		return code, nil
-	case lua.CompBeginStarted:
+	case scripts.CompBeginStarted:
 	default:
 		return code, fmt.Errorf("compensation: begin %s: unexpected code %d", ref, code)
 	}
@@ -206,7 +206,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 		if err != nil {
 			return code, err
 		}
-		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
+		res, err := leasing.Fenced(ctx, r.leases, l, scripts.CompSettle, []string{jkey, r.fencesKey(ref.Name)},
 			r.cfg.closedRetention.Milliseconds())
 		if err != nil {
 			return code, r.redisErr("settle", ref, err)
@@ -216,12 +216,12 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			return code, err
 		}
 		switch st[0] {
-		case lua.CompSettleDone:
+		case scripts.CompSettleDone:
 			r.unindex(ctx, ref)
 			_ = r.client.ZRem(ctx, r.deadKey(), ref.String()).Err()
 			r.log.Info("compensation: journal compensated", slog.String("journal", ref.String()))
 			return code, nil
-		case lua.CompSettleDead:
+		case scripts.CompSettleDead:
 			r.markDead(ctx, ref)
 			if dead == nil {
 				dead = &DeadLetterError{Ref: ref, Err: errors.New("a step is dead-lettered")}
@@ -229,7 +229,7 @@ func (r *Runner) compensate(ctx context.Context, ref Ref, mode string, wait bool
 			r.log.Error("compensation: journal dead-lettered", slog.String("journal", ref.String()),
 				slog.Int("step", dead.Step), slog.Any("err", dead.Err))
 			return code, dead
-		case lua.CompSettlePending:
+		case scripts.CompSettlePending:
 			continue // a late effect reopened a step: another pass
 		default:
 			return code, fmt.Errorf("compensation: settle %s: unexpected code %d", ref, st[0])
@@ -278,7 +278,7 @@ func (r *Runner) pass(ctx context.Context, l *lease.Lease, ref Ref, n int) (*Dea
 func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*DeadLetterError, error) {
 	jkey := r.journalKey(ref)
 	for {
-		res, err := leasing.Fenced(ctx, r.leases, l, lua.CompClaim, []string{jkey}, i)
+		res, err := leasing.Fenced(ctx, r.leases, l, scripts.CompClaim, []string{jkey}, i)
 		if err != nil {
 			return nil, r.redisErr("claim", ref, err)
 		}
@@ -287,10 +287,10 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			return nil, fmt.Errorf("compensation: claim %s step %d: unexpected reply %v", ref, i, res)
 		}
 		switch code, _ := vals[0].(int64); code {
-		case lua.CompClaimed:
-		case lua.CompClaimDone:
+		case scripts.CompClaimed:
+		case scripts.CompClaimDone:
 			return nil, nil
-		case lua.CompClaimDead:
+		case scripts.CompClaimDead:
 			return &DeadLetterError{Ref: ref, Step: i, Err: errors.New("dead-lettered earlier")}, nil
 		default:
 			return nil, fmt.Errorf("compensation: claim %s step %d: code %d", ref, i, code)
@@ -308,7 +308,7 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			Generation: int(gen), InDoubt: done == 0}
 
 		herr := r.invoke(l, info, args) //nolint:contextcheck // a step runs under the compensation lease's context: it ends when the lease is lost
-		outcome, code := OutcomeCompensated, lua.CompAttemptCompensated
+		outcome, code := OutcomeCompensated, scripts.CompAttemptCompensated
 		switch {
 		case herr == nil:
 		case l.Err() != nil:
@@ -316,16 +316,16 @@ func (r *Runner) step(ctx context.Context, l *lease.Lease, ref Ref, i int) (*Dea
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, fmt.Errorf("compensation: %s step %d: compensation lease lost: %w", ref, i, l.Err())
 		case errors.Is(herr, ErrUnknownHandler) || int(att) >= r.cfg.attempts:
-			outcome, code = OutcomeDeadLettered, lua.CompAttemptDead
+			outcome, code = OutcomeDeadLettered, scripts.CompAttemptDead
 		default:
-			outcome, code = OutcomeRetry, lua.CompAttemptRetry
+			outcome, code = OutcomeRetry, scripts.CompAttemptRetry
 		}
-		res, err = leasing.Fenced(ctx, r.leases, l, lua.CompFinish, []string{jkey}, i, code, errText(herr), gen)
+		res, err = leasing.Fenced(ctx, r.leases, l, scripts.CompFinish, []string{jkey}, i, code, errText(herr), gen)
 		if err != nil {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, err)
 			return nil, r.redisErr("finish", ref, err)
 		}
-		if rec, _ := res.(int64); rec == lua.CompFinishSuperseded {
+		if rec, _ := res.(int64); rec == scripts.CompFinishSuperseded {
 			r.cfg.observer.StepEnd(ctx, info, OutcomeSuperseded, herr)
 			return nil, nil // reopened by a late effect: the next pass claims it again
 		}

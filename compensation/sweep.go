@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // SweepReport counts what one recovery pass found.
@@ -155,11 +155,11 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 		case err != nil:
 			rep.Failed++
 			errs = append(errs, err)
-		case code == lua.CompBeginStarted:
+		case code == scripts.CompBeginStarted:
 			rep.Compensated++
-		case code == lua.CompBeginAlive:
+		case code == scripts.CompBeginAlive:
 			rep.Live++
-		case code == lua.CompBeginSealed:
+		case code == scripts.CompBeginSealed:
 			rep.Sealed++
 		default:
 			rep.Removed++
@@ -170,12 +170,12 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 
 // closeAs closes a journal on behalf of its (dead) owner whose commit landed.
 func (r *Runner) closeAs(ctx context.Context, ref Ref, token string) error {
-	res, err := lua.CompClose.Run(ctx, r.client, []string{r.journalKey(ref), r.fencesKey(ref.Name)},
+	res, err := scripts.CompClose.Run(ctx, r.client, []string{r.journalKey(ref), r.fencesKey(ref.Name)},
 		token, r.cfg.closedRetention.Milliseconds()).Result()
 	if err != nil {
 		return r.redisErr("close", ref, err)
 	}
-	if code, _ := res.(int64); code != lua.CompClosed && code != lua.CompCloseNoJournal {
+	if code, _ := res.(int64); code != scripts.CompClosed && code != scripts.CompCloseNoJournal {
 		return fmt.Errorf("compensation: close %s: code %d", ref, code)
 	}
 	r.unindex(ctx, ref)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // afterScript is a go-redis hook that, while armed, lets the named scripts
@@ -82,7 +82,7 @@ func withAfter(t *testing.T, h *afterScript, leaseOpts ...lease.Opt) *env {
 // nothing of the caller's fence backs.
 func TestCompleteAnswersAfterLostReply(t *testing.T) {
 	t.Parallel()
-	h := &afterScript{scripts: []*redis.Script{lua.IdemComplete, lua.IdemCompleteBatch}}
+	h := &afterScript{scripts: []*redis.Script{scripts.IdemComplete, scripts.IdemCompleteBatch}}
 	e := withAfter(t, h, lease.WithTTL(time.Second), lease.WithRenewInterval(100*time.Millisecond))
 	ctx := t.Context()
 
@@ -160,7 +160,7 @@ func TestCompleteGivenUpLocally(t *testing.T) {
 // lease expired in Redis, so the Store gave it back).
 func TestClaimAnsweredTooLate(t *testing.T) {
 	t.Parallel()
-	h := &afterScript{scripts: []*redis.Script{lua.IdemClaim}, delay: 1500 * time.Millisecond}
+	h := &afterScript{scripts: []*redis.Script{scripts.IdemClaim}, delay: 1500 * time.Millisecond}
 	e := withAfter(t, h, lease.WithTTL(2*time.Second), lease.WithDrift(800*time.Millisecond))
 	h.armed.Store(true)
 	c, err := e.s.Claim(t.Context(), "late", fp("a"))

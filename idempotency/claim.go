@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/slot"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Request is one key to claim.
@@ -143,7 +143,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 				}
 				args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds())
 			}
-			return lua.IdemClaim.EvalSha(ctx, p, keys, args...)
+			return scripts.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
 		var again []int
 		for j, call := range calls {
@@ -303,7 +303,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 	}
 	code, _ := res[0].(int64)
 	switch code {
-	case lua.IdemAcquired, lua.IdemTakeover:
+	case scripts.IdemAcquired, scripts.IdemTakeover:
 		if len(res) < 6 {
 			return bad("too short")
 		}
@@ -320,7 +320,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			c.Details, c.details = []byte(d), true
 		}
 		c.Outcome = Acquired
-		if code == lua.IdemTakeover {
+		if code == scripts.IdemTakeover {
 			c.Outcome = Takeover
 		}
 		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
@@ -338,7 +338,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			return false
 		}
 		c.Lease = l
-	case lua.IdemHeld:
+	case scripts.IdemHeld:
 		if len(res) < 3 {
 			return bad("too short")
 		}
@@ -346,7 +346,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		c.Holder, _ = res[1].(string)
 		ms, _ := res[2].(int64)
 		c.Remaining = time.Duration(max(ms, 0)) * time.Millisecond
-	case lua.IdemDuplicate, lua.IdemMismatch:
+	case scripts.IdemDuplicate, scripts.IdemMismatch:
 		if len(res) < 2 {
 			return bad("too short")
 		}
@@ -362,11 +362,11 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		}
 		c.Record, c.Fence = &rec, rec.Fence
 		c.Outcome = Duplicate
-		if code == lua.IdemMismatch {
+		if code == scripts.IdemMismatch {
 			c.Outcome = Mismatch
 			c.Err = &MismatchError{Key: c.Key, Got: c.fp, Record: rec}
 		}
-	case lua.IdemCorrupt:
+	case scripts.IdemCorrupt:
 		// The script refused to decode the stored record; decodeRecord names
 		// the damage. Nothing was written.
 		v := ""
@@ -378,7 +378,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			err = derr
 		}
 		c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
-	case lua.IdemSkew:
+	case scripts.IdemSkew:
 		return true
 	default:
 		return bad("status " + strconv.FormatInt(code, 10))
@@ -393,9 +393,9 @@ func (s *Store) abandon(ctx context.Context, c *Claim, token string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
 	keys := []string{c.keys.lease, c.keys.bucket}
-	code, err := lua.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
+	code, err := scripts.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
 		c.keys.field, c.fp[:], c.Attempt, 0, "1").Int64()
-	if err == nil && code != lua.IdemOK {
+	if err == nil && code != scripts.IdemOK {
 		err = fmt.Errorf("release answered %d", code)
 	}
 	return err

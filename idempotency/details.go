@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Heartbeat details ride the lease renewer. An attempt's first SaveDetails is
@@ -25,7 +25,7 @@ import (
 
 // saveDetailsNow writes details for c at once, fenced.
 func (s *Store) saveDetailsNow(ctx context.Context, c *Claim, details []byte) error {
-	_, err := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemDetails, []string{c.keys.details},
+	_, err := leasing.Fenced(ctx, s.m, c.Lease, scripts.IdemDetails, []string{c.keys.details},
 		details, s.cfg.retention.Milliseconds())
 	return mapFenced(err)
 }
@@ -125,7 +125,7 @@ func (s *Store) writeDetails(ctx context.Context, cs []*Claim, details map[*Clai
 			keys = append(keys, c.keys.lease, c.keys.details)
 			args = append(args, leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10), details[c])
 		}
-		return lua.IdemDetailsBatch.EvalSha(ctx, p, keys, args...)
+		return scripts.IdemDetailsBatch.EvalSha(ctx, p, keys, args...)
 	})
 	for g, call := range calls {
 		var codes []int64
@@ -139,7 +139,7 @@ func (s *Store) writeDetails(ctx context.Context, cs []*Claim, details map[*Clai
 				out[i] = classify(err)
 			case e >= len(codes):
 				out[i] = fmt.Errorf("%w: details reply without entry %d", ErrCorrupt, e)
-			case codes[e] == lua.StatusLost:
+			case codes[e] == scripts.StatusLost:
 				out[i] = fmt.Errorf("%w: %w", ErrLeaseLost, lease.ErrLost)
 			}
 		}

@@ -15,7 +15,7 @@
 //	COMPLETED / FAILED ──claim──▶ Duplicate (replayed); another fingerprint ──▶ Mismatch
 //	any record ──retention──▶ absent (the key runs again, with a higher fence)
 //
-// Every transition is one Lua script (package lua: idem_claim.lua,
+// Every transition is one Lua script (lua/: idem_claim.lua,
 // idem_complete.lua, idem_release.lua, idem_details.lua). The claim script
 // reads the record, compares the payload fingerprint, checks the lease and
 // creates it (in the lease package's key layout, fence = max(previous + 1,

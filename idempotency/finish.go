@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Policy says what Fail does with the key.
@@ -128,7 +128,7 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if policy == Keep {
 		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
 	}
-	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, lua.IdemRelease, []string{c.keys.bucket},
+	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, scripts.IdemRelease, []string{c.keys.bucket},
 		c.keys.field, c.fp[:], c.Attempt, hold, s.deleteFlag())
 	if ferr != nil {
 		s.abortFinish(c.Lease, errors.Is(ferr, lease.ErrLost))
@@ -267,7 +267,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			// One completion goes through the Manager, which ends the lease
 			// at once when the script answers lost (and traces the call).
 			keys, args := s.appendComplete(nil, nil, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
-			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, lua.IdemComplete, keys[1:], args[2:]...)
+			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, scripts.IdemComplete, keys[1:], args[2:]...)
 			codes[0], _ = res.(int64)
 			errs[0] = err
 		} else {
@@ -280,7 +280,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 				for _, j := range call {
 					keys, args = s.appendComplete(keys, args, todo[j], base, n)
 				}
-				return lua.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
+				return scripts.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
 			})
 			for g, call := range calls {
 				var replies []any
@@ -310,15 +310,15 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			case err != nil:
 				s.abortFinish(op.c.Lease, false)
 				out[op.i] = s.end(op.c, s.unanswered(op.c, err))
-			case code == lua.StatusLost:
+			case code == scripts.StatusLost:
 				s.abortFinish(op.c.Lease, true)
 				out[op.i] = s.end(op.c, s.refused(op.c, nil))
-			case code == lua.IdemWindowSkew:
+			case code == scripts.IdemWindowSkew:
 				again = append(again, op) // nothing written: still finishing
-			case code == lua.IdemOK:
+			case code == scripts.IdemOK:
 				out[op.i] = s.end(op.c, nil)
 				ended = append(ended, op.c.Lease)
-			case code == lua.IdemOtherOutcome:
+			case code == scripts.IdemOtherOutcome:
 				// An earlier send wrote another outcome and ended the lease.
 				ended = append(ended, op.c.Lease)
 				out[op.i] = s.end(op.c, s.committed(ctx, op.c, nil))

@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // finishHook intercepts the finishing scripts (idem_complete, the batch, and
@@ -49,7 +49,7 @@ func finishing(cmd redis.Cmder) bool {
 		return false
 	}
 	switch fmt.Sprint(args[1]) {
-	case lua.IdemComplete.Hash(), lua.IdemCompleteBatch.Hash(), lua.IdemRelease.Hash():
+	case scripts.IdemComplete.Hash(), scripts.IdemCompleteBatch.Hash(), scripts.IdemRelease.Hash():
 		return true
 	}
 	return false
@@ -73,7 +73,7 @@ func (h *finishHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		}
 		renew := false
 		for _, c := range cmds {
-			if a := c.Args(); len(a) > 1 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[1]) == lua.LeaseRenew.Hash() {
+			if a := c.Args(); len(a) > 1 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[1]) == scripts.LeaseRenew.Hash() {
 				renew = true
 			}
 		}
@@ -283,7 +283,7 @@ func TestFinishRenewalAfterScriptIsNoLoss(t *testing.T) {
 			w := watchLost(ls...)
 			h.set(nil, func(err error) error {
 				if err == nil {
-					h.waitRenewed(t, lua.LeaseNoOwner, ls, keys)
+					h.waitRenewed(t, scripts.LeaseNoOwner, ls, keys)
 				}
 				return err
 			}, keys...)
@@ -294,7 +294,7 @@ func TestFinishRenewalAfterScriptIsNoLoss(t *testing.T) {
 				}
 			}
 			for i, l := range ls {
-				if h.count(keys[i], lua.LeaseNoOwner) == 0 {
+				if h.count(keys[i], scripts.LeaseNoOwner) == 0 {
 					t.Fatalf("no renewal of %q ran between the script and the end of the lease", keys[i])
 				}
 				released(t, w, l)
@@ -378,7 +378,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 					t.Error(err)
 				}
 			}, func(err error) error {
-				h.waitRenewed(t, lua.LeaseOtherOwner, ls[:1], []string{stolen})
+				h.waitRenewed(t, scripts.LeaseOtherOwner, ls[:1], []string{stolen})
 				if l := ls[0]; l.Err() != nil {
 					t.Errorf("the loss was reported while the script's answer was pending: %v", l.Err())
 				}
@@ -438,7 +438,7 @@ func TestFinishUnsentKeepsLease(t *testing.T) {
 		t.Fatalf("Complete without an answer = %v, want ErrUnavailable", err)
 	}
 	h.set(nil, nil, key)
-	h.waitRenewed(t, lua.LeaseOK, []*lease.Lease{c.Lease}, []string{key})
+	h.waitRenewed(t, scripts.LeaseOK, []*lease.Lease{c.Lease}, []string{key})
 	if err := c.Lease.Err(); err != nil {
 		t.Fatalf("lease ended after an unsent finish: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // Errors of Reset. (They belong in errors.go; they sit here while errors.go
@@ -86,7 +86,7 @@ func (s *Store) Reset(ctx context.Context, k string, force bool) (ResetResult, e
 	if force {
 		f = "1"
 	}
-	res, err := lua.IdemReset.Run(ctx, s.c, keys, h.field(), f).Int64Slice()
+	res, err := scripts.IdemReset.Run(ctx, s.c, keys, h.field(), f).Int64Slice()
 	if err != nil {
 		return ResetResult{}, fmt.Errorf("idempotency: reset: %w", classify(err))
 	}
@@ -94,16 +94,16 @@ func (s *Store) Reset(ctx context.Context, k string, force bool) (ResetResult, e
 		return ResetResult{}, fmt.Errorf("idempotency: reset: unexpected reply %v", res)
 	}
 	switch res[0] {
-	case lua.IdemResetDone:
+	case scripts.IdemResetDone:
 		r := ResetResult{Fence: uint64(max(res[1], 0)), LeaseEnded: len(res) > 3 && res[3] == 1}
 		if res[2] > 0 && res[2] <= int64(Failed) {
 			r.State = State(res[2]) //nolint:gosec // bounded by the line above
 		}
 		return r, nil
-	case lua.IdemResetHeld:
+	case scripts.IdemResetHeld:
 		return ResetResult{}, &ResetHeldError{Key: k, Fence: uint64(max(res[2], 0)),
 			Remaining: time.Duration(max(res[1], 0)) * time.Millisecond}
-	case lua.IdemResetClock:
+	case scripts.IdemResetClock:
 		return ResetResult{}, fmt.Errorf("%w: fence %d, Redis time %d µs", ErrResetClock, res[1], res[2])
 	}
 	return ResetResult{}, fmt.Errorf("idempotency: reset: unknown status %d", res[0])

@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Store keeps idempotency records in Redis and hands out their leases through
@@ -99,7 +99,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		log:     c.logger,
 		window:  (c.retention / time.Duration(c.windows)).Truncate(time.Millisecond),
 		ttl:     m.TTL(),
-		scripts: []*redis.Script{lua.IdemClaim, lua.IdemComplete, lua.IdemCompleteBatch, lua.IdemRelease, lua.IdemDetails, lua.IdemDetailsBatch},
+		scripts: []*redis.Script{scripts.IdemClaim, scripts.IdemComplete, scripts.IdemCompleteBatch, scripts.IdemRelease, scripts.IdemDetails, scripts.IdemDetailsBatch},
 	}
 	s.inScript = leasing.EndsInScript(m)
 	if err := s.check(ctx); err != nil {

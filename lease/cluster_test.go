@@ -16,9 +16,9 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // TestCluster runs the lease Manager unchanged over a real six-node Redis
@@ -178,7 +178,7 @@ func clusterFencedWrite(t *testing.T, c *testkit.Cluster) {
 	// A zombie that missed the release: the script itself refuses its token
 	// and fence on the node that holds the new lease.
 	zombie := lease.NewRedisBackend(cl, prefix)
-	if res, err := zombie.Fenced(ctx, l.Name(), leasing.Token(l), l.Fence(), s, []string{data}, []any{"zombie"}); err != nil || res != int64(lua.StatusLost) {
+	if res, err := zombie.Fenced(ctx, l.Name(), leasing.Token(l), l.Fence(), s, []string{data}, []any{"zombie"}); err != nil || res != int64(scripts.StatusLost) {
 		t.Fatalf("fenced write with the old token and fence = %v, %v; want StatusLost", res, err)
 	}
 	if v, err := cl.Get(ctx, data).Result(); err != nil || v != "v1" {

@@ -27,9 +27,9 @@
 // With the Redis backend ([NewManager]), lease name N is a hash at
 // [Manager.Key](N) = prefix + "lease:{N}" (or prefix + "lease:N" when N already
 // contains a {hash tag}) with fields tok (the owner token) and fen (the fence,
-// decimal), expiring after the TTL (PEXPIRE). The scripts live in package lua.
+// decimal), expiring after the TTL (PEXPIRE). The scripts live in lua/.
 // Scripts of the module's other packages that write only while a lease is
-// held are built with lua.Fenced, which puts the lease key first in KEYS and
+// held run behind the fence prelude (lua/fence_prelude.lua), which puts the lease key first in KEYS and
 // the token and fence first in ARGV, and check both in the same atomic step.
 //
 // # Fences

@@ -62,7 +62,7 @@ func waitDone(t *testing.T, l *lease.Lease, d time.Duration) time.Time {
 	}
 }
 
-// fencePrelude reads the prelude that lua.Fenced puts in front of every
+// fencePrelude reads the prelude that scripts.Fenced puts in front of every
 // fenced script, so that tests can build fenced scripts of their own.
 func fencePrelude(t *testing.T) string {
 	t.Helper()

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 func TestKey(t *testing.T) {
@@ -212,7 +212,7 @@ func TestFenced(t *testing.T) {
 		fence uint64
 	}{{leasing.Token(l), l.Fence() - 1}, {"intruder", l.Fence()}} {
 		res, err := b.Fenced(ctx, "{job}", tc.token, tc.fence, s, []string{out}, []any{"bad"})
-		if err != nil || res != int64(lua.StatusLost) {
+		if err != nil || res != int64(scripts.StatusLost) {
 			t.Fatalf("Fenced(token %q, fence %d) = %v, %v, want StatusLost", tc.token, tc.fence, res, err)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Every branch of every lease script, run directly.
@@ -43,8 +43,8 @@ func TestLeaseScripts(t *testing.T) {
 	t.Run("acquire", func(t *testing.T) {
 		reset()
 		before := now()
-		got := run(lua.LeaseAcquire, "tok1", 5000).([]any)
-		if got[0] != int64(lua.LeaseOK) {
+		got := run(scripts.LeaseAcquire, "tok1", 5000).([]any)
+		if got[0] != int64(scripts.LeaseOK) {
 			t.Fatalf("free key: %v", got)
 		}
 		fen, _ := strconv.ParseUint(got[1].(string), 10, 64)
@@ -59,8 +59,8 @@ func TestLeaseScripts(t *testing.T) {
 		}
 
 		// Held: the holder's token and remaining time, nothing changed.
-		got = run(lua.LeaseAcquire, "tok2", 5000).([]any)
-		if got[0] != int64(lua.LeaseOtherOwner) || got[1] != "tok1" || got[2].(int64) <= 0 {
+		got = run(scripts.LeaseAcquire, "tok2", 5000).([]any)
+		if got[0] != int64(scripts.LeaseOtherOwner) || got[1] != "tok1" || got[2].(int64) <= 0 {
 			t.Fatalf("held key: %v", got)
 		}
 		if hash()["tok"] != "tok1" {
@@ -69,15 +69,15 @@ func TestLeaseScripts(t *testing.T) {
 
 		// A stored fence behind server time: server time wins.
 		reset("fen", "5")
-		got = run(lua.LeaseAcquire, "tok3", 5000).([]any)
-		if fen, _ := strconv.ParseUint(got[1].(string), 10, 64); got[0] != int64(lua.LeaseOK) || fen <= 5 || fen < before {
+		got = run(scripts.LeaseAcquire, "tok3", 5000).([]any)
+		if fen, _ := strconv.ParseUint(got[1].(string), 10, 64); got[0] != int64(scripts.LeaseOK) || fen <= 5 || fen < before {
 			t.Fatalf("stored fence behind: %v", got)
 		}
 		// A stored fence ahead of server time: previous + 1.
 		ahead := now() + 1_000_000_000
 		reset("fen", strconv.FormatUint(ahead, 10))
-		got = run(lua.LeaseAcquire, "tok4", 5000).([]any)
-		if got[0] != int64(lua.LeaseOK) || got[1] != strconv.FormatUint(ahead+1, 10) {
+		got = run(scripts.LeaseAcquire, "tok4", 5000).([]any)
+		if got[0] != int64(scripts.LeaseOK) || got[1] != strconv.FormatUint(ahead+1, 10) {
 			t.Fatalf("stored fence ahead: %v, want %d", got, ahead+1)
 		}
 	})
@@ -87,12 +87,12 @@ func TestLeaseScripts(t *testing.T) {
 		script *redis.Script
 		after  func(t *testing.T) // the effect of a successful call
 	}{
-		{"renew", lua.LeaseRenew, func(t *testing.T) {
+		{"renew", scripts.LeaseRenew, func(t *testing.T) {
 			if p := c.PTTL(ctx, key).Val().Milliseconds(); p <= 60_000 || p > 90_000 {
 				t.Fatalf("renewed PTTL %d ms, want about 90000", p)
 			}
 		}},
-		{"release", lua.LeaseRelease, func(t *testing.T) {
+		{"release", scripts.LeaseRelease, func(t *testing.T) {
 			if c.Exists(ctx, key).Val() != 0 {
 				t.Fatal("released key still exists")
 			}
@@ -104,27 +104,27 @@ func TestLeaseScripts(t *testing.T) {
 				state []any // hash fields; nil: no key
 				want  int64
 			}{
-				{"owner", []any{"tok", "me", "fen", "7"}, lua.LeaseOK},
-				{"no key", nil, lua.LeaseNoOwner},
-				{"no owner", []any{"fen", "7"}, lua.LeaseNoOwner},
-				{"other token", []any{"tok", "other", "fen", "7"}, lua.LeaseOtherOwner},
-				{"other fence", []any{"tok", "me", "fen", "8"}, lua.LeaseOtherOwner},
+				{"owner", []any{"tok", "me", "fen", "7"}, scripts.LeaseOK},
+				{"no key", nil, scripts.LeaseNoOwner},
+				{"no owner", []any{"fen", "7"}, scripts.LeaseNoOwner},
+				{"other token", []any{"tok", "other", "fen", "7"}, scripts.LeaseOtherOwner},
+				{"other fence", []any{"tok", "me", "fen", "8"}, scripts.LeaseOtherOwner},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					reset(tc.state...)
 					before := hash()
 					args := []any{"me", "7"}
-					if s.script == lua.LeaseRenew {
+					if s.script == scripts.LeaseRenew {
 						args = append(args, 90_000)
 					}
 					got := run(s.script, args...)
-					if a, ok := got.([]any); ok && s.script == lua.LeaseRenew && len(a) == 1 {
+					if a, ok := got.([]any); ok && s.script == scripts.LeaseRenew && len(a) == 1 {
 						got = a[0] // one status a key
 					}
 					if got != tc.want {
 						t.Fatalf("status %v, want %d", got, tc.want)
 					}
-					if tc.want == lua.LeaseOK {
+					if tc.want == scripts.LeaseOK {
 						s.after(t)
 						return
 					}
@@ -152,11 +152,11 @@ func TestLeaseRenewMany(t *testing.T) {
 	for _, k := range []string{keys[0], keys[1], keys[3]} {
 		c.PExpire(ctx, k, time.Minute)
 	}
-	got, err := lua.LeaseRenew.Run(ctx, c, keys, "a", "1", 90_000, "b", "2", 90_000, "c", "3", 90_000, "d", "4", 120_000).Int64Slice()
+	got, err := scripts.LeaseRenew.Run(ctx, c, keys, "a", "1", 90_000, "b", "2", 90_000, "c", "3", 90_000, "d", "4", 120_000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{lua.LeaseOK, lua.LeaseOtherOwner, lua.LeaseNoOwner, lua.LeaseOK}
+	want := []int64{scripts.LeaseOK, scripts.LeaseOtherOwner, scripts.LeaseNoOwner, scripts.LeaseOK}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("statuses (-want +got):\n%s", diff)
 	}
@@ -178,13 +178,13 @@ func TestLeaseReleaseByToken(t *testing.T) {
 	ctx := context.Background()
 	key := prefix + "lease:{r}"
 	c.HSet(ctx, key, "tok", "me", "fen", "7")
-	if got := lua.LeaseRelease.Run(ctx, c, []string{key}, "other", "0").Val(); got != int64(lua.LeaseOtherOwner) {
+	if got := scripts.LeaseRelease.Run(ctx, c, []string{key}, "other", "0").Val(); got != int64(scripts.LeaseOtherOwner) {
 		t.Fatalf("another token with fence 0: %v", got)
 	}
 	if c.Exists(ctx, key).Val() != 1 {
 		t.Fatal("another token released the lease")
 	}
-	if got := lua.LeaseRelease.Run(ctx, c, []string{key}, "me", "0").Val(); got != int64(lua.LeaseOK) {
+	if got := scripts.LeaseRelease.Run(ctx, c, []string{key}, "me", "0").Val(); got != int64(scripts.LeaseOK) {
 		t.Fatalf("own token with fence 0: %v", got)
 	}
 	if c.Exists(ctx, key).Val() != 0 {

@@ -1,92 +1,23 @@
-// Package lua holds every Redis script leasehold runs. Each script is a .lua
-// file in this directory, embedded at build time and exported as a
-// *redis.Script. Every script starts with a comment block that names its
-// KEYS, ARGV and return codes; scripts return integer status codes (or arrays
-// whose first element is one) that the Go packages map to sentinel errors.
+// Package lua holds every Redis script leasehold runs, as .lua files in this
+// directory, exported as one read-only file system for tools that want to
+// read, lint or preload them. Each script starts with a comment block that
+// names its KEYS, ARGV and return codes; scripts return integer status codes
+// (or arrays whose first element is one).
 //
-// Scripts that write on behalf of a lease holder are built with [Fenced]: the
-// fence prelude (fence_prelude.lua) runs first and returns [StatusLost] unless
-// KEYS[1] is a lease key still held with token ARGV[1] and fence ARGV[2]. The
-// body of a fenced script therefore sees its own keys from KEYS[2] and its own
-// arguments from ARGV[3]. idem_complete.lua, idem_complete_batch.lua and
-// idem_release.lua are plain scripts that make the same check themselves, in
-// the same KEYS/ARGV layout and with the same status, so that a resend of
-// their own write (whose first answer was lost, after it deleted the lease)
-// can be recognised.
+// Scripts that write on behalf of a lease holder run with the fence prelude
+// (fence_prelude.lua) in front of them: it returns -1 and writes nothing
+// unless KEYS[1] is a lease key still held with token ARGV[1] and fence
+// ARGV[2], so the body of a fenced script sees its own keys from KEYS[2] and
+// its own arguments from ARGV[3].
+//
+// The Go side (loading, the status codes, which scripts are fenced) is
+// internal to leasehold; docs/design.md describes the layouts the scripts
+// keep.
 package lua
 
-import (
-	"embed"
-	"fmt"
-	"sort"
-	"sync"
+import "embed"
 
-	"github.com/redis/go-redis/v9"
-)
-
+// FS holds every script, by file name (for example "lease_acquire.lua").
+//
 //go:embed *.lua
-var files embed.FS
-
-// StatusLost is the status every fenced script returns when the caller no
-// longer holds the lease with the token and fence it passed.
-const StatusLost = -1
-
-var (
-	mu       sync.Mutex
-	registry = map[string]*redis.Script{}
-)
-
-// source returns the text of an embedded script, panicking when it is missing:
-// a missing script is a build defect, caught by the package tests.
-func source(name string) string {
-	b, err := files.ReadFile(name)
-	if err != nil {
-		panic(fmt.Sprintf("lua: no embedded script %q: %v", name, err))
-	}
-	return string(b)
-}
-
-func register(name, src string) *redis.Script {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic(fmt.Sprintf("lua: script %q registered twice", name))
-	}
-	s := redis.NewScript(src)
-	registry[name] = s
-	return s
-}
-
-// Plain returns the script in file name as a *redis.Script.
-func Plain(name string) *redis.Script { return register(name, source(name)) }
-
-// Fenced returns the script in file name with the fence prelude in front of
-// it, so that its body runs only while the lease in KEYS[1] is held with token
-// ARGV[1] and fence ARGV[2]; otherwise the script returns [StatusLost] and
-// writes nothing.
-func Fenced(name string) *redis.Script {
-	return register(name, source("fence_prelude.lua")+"\n"+source(name))
-}
-
-// All returns every registered script by file name, for tests and for
-// preloading with SCRIPT LOAD.
-func All() map[string]*redis.Script {
-	mu.Lock()
-	defer mu.Unlock()
-	out := make(map[string]*redis.Script, len(registry))
-	for k, v := range registry {
-		out[k] = v
-	}
-	return out
-}
-
-// Files lists the embedded .lua files, sorted.
-func Files() []string {
-	ents, _ := files.ReadDir(".")
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	sort.Strings(out)
-	return out
-}
+var FS embed.FS

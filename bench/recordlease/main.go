@@ -6,7 +6,7 @@
 // prototype scripts in this directory (claim_record.lua, complete_record.lua)
 // keep the owner token and a deadline in the PROCESSING record instead and
 // check them against Redis TIME. The program runs, on a private redis-server,
-// the library's own scripts (lua.IdemClaim, lua.IdemCompleteBatch) with the
+// the library's own scripts (scripts.IdemClaim, scripts.IdemCompleteBatch) with the
 // keys and arguments the idempotency Store sends, and the prototype with the
 // same batches, alternating, and prints one figure a line (name=value unit):
 //
@@ -45,7 +45,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/benchkit"
 	"github.com/leasehold/leasehold/internal/leasing"
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 var (
@@ -137,7 +137,7 @@ type variant struct {
 
 func newVariants() []*variant {
 	return []*variant{
-		{name: "lease_key", claimScript: lua.IdemClaim, completeScript: lua.IdemCompleteBatch},
+		{name: "lease_key", claimScript: scripts.IdemClaim, completeScript: scripts.IdemCompleteBatch},
 		{name: "record_lease", record: true, claimScript: claimRecord, completeScript: completeRecord},
 	}
 }

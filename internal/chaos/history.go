@@ -13,7 +13,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // History records the operations on the idempotency records that the
@@ -36,7 +36,7 @@ type History struct {
 // NewHistory returns an empty history.
 func NewHistory() *History {
 	h := &History{scripts: map[string]string{}, clients: map[string]int{}, running: map[string]map[string]bool{}}
-	for name, s := range lua.All() {
+	for name, s := range scripts.All() {
 		h.scripts[s.Hash()] = name
 	}
 	return h

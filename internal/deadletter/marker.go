@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Marker values. Markers written before the produce window existed hold
@@ -97,15 +97,15 @@ func readMarker(ctx context.Context, rdb redis.UniversalClient, key string) (mar
 // its own. isDone reports that the marker already says the copy exists. A
 // lost lock is an error wrapping lease.ErrLost.
 func stamp(ctx context.Context, locks Locks, l *lease.Lease, key string, from map[int32]int64, window, retention time.Duration) (isDone bool, err error) {
-	res, err := locks.Fenced(ctx, l, lua.DLQStamp, []string{key}, formatOffsets(from),
+	res, err := locks.Fenced(ctx, l, scripts.DLQStamp, []string{key}, formatOffsets(from),
 		window.Milliseconds(), retention.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("deadletter: stamp marker: %w", err)
 	}
 	switch code, _ := res.(int64); code {
-	case lua.DLQStamped:
+	case scripts.DLQStamped:
 		return false, nil
-	case lua.DLQDone:
+	case scripts.DLQDone:
 		return true, nil
 	default:
 		return false, fmt.Errorf("deadletter: stamp marker: %w %v", errStampStatus, res)

@@ -34,7 +34,7 @@ const (
 type Locks interface {
 	// Acquire takes the lock name; another holder is a *lease.HeldError.
 	Acquire(ctx context.Context, name string) (*lease.Lease, error)
-	// Fenced runs a lua.Fenced script only while l is held.
+	// Fenced runs a scripts.Fenced script only while l is held.
 	Fenced(ctx context.Context, l *lease.Lease, s *redis.Script, keys []string, args ...any) (any, error)
 }
 

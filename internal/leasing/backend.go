@@ -51,9 +51,9 @@ type Backend interface {
 	// is unique to that acquisition.
 	Release(ctx context.Context, name, token string, fence uint64) error
 
-	// Fenced runs a script built with lua.Fenced with KEYS = [Key(name),
+	// Fenced runs a script built with scripts.Fenced with KEYS = [Key(name),
 	// keys...] and ARGV = [token, fence, args...], and returns its raw reply
-	// (the Manager maps lua.StatusLost). Transient failures wrap
+	// (the Manager maps scripts.StatusLost). Transient failures wrap
 	// [ErrUnavailable].
 	Fenced(ctx context.Context, name, token string, fence uint64, s *redis.Script, keys []string, args []any) (any, error)
 }

@@ -61,7 +61,7 @@ func Forget(l *Lease) { l.end(ErrReleased) }
 
 // AbortFinish settles a finish whose script did not end the lease. refused
 // says that the script answered that the caller no longer holds the lease
-// (lua.StatusLost): l then ends lost, like a fenced write refused by
+// (scripts.StatusLost): l then ends lost, like a fenced write refused by
 // [Fenced] (OnLost callbacks run, Context cancelled). Otherwise (the
 // script did not run, or its answer never came) l is held and renewed again:
 // the next renewal decides whether it still exists, and when the local

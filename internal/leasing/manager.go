@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // MaxNameLen bounds lease names (bytes).
@@ -437,10 +437,10 @@ func (m *Manager) Held() []*Lease {
 	return out
 }
 
-// Fenced runs s, a script built with lua.Fenced, only while l is held: the
+// Fenced runs s, a script built with scripts.Fenced, only while l is held: the
 // script sees KEYS = [m.Key(l.Name()), keys...] and ARGV = [token, fence,
 // args...], so the check and its writes are one atomic step in Redis. When the
-// script answers lua.StatusLost, Fenced returns an error wrapping [ErrLost]
+// script answers scripts.StatusLost, Fenced returns an error wrapping [ErrLost]
 // and ends l with that cause. Failures to reach Redis wrap [ErrUnavailable].
 // keys must share the lease key's Cluster slot (use a hash tag in the name).
 // On a lease that has already ended, Fenced sends nothing and returns its Err.
@@ -458,7 +458,7 @@ func Fenced(ctx context.Context, m *Manager, l *Lease, s *redis.Script, keys []s
 	if err != nil {
 		return nil, err
 	}
-	if code, ok := res.(int64); ok && code == lua.StatusLost {
+	if code, ok := res.(int64); ok && code == scripts.StatusLost {
 		m.lose(l, errFencedLost)
 		return nil, fmt.Errorf("lease: fenced write on %q: %w", l.name, errFencedLost)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/slot"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // redisBackend is the Redis Lua backend: one script per operation, renewals
@@ -56,7 +56,7 @@ func ms(d time.Duration) int64 { return max(1, d.Milliseconds()) }
 func fenceArg(f uint64) string { return strconv.FormatUint(f, 10) }
 
 func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Grant, error) {
-	res, err := lua.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
+	res, err := scripts.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
 	if err != nil {
 		return Grant{}, Classify(err)
 	}
@@ -64,14 +64,14 @@ func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time
 		return Grant{}, fmt.Errorf("lease: acquire script: unexpected reply %v", res)
 	}
 	switch code, _ := res[0].(int64); code {
-	case lua.LeaseOK:
+	case scripts.LeaseOK:
 		s, _ := res[1].(string)
 		fence, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return Grant{}, fmt.Errorf("lease: acquire script: bad fence %q: %w", s, err)
 		}
 		return Grant{Name: name, Token: token, Fence: fence, TTL: ttl}, nil
-	case lua.LeaseOtherOwner:
+	case scripts.LeaseOtherOwner:
 		he := &HeldError{Name: name}
 		he.Token, _ = res[1].(string)
 		if len(res) > 2 {
@@ -88,11 +88,11 @@ func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time
 // ownerErr maps a lease script status to the Manager's errors.
 func ownerErr(code int64) error {
 	switch code {
-	case lua.LeaseOK:
+	case scripts.LeaseOK:
 		return nil
-	case lua.LeaseNoOwner:
+	case scripts.LeaseNoOwner:
 		return ErrExpired
-	case lua.LeaseOtherOwner:
+	case scripts.LeaseOtherOwner:
 		return ErrStolen
 	default:
 		return fmt.Errorf("lease: unexpected script status %d", code)
@@ -114,7 +114,7 @@ func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResu
 	if err != nil && isNoScript(cmds) {
 		// The script cache was flushed (restart, SCRIPT FLUSH, failover):
 		// load the script (on every shard of a Cluster) and send again.
-		_ = lua.LeaseRenew.Load(ctx, b.c).Err()
+		_ = scripts.LeaseRenew.Load(ctx, b.c).Err()
 		cmds, _ = b.renewPipe(ctx, rs, groups)
 	}
 	for g, c := range cmds {
@@ -172,7 +172,7 @@ func (b *redisBackend) renewPipe(ctx context.Context, rs []Renewal, groups [][]i
 			keys[k] = b.Key(r.Name)
 			args = append(args, r.Token, fenceArg(r.Fence), ms(r.TTL))
 		}
-		cmds[g] = lua.LeaseRenew.EvalSha(ctx, pipe, keys, args...)
+		cmds[g] = scripts.LeaseRenew.EvalSha(ctx, pipe, keys, args...)
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
@@ -188,7 +188,7 @@ func isNoScript(cmds []*redis.Cmd) bool {
 }
 
 func (b *redisBackend) Release(ctx context.Context, name, token string, fence uint64) error {
-	code, err := lua.LeaseRelease.Run(ctx, b.c, []string{b.Key(name)}, token, fenceArg(fence)).Int64()
+	code, err := scripts.LeaseRelease.Run(ctx, b.c, []string{b.Key(name)}, token, fenceArg(fence)).Int64()
 	if err != nil {
 		return Classify(err)
 	}
@@ -220,7 +220,7 @@ func (b *redisBackend) Check(ctx context.Context) error {
 	case strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-"):
 		return fmt.Errorf("%w: %s", ErrEvictionPolicy, p)
 	}
-	for _, s := range []*redis.Script{lua.LeaseAcquire, lua.LeaseRenew, lua.LeaseRelease} {
+	for _, s := range []*redis.Script{scripts.LeaseAcquire, scripts.LeaseRenew, scripts.LeaseRelease} {
 		if err := s.Load(ctx, b.c).Err(); err != nil {
 			return Classify(err)
 		}

@@ -13,8 +13,8 @@ import (
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/lua"
 )
 
 // Backend is a [lease.Backend] over N independent Redis masters (N odd,
@@ -376,12 +376,12 @@ func (b *Backend) Check(ctx context.Context) error {
 				return 0, fmt.Errorf("%w: %s", lease.ErrEvictionPolicy, p)
 			}
 		}
-		for _, s := range []*redis.Script{lua.RedlockAcquire, lua.RedlockEpoch, lua.RedlockFenceNext, lua.RedlockFenceRaise} {
+		for _, s := range []*redis.Script{scripts.RedlockAcquire, scripts.RedlockEpoch, scripts.RedlockFenceNext, scripts.RedlockFenceRaise} {
 			if err := s.Load(ctx, m.c).Err(); err != nil {
 				return 0, err
 			}
 		}
-		return lua.RedlockEpoch.Run(ctx, m.c, []string{m.epoch}).Int64()
+		return scripts.RedlockEpoch.Run(ctx, m.c, []string{m.epoch}).Int64()
 	})
 	if err != nil && errors.Is(err, lease.ErrEvictionPolicy) {
 		return fmt.Errorf("%w (%w)", lease.ErrEvictionPolicy, err)
@@ -394,7 +394,7 @@ func (b *Backend) Check(ctx context.Context) error {
 // the others. It starts the epoch of masters that have none.
 func (b *Backend) Ready(ctx context.Context, ttl time.Duration) (ready int, wait time.Duration, err error) {
 	ages, err := b.eachMaster(ctx, "ready", 0, true, func(ctx context.Context, m *master) (int64, error) {
-		return lua.RedlockEpoch.Run(ctx, m.c, []string{m.epoch}).Int64()
+		return scripts.RedlockEpoch.Run(ctx, m.c, []string{m.epoch}).Int64()
 	})
 	for i, age := range ages {
 		if age < 0 {

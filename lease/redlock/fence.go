@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // nextFence gives name a fence while its lock is held, in two phases over
@@ -26,7 +26,7 @@ func (b *Backend) nextFence(ctx context.Context, name string, ttl time.Duration)
 	key := []string{b.fenceKey(name)}
 	retain := max(1, b.cfg.fenceRetain.Milliseconds())
 	props, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), false, func(ctx context.Context, m *master) (int64, error) {
-		return lua.RedlockFenceNext.Run(ctx, m.c, key, retain).Int64()
+		return scripts.RedlockFenceNext.Run(ctx, m.c, key, retain).Int64()
 	})
 	if err != nil {
 		return 0, err
@@ -40,7 +40,7 @@ func (b *Backend) nextFence(ctx context.Context, name string, ttl time.Duration)
 	}
 	arg := strconv.FormatInt(fence, 10)
 	if _, err := b.eachMaster(ctx, "fence", b.masterTimeout(ttl), false, func(ctx context.Context, m *master) (int64, error) {
-		return lua.RedlockFenceRaise.Run(ctx, m.c, key, arg, retain).Int64()
+		return scripts.RedlockFenceRaise.Run(ctx, m.c, key, arg, retain).Int64()
 	}); err != nil {
 		return 0, err
 	}

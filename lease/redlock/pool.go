@@ -11,7 +11,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasehold/leasehold/lua"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // master is one independent Redis master, seen by redsync as a Pool. It is
@@ -80,7 +80,7 @@ type masterConn struct {
 // SetNX is redsync's acquisition on one master: redlock_acquire.lua, which
 // refuses while the master is quarantined.
 func (c *masterConn) SetNX(name, value string, expiry time.Duration) (bool, error) {
-	res, err := lua.RedlockAcquire.Run(c.ctx, c.m.c, []string{name, c.m.epoch},
+	res, err := scripts.RedlockAcquire.Run(c.ctx, c.m.c, []string{name, c.m.epoch},
 		value, max(1, expiry.Milliseconds()), c.m.quar(expiry).Milliseconds()).Int64Slice()
 	if err != nil {
 		return false, err
@@ -89,11 +89,11 @@ func (c *masterConn) SetNX(name, value string, expiry time.Duration) (bool, erro
 		return false, fmt.Errorf("redlock_acquire.lua: unexpected reply %v", res)
 	}
 	switch res[0] {
-	case lua.RedlockLocked:
+	case scripts.RedlockLocked:
 		return true, nil
-	case lua.RedlockTaken:
+	case scripts.RedlockTaken:
 		return false, nil
-	case lua.RedlockQuarantined:
+	case scripts.RedlockQuarantined:
 		return false, &quarantineError{left: time.Duration(res[1]) * time.Millisecond}
 	default:
 		return false, fmt.Errorf("redlock_acquire.lua: unexpected status %d", res[0])

@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // IdemReset forgets the record of one idempotency key for an operator's
 // reset, refused while a lease is live unless forced, and while Redis time is

@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // Scripts of the compensation journal (package compensation). The journal of
 // one (lease name, fence) is a hash beside the job's lease key, in the same

@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // DLQStamp opens the produce window of a dead-letter marker before its copy
 // is produced, fenced by the record's dead-letter lock (dlq_stamp.lua).

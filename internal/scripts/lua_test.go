@@ -1,8 +1,8 @@
-package lua_test
+package scripts_test
 
 import (
 	"context"
-	"os"
+	"io/fs"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lua"
 )
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestScriptsLoadWithTheirSHA(t *testing.T) {
 	c, _ := testkit.SharedRedis(t)
 	ctx := context.Background()
-	all := lua.All()
+	all := scripts.All()
 	if len(all) == 0 {
 		t.Fatal("no scripts registered")
 	}
@@ -61,7 +62,7 @@ func sources(t *testing.T) map[string]string {
 	}
 	prelude := file(t, "fence_prelude.lua")
 	out := map[string]string{}
-	for _, f := range lua.Files() {
+	for _, f := range scripts.Files() {
 		src := file(t, f)
 		for _, text := range []string{src, prelude + "\n" + src} {
 			out[sha1Hex(text)] = text
@@ -73,7 +74,7 @@ func sources(t *testing.T) map[string]string {
 
 func file(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(name)
+	b, err := fs.ReadFile(lua.FS, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +85,12 @@ func file(t *testing.T, name string) string {
 // prelude is part of every fenced script), and every registered name is a file.
 func TestEveryFileRegistered(t *testing.T) {
 	var files, registered []string
-	for _, f := range lua.Files() {
+	for _, f := range scripts.Files() {
 		if f != "fence_prelude.lua" {
 			files = append(files, f)
 		}
 	}
-	for name := range lua.All() {
+	for name := range scripts.All() {
 		registered = append(registered, name)
 	}
 	sort.Strings(registered)
@@ -101,7 +102,7 @@ func TestEveryFileRegistered(t *testing.T) {
 // Every script starts with a comment block naming its KEYS and its return
 // values (and its ARGV when it takes any).
 func TestScriptHeaders(t *testing.T) {
-	for _, f := range lua.Files() {
+	for _, f := range scripts.Files() {
 		src := file(t, f)
 		var header []string
 		for _, line := range strings.Split(src, "\n") {

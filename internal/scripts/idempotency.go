@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // Idempotency scripts, used by package idempotency. Every key a script touches
 // carries the record's Cluster hash tag. Their status codes are the Idem*

@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // Lease scripts, used by package lease's Redis backend. Their status codes are
 // the Lease* constants below.

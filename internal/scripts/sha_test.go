@@ -1,4 +1,4 @@
-package lua_test
+package scripts_test
 
 import (
 	"crypto/sha1"

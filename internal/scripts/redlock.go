@@ -1,4 +1,4 @@
-package lua
+package scripts
 
 // Redlock scripts, used by package lease/redlock on each independent master.
 // Their status codes are the Redlock* constants below.
