@@ -46,6 +46,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
 	kafkaLogLevel   slog.Leveler
+	groupProtocol   GroupProtocol // WithGroupProtocol (groupprotocol.go)
 	middleware      []Middleware
 	hooks           []Hooks
 	leaseTTL        time.Duration

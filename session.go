@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -71,16 +72,16 @@ func (w *Worker) shortestLeaseTTL() time.Duration {
 // for "not set" there. It logs them, and warns when a session timeout the
 // user set is longer than the shortest lease TTL: a dead worker's jobs then
 // wait for the session, not the lease.
-func (w *Worker) groupTimeouts(kopts []kgo.Opt) ([]kgo.Opt, error) {
+func (w *Worker) groupTimeouts(kopts []kgo.Opt) (opts []kgo.Opt, session, hb time.Duration, err error) {
 	ttl := w.shortestLeaseTTL()
 	derived := SessionTimeoutFor(ttl)
-	opts := append([]kgo.Opt{kgo.SessionTimeout(derived), kgo.HeartbeatInterval(0)}, kopts...)
+	opts = append([]kgo.Opt{kgo.SessionTimeout(derived), kgo.HeartbeatInterval(0)}, kopts...)
 	probe, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
+		return nil, 0, 0, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
-	session, _ := probe.OptValue(kgo.SessionTimeout).(time.Duration)
-	hb, _ := probe.OptValue(kgo.HeartbeatInterval).(time.Duration)
+	session, _ = probe.OptValue(kgo.SessionTimeout).(time.Duration)
+	hb, _ = probe.OptValue(kgo.HeartbeatInterval).(time.Duration)
 	probe.Close()
 	hbDerived := hb == 0
 	if hbDerived {
@@ -88,7 +89,7 @@ func (w *Worker) groupTimeouts(kopts []kgo.Opt) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.HeartbeatInterval(hb))
 	}
 	if hb >= session {
-		return nil, fmt.Errorf("leasehold: kafka heartbeat interval %v is not below the session timeout %v: "+
+		return nil, 0, 0, fmt.Errorf("leasehold: kafka heartbeat interval %v is not below the session timeout %v: "+
 			"lower kgo.HeartbeatInterval or leave it unset", hb, session)
 	}
 	attrs := []any{slog.Duration("session_timeout", session), slog.Bool("session_derived", session == derived),
@@ -105,5 +106,25 @@ func (w *Worker) groupTimeouts(kopts []kgo.Opt) ([]kgo.Opt, error) {
 			"so a dead worker's jobs are taken over after its session times out; lower the broker's "+
 			"group.min.session.timeout.ms and set kgo.SessionTimeout to go below it", attrs...)
 	}
-	return opts, nil
+	return opts, session, hb, nil
+}
+
+// leaveTimeout bounds the group leave of a shutdown.
+const leaveTimeout = 5 * time.Second
+
+// leaveGroup leaves the consumer group within leaveTimeout. When the leave
+// does not finish in time it cancels the client's own context, so that the
+// Close that follows does not wait on a broker that no longer answers:
+// franz-go's Close leaves with that context, and a member whose coordinator
+// stopped answering kept retrying its heartbeats and then its leave for
+// minutes (TestConsumerGroupProtocolTakeover). A member that could not leave
+// is evicted when its session times out, as a killed one is.
+func (w *Worker) leaveGroup(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	if err := w.cl.LeaveGroupContext(lctx); err != nil {
+		w.log.Warn("could not leave the consumer group in time; closing the Kafka client without it (the broker "+
+			"evicts this member when its session times out)", slog.Duration("waited", leaveTimeout), slog.Any("err", err))
+		w.kcancel()
+	}
 }

@@ -76,7 +76,7 @@ func TestGroupTimeouts(t *testing.T) {
 			if err := w.Register("t.noop", noop, jopts...); err != nil {
 				t.Fatal(err)
 			}
-			kopts, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, w.cfg.kafkaOpts...))
+			kopts, _, _, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, w.cfg.kafkaOpts...))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)

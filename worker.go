@@ -70,6 +70,10 @@ type Worker struct {
 	sem   *semaphore.Weighted
 
 	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
+	// kcancel cancels the Kafka client's own context (kgo.WithContext): a
+	// shutdown whose group leave timed out cancels it so that Close does not
+	// wait on a broker that no longer answers (leaveGroup).
+	kcancel context.CancelFunc
 
 	origins deadletter.Origins // consumed topics' cluster and topic IDs, for dead-letter markers
 	dlq     deadLetterWriter   // dead-letter copies, exactly once; set by start
@@ -137,6 +141,11 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
 	}
+	gp, err := ParseGroupProtocol(string(c.groupProtocol))
+	if err != nil {
+		return nil, err
+	}
+	c.groupProtocol = gp
 	if err := c.budgetDefaults(); err != nil {
 		return nil, err
 	}
@@ -310,6 +319,7 @@ func (w *Worker) start(ctx context.Context) error {
 	}
 	if w.dlq, err = w.newDeadLetterWriter(cl, leases); err != nil {
 		cl.Close()
+		w.kcancel()
 		return err
 	}
 	w.cl = cl
@@ -318,6 +328,7 @@ func (w *Worker) start(ctx context.Context) error {
 	w.offs = newOffsets(cl.MarkCommitOffsets)
 	if err := w.startMetrics(); err != nil {
 		cl.Close()
+		w.kcancel()
 		return err
 	}
 	w.baseCtx = context.WithoutCancel(ctx)
@@ -337,7 +348,7 @@ func (w *Worker) start(ctx context.Context) error {
 // heartbeat interval follow the lease TTL unless the caller's options set
 // them (groupTimeouts).
 func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
-	kopts, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kafkaLogger(w.log, w.cfg.kafkaLogLevel)),
+	kopts, session, hb, err := w.groupTimeouts(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092"), kgo.WithLogger(kafkaLogger(w.log, w.cfg.kafkaLogLevel)),
 		kgo.ProducerBatchMaxBytes(producerBatchMax(w.cfg.maxPayload))}, w.cfg.kafkaOpts...))
 	if err != nil {
 		return nil, err
@@ -345,13 +356,13 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 	if err := checkTopics(ctx, w.log, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
 		return nil, err
 	}
+	w.setGroupTimeouts(ctx, kopts, session, hb)
 	if w.cfg.tracer != nil {
 		kopts = append(kopts, w.cfg.tracer.KgoOpt())
 	}
 	kopts = append(kopts,
 		kgo.ConsumerGroup(w.cfg.group),
 		kgo.ConsumeTopics(w.cfg.topics...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitMarks(),
 		kgo.AutoCommitInterval(w.cfg.commitInterval),
@@ -360,10 +371,15 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 	)
+	kopts = append(kopts, w.cfg.balancerOpts()...)
+	kctx, kcancel := context.WithCancel(context.WithoutCancel(ctx))
+	kopts = append(kopts, kgo.WithContext(kctx))
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
+		kcancel()
 		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
+	w.kcancel = kcancel
 	return cl, nil
 }
 
@@ -425,7 +441,9 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	if w.lagReg != nil {
 		_ = w.lagReg.Unregister()
 	}
+	w.leaveGroup(ctx)
 	w.cl.Close()
+	w.kcancel()
 	// 6. Release what the lease manager still holds.
 	if err := w.closeStore(cctx); err != nil {
 		errs = append(errs, err)

@@ -46,6 +46,7 @@ type runConfig struct {
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
 	fetchMaxWait, sweepInterval, journalRetention           time.Duration
 	logLevel, logFormat, kafkaLogLevel                      string
+	groupProtocol                                           string
 	embedded                                                string
 	embeddedKafka                                           bool
 	maxmemoryPolicy                                         *string // policy.go
@@ -73,6 +74,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.sessionTimeout, "session-timeout", "LEASEHOLD_SESSION_TIMEOUT", 0, "Kafka group session timeout: how long a dead member keeps its partitions; 0 derives it from the lease TTL (half of it, 6s to 45s: 7.5s for 15s), so that a killed or stalled worker's jobs run again when their leases lapse; a longer one than the lease TTL makes takeover wait for it (warned at start)")
 	f.durationVar(&c.rebalanceTimeout, "rebalance-timeout", "LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second, "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin")
 	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", 0, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout; 0 derives it: a third of the session timeout, at most 3s")
+	f.stringVar(&c.groupProtocol, "group-protocol", "LEASEHOLD_GROUP_PROTOCOL", string(leasehold.GroupProtocolClassic), "Kafka consumer group protocol: classic (client-side cooperative-sticky balancing, any Kafka since 2.4) or consumer (KIP-848, server-side assignment; Kafka 4.0+, 4.3+ advised; the worker sets the group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms from --session-timeout and --heartbeat-interval, which the brokers' group.consumer.min.* settings must allow)")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
 	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
@@ -135,6 +137,8 @@ func (c *runConfig) check(f *flags) error {
 		return usagef("heartbeat interval %v: want more than 0, or 0 to derive it from the session timeout", c.heartbeatInterval)
 	case c.heartbeatInterval > 0 && c.heartbeatInterval >= c.session():
 		return usagef("heartbeat interval %v: want less than the session timeout %v", c.heartbeatInterval, c.session())
+	case c.groupProtocol != string(leasehold.GroupProtocolClassic) && c.groupProtocol != string(leasehold.GroupProtocolConsumer):
+		return usagef("group protocol %q: want classic or consumer", c.groupProtocol)
 	case c.fetchMaxWait < time.Millisecond:
 		return usagef("fetch max wait %v: want at least 1ms", c.fetchMaxWait)
 	case c.sweepInterval < 100*time.Millisecond:
@@ -254,6 +258,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithKeyPrefix(c.prefix),
 		leasehold.WithLogger(log),
 		leasehold.WithKafkaLogLevel(kafkaLevel),
+		leasehold.WithGroupProtocol(leasehold.GroupProtocol(c.groupProtocol)),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
 	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),

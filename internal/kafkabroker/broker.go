@@ -279,6 +279,12 @@ func (b *Broker) props() map[string]string {
 		// floor is 6s.
 		"group.min.session.timeout.ms":    "500",
 		"log.retention.check.interval.ms": "60000",
+		// The same floors for KIP-848 groups (worker run
+		// --group-protocol consumer), whose session timeout and heartbeat
+		// interval are group configs the worker sets; Kafka's floors are
+		// 45s and 5s.
+		"group.consumer.min.session.timeout.ms":    "500",
+		"group.consumer.min.heartbeat.interval.ms": "100",
 	}
 	for k, v := range b.cfg.Props {
 		p[k] = v
