@@ -28,10 +28,11 @@ const (
 // at a time (a fault scheduled while another is under way waits for it, so
 // that none is dropped), and counts them.
 type brokerFaults struct {
-	b       *kafkabroker.Broker  // the single broker; nil on a cluster
-	cluster *kafkabroker.Cluster // nil on a single broker
-	log     *slog.Logger
-	turn    int // on a cluster: which role the next kill goes to
+	b        *kafkabroker.Broker  // the single broker; nil on a cluster
+	cluster  *kafkabroker.Cluster // nil on a single broker
+	log      *slog.Logger
+	turn     int // on a cluster: every fault's turn (which partition's leader)
+	killTurn int // on a cluster: which role the next kill goes to
 
 	run    sync.Mutex // held for the whole of one fault
 	mu     sync.Mutex
@@ -220,11 +221,14 @@ func (f *brokerFaults) target(ctx context.Context, a Action) (*kafkabroker.Broke
 	if f.cluster == nil {
 		return f.b, "broker"
 	}
+	// Kills and pauses keep turns of their own, so that the kills go to
+	// the roles in order whatever pauses come between them.
 	turn := f.turn
 	f.turn++
 	role := clusterRoles[0]
 	if a == KillBroker {
-		role = clusterRoles[turn%len(clusterRoles)]
+		role = clusterRoles[f.killTurn%len(clusterRoles)]
+		f.killTurn++
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
