@@ -126,6 +126,10 @@ type Config struct {
 	// SoakSample is the sampling interval of a soak (SOAK_SAMPLE_EVERY, 10s).
 	SoakSample time.Duration
 
+	// GroupProtocol is the workers' --group-protocol (CHAOS_GROUP_PROTOCOL,
+	// classic): consumer runs them in a KIP-848 group.
+	GroupProtocol string
+
 	envErrs []error // malformed environment variables, reported by Finish
 }
 
@@ -140,6 +144,9 @@ func (c *Config) workerGroupArgs() []string {
 	}
 	if c.HeartbeatInterval != leasehold.HeartbeatIntervalFor(c.SessionTimeout) {
 		args = append(args, "--heartbeat-interval", c.HeartbeatInterval.String())
+	}
+	if c.GroupProtocol != "" && c.GroupProtocol != string(leasehold.GroupProtocolClassic) {
+		args = append(args, "--group-protocol", c.GroupProtocol)
 	}
 	return args
 }
@@ -180,6 +187,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Hold, "hold", c.envDur("CHAOS_HOLD", 0), "hold of the slow jobs; 0 means the lease TTL (env CHAOS_HOLD)")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", c.envDur("CHAOS_SESSION_TIMEOUT", 0), "workers' Kafka group session timeout; 0 means the workers' default, derived from the lease TTL (env CHAOS_SESSION_TIMEOUT)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.envDur("CHAOS_HEARTBEAT_INTERVAL", 0), "workers' Kafka group heartbeat interval; 0 means the workers' default, derived from the session timeout (env CHAOS_HEARTBEAT_INTERVAL)")
+	fs.StringVar(&c.GroupProtocol, "group-protocol", cmp.Or(os.Getenv("CHAOS_GROUP_PROTOCOL"), string(leasehold.GroupProtocolClassic)), "workers' Kafka group protocol: classic or consumer (KIP-848; Apache Kafka only) (env CHAOS_GROUP_PROTOCOL)")
 	fs.DurationVar(&c.FetchMaxWait, "fetch-max-wait", c.envDur("CHAOS_FETCH_MAX_WAIT", 250*time.Millisecond), "workers' Kafka fetch max wait (env CHAOS_FETCH_MAX_WAIT)")
 	fs.DurationVar(&c.Drain, "drain", c.envDur("CHAOS_DRAIN", 3*time.Minute), "longest wait for the jobs to finish after the faults (env CHAOS_DRAIN)")
 	fs.StringVar(&c.Worker, "worker", os.Getenv("CHAOS_WORKER_BIN"), "worker binary; empty builds ./cmd/worker (env CHAOS_WORKER_BIN)")
@@ -220,6 +228,9 @@ func (c *Config) Finish() error {
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 250*time.Millisecond)
 	c.Drain = cmp.Or(c.Drain, 3*time.Minute)
 	c.Kafka = cmp.Or(c.Kafka, KafkaFake)
+	if _, err := leasehold.ParseGroupProtocol(c.GroupProtocol); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	c.BrokerFaultEvery = cmp.Or(c.BrokerFaultEvery, 30*time.Second)
 	c.BrokerPause = cmp.Or(c.BrokerPause, 2*c.SessionTimeout+time.Second)
 	c.PartitionEvery = cmp.Or(c.PartitionEvery, 10*time.Second)
