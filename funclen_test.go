@@ -5,44 +5,130 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// TestRootFunctionsShort keeps the root package readable: no function over
-// 60 lines (the hot path reads top to bottom).
-func TestRootFunctionsShort(t *testing.T) {
+// maxFuncLines is the longest a production function may be: a function
+// reads top to bottom on one screen.
+const maxFuncLines = 60
+
+// funcLenExempt are the directories the guard does not read, and why.
+var funcLenExempt = map[string]string{
+	"bench":    "benchmark programs: each main sets up, measures and prints in order, read as a script",
+	"examples": "examples are read top to bottom as a walkthrough of one use",
+	".git":     "",
+	"testdata": "",
+}
+
+// longFuncDebt lists the functions over maxFuncLines that predate the guard
+// reaching their package, with their length then. They may shrink, never
+// grow; one split below the limit must leave the list (the test says so),
+// and no function may join it.
+var longFuncDebt = map[string]int{
+	"compensation/runner.go compensate":         82,
+	"compensation/runner.go step":               80,
+	"compensation/sweep.go sweepPage":           103,
+	"idempotency/capacity.go Capacity":          68,
+	"idempotency/claim.go ClaimBatch":           104,
+	"idempotency/claim.go parseClaim":           92,
+	"idempotency/finish.go finish":              110,
+	"idempotency/layout.go refreshLayouts":      77,
+	"idempotency/lookup.go lookup":              96,
+	"internal/chaos/check.go Check":             68,
+	"internal/chaos/config.go Finish":           85,
+	"internal/chaos/resp.go parseRESP":          67,
+	"internal/chaos/run.go apply":               97,
+	"internal/chaos/run.go run":                 122,
+	"internal/chaos/verdict.go judgePartitions": 63,
+	"internal/cli/demo.go runDemo":              192,
+	"internal/cli/dlqcmd.go cmdDLQ":             65,
+	"internal/cli/ops.go cmdCompensations":      69,
+	"internal/cli/ops.go cmdInspect":            65,
+	"internal/cli/run.go runWorker":             143,
+	"internal/cli/ui.go cmdUI":                  99,
+	"internal/cli/view.go hooks":                74,
+	"tracing/otelsetup/setup.go Setup":          79,
+}
+
+// TestFunctionsShort keeps every production package of the module readable:
+// no function over maxFuncLines lines, except the listed debt.
+func TestFunctionsShort(t *testing.T) {
 	t.Parallel()
-	long := longFunctions(t, ".", 60)
+	lengths := moduleFuncLengths(t)
+	var long, grown, repaid []string
+	for name, n := range lengths {
+		debt, listed := longFuncDebt[name]
+		switch {
+		case n > maxFuncLines && !listed:
+			long = append(long, fmt.Sprintf("%s is %d lines", name, n))
+		case listed && n > debt:
+			grown = append(grown, fmt.Sprintf("%s grew from %d to %d lines", name, debt, n))
+		}
+	}
+	for name := range longFuncDebt {
+		if n, ok := lengths[name]; !ok || n <= maxFuncLines {
+			repaid = append(repaid, name)
+		}
+	}
+	for _, l := range [][]string{long, grown, repaid} {
+		sort.Strings(l)
+	}
 	if len(long) > 0 {
-		t.Errorf("functions over 60 lines; split them:\n%s", strings.Join(long, "\n"))
+		t.Errorf("functions over %d lines; split them:\n%s", maxFuncLines, strings.Join(long, "\n"))
+	}
+	if len(grown) > 0 {
+		t.Errorf("listed long functions grew; split them:\n%s", strings.Join(grown, "\n"))
+	}
+	if len(repaid) > 0 {
+		t.Errorf("now short or gone; remove them from longFuncDebt:\n%s", strings.Join(repaid, "\n"))
 	}
 }
 
-// longFunctions lists the functions of the package in dir (tests aside)
-// longer than max lines.
-func longFunctions(t *testing.T, dir string, max int) []string {
+// moduleFuncLengths returns the length in lines of every function with a
+// body in the module's non-test Go files, by "dir/file.go name" (methods by
+// their name alone), outside funcLenExempt and other modules.
+func moduleFuncLengths(t *testing.T) map[string]int {
 	t.Helper()
 	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	must(t, err)
-	var long []string
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
+	out := map[string]int{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		must(t, err)
+		if d.IsDir() {
+			if _, skip := funcLenExempt[d.Name()]; skip && path != "." {
+				return filepath.SkipDir
+			}
+			if path != "." && fileExists(filepath.Join(path, "go.mod")) {
+				return filepath.SkipDir // another module
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
 		for _, decl := range f.Decls {
-			fd, ok := decl.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > max {
-				long = append(long, fmt.Sprintf("%s: %s is %d lines", name, fd.Name.Name, n))
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
+				n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+				out[filepath.ToSlash(path)+" "+fd.Name.Name] = max(out[filepath.ToSlash(path)+" "+fd.Name.Name], n)
 			}
 		}
-	}
-	return long
+		return nil
+	})
+	must(t, err)
+	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -146,6 +146,12 @@ func (c *runConfig) check(f *flags) error {
 	case c.journalRetention < time.Second:
 		return usagef("journal retention %v is too short (minimum 1s)", c.journalRetention)
 	}
+	return c.checkKafka(f)
+}
+
+// checkKafka refuses Kafka settings that exclude each other or name no
+// broker, and malformed addresses.
+func (c *runConfig) checkKafka(f *flags) error {
 	hasBrokers := len(splitList(c.brokers)) > 0
 	switch {
 	case f.isSet("embedded-listen") && !c.embeddedKafka:

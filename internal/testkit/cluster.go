@@ -107,16 +107,26 @@ func NewCluster(dir string) (*Cluster, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	for _, n := range c.nodes {
-		if err := n.start(); err != nil {
-			return nil, err
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if err := c.create(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+// create starts the nodes, joins them into a cluster with one replica per
+// master, and waits until it is healthy.
+func (c *Cluster) create(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if err := n.start(); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.nodes {
 		if err := n.waitPing(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	args := []string{"--cluster", "create"}
@@ -126,20 +136,16 @@ func NewCluster(dir string) (*Cluster, error) {
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
 	for _, n := range c.nodes {
 		id, err := n.query(ctx, "CLUSTER", "MYID")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n.id = id.(string)
 	}
-	if err := c.WaitHealthy(ctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	return c, nil
+	return c.WaitHealthy(ctx)
 }
 
 // Addrs returns the host:port of every node, masters and replicas, in start
