@@ -26,6 +26,7 @@ type Point struct {
 	Rates      map[string]float64 `json:"rates"`
 	Running    int                `json:"running"`
 	LeasesHeld int                `json:"leases_held"`
+	Rated      int                `json:"rated"` // workers with a rate in this minute (a worker's first sample has none)
 }
 
 // View is the fleet as read from Redis.
@@ -142,6 +143,7 @@ func addSeries(buckets map[int64]*Point, samples []Sample) {
 		p.LeasesHeld += s.LeasesHeld
 		if i+1 < len(samples) {
 			if dt := s.At.Sub(samples[i+1].At); dt > 0 {
+				p.Rated++
 				for k, r := range rates(s.Counters, samples[i+1].Counters, dt) {
 					p.Rates[k] += r
 				}

@@ -1,0 +1,31 @@
+package console
+
+import (
+	"context"
+
+	"github.com/leasehold/leasehold/internal/fleet"
+)
+
+// fleetView is the overview's account of the fleet: what every live
+// worker publishes to Redis (see internal/fleet), so that a standalone
+// console shows the figures counted inside worker processes.
+type fleetView struct {
+	Workers    int                `json:"workers"`
+	Running    int                `json:"running"`
+	LeasesHeld int                `json:"leases_held"`
+	Counters   fleet.Counters     `json:"counters"` // of the live workers, since each started
+	Rates      map[string]float64 `json:"rates"`    // per second over the last minute, summed
+	Series     []fleet.Point      `json:"series"`   // the last hour, one point a minute, oldest first
+}
+
+// readFleet adds the fleet to ov; a standalone console shows its figures
+// instead of "n/a".
+func (c *Console) readFleet(ctx context.Context, ov *overview) {
+	v, err := fleet.Read(ctx, c.cfg.Redis, c.cfg.KeyPrefix)
+	if err != nil {
+		ov.Unavailable = append(ov.Unavailable, "the fleet's figures: "+oneLine(err))
+		return
+	}
+	ov.Fleet = &fleetView{Workers: len(v.Workers), Running: v.Running, LeasesHeld: v.LeasesHeld,
+		Counters: v.Counters, Rates: v.Rates, Series: v.Series}
+}
