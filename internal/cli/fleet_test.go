@@ -60,7 +60,7 @@ func TestFleet(t *testing.T) {
 	v := list()
 	for _, w := range v.Workers {
 		if w.Group != "g-"+topic || len(w.Topics) != 1 || w.Topics[0] != topic || (w.Concurrency != 3 && w.Concurrency != 5) ||
-			w.PID == 0 || w.Version == "" || w.Interval != time.Second {
+			w.PID == 0 || w.Version == "" || w.IntervalMS != 1000 {
 			t.Errorf("worker %+v: want its group, topic, concurrency, pid, version and a 1s interval", w.Status)
 		}
 	}

@@ -104,8 +104,8 @@ type Load struct {
 type Status struct {
 	Identity
 	Load
-	At       time.Time     `json:"at"`       // when published (the worker's clock)
-	Interval time.Duration `json:"interval"` // its publish interval
+	At         time.Time `json:"at"`          // when published (the worker's clock)
+	IntervalMS int64     `json:"interval_ms"` // its publish interval
 }
 
 // Sample is one point of a worker's series.

@@ -105,7 +105,7 @@ func (p *Publisher) loop() {
 // in one pipeline.
 func (p *Publisher) publish(ctx context.Context, now time.Time) error {
 	ld := p.c.Load()
-	st := Status{Identity: p.c.Identity, Load: ld, At: now.UTC(), Interval: p.c.Interval}
+	st := Status{Identity: p.c.Identity, Load: ld, At: now.UTC(), IntervalMS: p.c.Interval.Milliseconds()}
 	ms := now.UnixMilli()
 	pipe := p.c.Redis.Pipeline()
 	pipe.Set(ctx, statusKey(p.c.Prefix, st.ID), marshal(st), p.ttl)
