@@ -138,6 +138,10 @@ func (a *auditor) account(p pending, info *idempotency.Info, lerr error) Entry {
 		e.Outcome, e.Fence = Running, info.LeaseFence
 		return e
 	}
+	if c, ok := a.c.Committed[e.Partition]; ok && e.Offset >= c {
+		e.Outcome, e.Reason = Pending, "not consumed yet: at or past the group's committed offset"
+		return e
+	}
 	return unaccounted(e, "no record in Redis (never run, or past the retention) and no dead-letter copy")
 }
 

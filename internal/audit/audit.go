@@ -46,14 +46,18 @@ const (
 	// Running: the key is leased now, or its last attempt ended without
 	// an outcome and it waits for its next one.
 	Running Outcome = "running"
-	// Unaccounted: none of the above: no record in Redis, a record for
+	// Pending: no record yet, and the consumer group has not committed
+	// past the record: it waits to be consumed.
+	Pending Outcome = "pending"
+	// Unaccounted: none of the above: no record in Redis though the group
+	// committed past the record (or no group was given), a record for
 	// another payload, or no key, and no dead-letter copy.
 	Unaccounted Outcome = "unaccounted"
 )
 
 // Outcomes lists every outcome, in report order.
 func Outcomes() []Outcome {
-	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Running, Unaccounted}
+	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Running, Pending, Unaccounted}
 }
 
 // Entry is the account of one record.
@@ -98,6 +102,11 @@ type Config struct {
 	// offsets when the audit starts. Only the partitions named in To (or,
 	// To nil, in From) are read; both nil: every partition.
 	From, To map[int32]int64
+	// Committed holds the workers' consumer group's committed offsets on
+	// Topic: a record at or past its partition's offset with no record in
+	// Redis is Pending, not Unaccounted. Nil, or a partition it lacks:
+	// every such record is Unaccounted.
+	Committed map[int32]int64
 	// Batch is how many keys one Redis pipeline reads. Default DefaultBatch;
 	// at most idempotency.MaxLookupBatch.
 	Batch int

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
@@ -21,7 +23,7 @@ import (
 type auditFlags struct {
 	ops                      opsFlags
 	brokers, dialMap, topics string
-	dlq, from, to            string
+	dlq, from, to, group     string
 	since, until             string
 	asJSON, records          bool
 	batch, listed            int
@@ -34,6 +36,7 @@ func (c *auditFlags) define(f *flags) {
 	f.stringVar(&c.dialMap, "kafka-dial-map", "LEASEHOLD_KAFKA_DIAL_MAP", "", "connect to other addresses than the brokers advertise: advertised=dial pairs, comma-separated")
 	f.stringVar(&c.topics, "topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "the worker's topics: the first is audited; the dead-letter topic defaults to it + .dlq")
 	f.stringVar(&c.dlq, "dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
+	f.stringVar(&c.group, "group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "the workers' consumer group: a record past its committed offset with no Redis record is pending, not unaccounted; empty: every such record is unaccounted")
 	f.stringVar(&c.from, "from", "", "", "first offset audited: N (every partition) or P:N pairs, comma-separated; default: the log start")
 	f.stringVar(&c.to, "to", "", "", "offset the audit stops before: N or P:N pairs; default: the end offsets when it starts")
 	f.stringVar(&c.since, "since", "", "", "audit records written at or after this time: RFC 3339, or a duration ago (1h)")
@@ -98,6 +101,13 @@ func cmdAudit(ctx context.Context, e *Env, args []string) error {
 	if cfg.From, cfg.To, err = c.rangeOf(ctx, adm, cfg.Topic); err != nil {
 		return err
 	}
+	if cfg.Committed, err = committed(ctx, adm, c.group, cfg.Topic); err != nil {
+		return err
+	}
+	if c.group != "" && len(cfg.Committed) == 0 {
+		_, _ = fmt.Fprintf(e.Stderr, "audit: group %s has no committed offset on %s: records not consumed yet count as unaccounted (pass the workers' --group)\n",
+			c.group, cfg.Topic)
+	}
 	ops, err := openOps(ctx, c.ops)
 	if err != nil {
 		return err
@@ -137,6 +147,27 @@ func (c *auditFlags) rangeOf(ctx context.Context, cl *kgo.Client, topic string) 
 		}
 	}
 	return from, to, nil
+}
+
+// committed returns group's committed offsets on topic (none for no group).
+func committed(ctx context.Context, cl *kgo.Client, group, topic string) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	if group == "" {
+		return out, nil
+	}
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", group, err)
+	}
+	for p, o := range offs[topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
 }
 
 // parseOffsets reads "N" (every partition: returned under -1) or "P:N,...".

@@ -95,6 +95,14 @@ func TestAudit(t *testing.T) {
 		t.Errorf("unaccounted %+v, stderr %q: want job-7 and never-run", rep.Unaccounted, r.stderr)
 	}
 
+	// With the worker's group, the record produced after its last commit
+	// is pending (not consumed yet); the deleted record stays unaccounted.
+	r = run(ctx, t, env, "audit", "--json", "--group", "g-"+topic)
+	rep = decodeAudit(t, r)
+	if r.code != 1 || rep.Counts[audit.Pending] != 1 || len(rep.Unaccounted) != 1 || rep.Unaccounted[0].Key != "job-7" {
+		t.Fatalf("audit with the group: code %d, report %+v", r.code, rep)
+	}
+
 	// The text form lists them; a range that leaves them out is clean.
 	r = run(ctx, t, env, "audit")
 	if r.code != 1 || !strings.Contains(r.stdout, "never-run") || !strings.Contains(r.stdout, "2 unaccounted") {
