@@ -29,7 +29,7 @@ func TestPublishListStopExpire(t *testing.T) {
 		if err := p.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+		t.Cleanup(func() { _ = p.Shutdown(context.WithoutCancel(ctx)) })
 		return p
 	}
 	a, b := start("worker-a", 2), start("worker-b", 3)

@@ -76,11 +76,12 @@ func (p *Publisher) ID() string { return p.c.Identity.ID }
 // one succeeds); the publishing goes on regardless.
 func (p *Publisher) Start(ctx context.Context) error {
 	err := p.publish(ctx, time.Now())
-	go p.loop()
+	// Publishing lasts until Shutdown, not until ctx ends.
+	go p.loop(context.WithoutCancel(ctx))
 	return err
 }
 
-func (p *Publisher) loop() {
+func (p *Publisher) loop(base context.Context) {
 	defer close(p.done)
 	t := time.NewTicker(p.c.Interval)
 	defer t.Stop()
@@ -89,7 +90,7 @@ func (p *Publisher) loop() {
 		case <-p.stop:
 			return
 		case now := <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), p.c.Interval)
+			ctx, cancel := context.WithTimeout(base, p.c.Interval)
 			err := p.publish(ctx, now)
 			cancel()
 			if err != nil && time.Since(p.warned) >= time.Minute {
