@@ -124,7 +124,7 @@ func readCost(ctx context.Context, rdb *redis.Client, f *benchkit.Figures, worke
 	if err != nil {
 		return err
 	}
-	v, err := fleet.Read(ctx, rdb, prefix)
+	v, err := fleet.Read(ctx, rdb, prefix, fleet.MaxSamples)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func (f Figures) auditLines() []line {
 		{"audit_dead_lettered", a.Counts[audit.DeadLettered], "records"},
 		{"audit_failed", a.Counts[audit.Failed], "records"},
 		{"audit_running", a.Counts[audit.Running], "records"},
+		{"audit_pending", a.Counts[audit.Pending], "records"},
 		{"audit_unaccounted", a.Counts[audit.Unaccounted], "records"},
 	}
 }

@@ -72,7 +72,11 @@ func cmdFleet(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer func() { _ = rdb.Close() }()
-	v, err := fleet.Read(ctx, rdb, o.prefix)
+	samples := fleet.RatesOnly // the table needs the rates only
+	if *asJSON {
+		samples = fleet.MaxSamples
+	}
+	v, err := fleet.Read(ctx, rdb, o.prefix, samples)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func TestPublishListStopExpire(t *testing.T) {
 	a, b := start("worker-a", 2), start("worker-b", 3)
 	ids := func() []string {
 		t.Helper()
-		v, err := Read(ctx, rdb, prefix)
+		v, err := Read(ctx, rdb, prefix, MaxSamples)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestPublishListStopExpire(t *testing.T) {
 		}
 		return out
 	}
-	v, err := Read(ctx, rdb, prefix)
+	v, err := Read(ctx, rdb, prefix, MaxSamples)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestPublishListStopExpire(t *testing.T) {
 		t.Fatalf("right after b stopped: %v, want worker-b still (until its TTL)", got)
 	}
 	testkit.Eventually(t, 10*time.Second, "the killed worker's status expires", func() bool { return len(ids()) == 0 })
-	if v, err = Read(ctx, rdb, prefix); err != nil || len(v.Series) == 0 || v.Series[len(v.Series)-1].Running != 5 {
+	if v, err = Read(ctx, rdb, prefix, MaxSamples); err != nil || len(v.Series) == 0 || v.Series[len(v.Series)-1].Running != 5 {
 		t.Fatalf("series after both stopped: %+v, %v: want their last samples (5 running)", v.Series, err)
 	}
 }

@@ -43,8 +43,15 @@ type View struct {
 // rateNames are the counters a rate is computed for.
 var rateNames = append(slices.Clone(Outcomes), "takeovers", "leases_lost")
 
-// Read reads the fleet under prefix: every live worker and the last hour.
-func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (View, error) {
+// RatesOnly is the samples argument of [Read] that reads only what the
+// workers' rates need (View.Series is then the last few minutes).
+const RatesOnly = 3
+
+// Read reads the fleet under prefix: every live worker, and the newest
+// samples of each (at most samples, MaxSamples for the whole hour, at least
+// RatesOnly) for the rates and View.Series.
+func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, samples int) (View, error) {
+	samples = min(max(samples, RatesOnly), MaxSamples)
 	v := View{At: time.Now().UTC(), Workers: []Worker{}, Rates: map[string]float64{}, Series: []Point{}}
 	ids, err := rdb.ZRevRange(ctx, membersKey(prefix), 0, MaxWorkers-1).Result()
 	if err != nil {
@@ -55,7 +62,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (View, 
 	series := make([]*redis.StringSliceCmd, len(ids))
 	for i, id := range ids {
 		sts[i] = pipe.Get(ctx, statusKey(prefix, id))
-		series[i] = pipe.LRange(ctx, seriesKey(prefix, id), 0, MaxSamples-1)
+		series[i] = pipe.LRange(ctx, seriesKey(prefix, id), 0, int64(samples)-1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return v, fmt.Errorf("fleet: read workers: %w", err)
