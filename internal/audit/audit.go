@@ -16,7 +16,6 @@ package audit
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"time"
@@ -139,9 +138,6 @@ type Report struct {
 	// counted as completed).
 	KeysForgotten int64 `json:"keys_forgotten,omitempty"`
 }
-
-// ErrConfig reports a Config that misses what it requires.
-var ErrConfig = errors.New("audit: incomplete config")
 
 // Run audits the range of c and returns its report. It reads the
 // dead-letter topic first, then streams the range.

@@ -3,7 +3,6 @@ package fleet
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,9 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrConfig reports a publisher config without what it requires.
-var ErrConfig = errors.New("fleet: incomplete config")
 
 // Config configures a [Publisher].
 type Config struct {
