@@ -47,8 +47,9 @@ type Console struct {
 	kcl    *kgo.Client // built at first use from cfg.Kafka
 	kclErr error
 
-	snap snapshots
-	seen seenFences
+	snap   snapshots
+	series fleetSeries // fleet.go
+	seen   seenFences
 }
 
 // backend is what the console reads Redis with, built once Redis answers.

@@ -29,6 +29,7 @@ type overview struct {
 	LeasesErr     string `json:"leases_error,omitempty"`
 
 	Worker *workerStats `json:"worker,omitempty"`
+	Fleet  *fleetView   `json:"fleet,omitempty"` // what the live workers publish (fleet.go)
 
 	CompIndexed int64  `json:"compensations_open"` // journals not closed: open, sealed or compensating
 	CompDead    int64  `json:"compensations_dead"`
@@ -93,12 +94,11 @@ func (c *Console) readOverview(ctx context.Context) *overview {
 	} else {
 		ov.CompIndexed, ov.CompDead = cs.Indexed, cs.DeadLettered
 	}
+	c.readFleet(ctx, ov)
 	if w := c.cfg.Worker; w != nil {
 		ov.Worker = statsOf(w)
 	} else {
 		ov.Unavailable = append(ov.Unavailable,
-			"jobs per second by outcome, takeovers and leases lost: counted inside worker processes only "+
-				"(mount the console in your worker with Config.Worker, or read leasehold_* on /metrics)",
 			"job types and exact start times of running jobs: elapsed is estimated from the fence (Redis time at the claim)")
 	}
 	c.readKafka(ctx, ov)

@@ -155,17 +155,21 @@ async function pollOverview() {
   if (o.compensations_error) notes.append(el("div", {class: "note", text: "compensations: " + o.compensations_error}));
   if (o.kafka_error) notes.append(el("div", {class: "note", text: "Kafka: " + o.kafka_error}));
   const c = o.worker ? o.worker.counters : null;
+  // Standalone: the fleet's figures, as the live workers publish them to Redis.
+  const f = !c && o.fleet && o.fleet.workers > 0 ? o.fleet : null;
+  const who = f ? "(" + f.workers + (f.workers === 1 ? " worker)" : " workers)") : "(this worker)";
   const card = (id, n, label) => el("div", {class: "card", id: "card-" + id}, el("div", {class: "n", text: n}), el("div", {class: "l", text: label}));
   const na = "n/a";
   const cards = clear(document.getElementById("cards"));
   cards.append(
     card("leases", (o.leases_partial ? "≥ " : "") + o.leases_held, "leases held (all workers)"),
-    card("lost", c ? c.leases_lost : na, "leases lost (this worker)"),
-    card("takeovers", c ? (c.claim_takeover || 0) : na, "takeovers (this worker)"),
-    card("running", o.worker ? o.worker.running : na, "running (this worker)"),
+    card("lost", c ? c.leases_lost : f ? f.counters.leases_lost : na, "leases lost " + who),
+    card("takeovers", c ? (c.claim_takeover || 0) : f ? f.counters.takeovers : na, "takeovers " + who),
+    card("running", o.worker ? o.worker.running : f ? f.running : na, "running " + who),
     card("comp-open", o.compensations_open, "journals open or compensating"),
     card("comp-dead", o.compensations_dead, "compensations dead-lettered"),
     card("dlq", o.dlq_records === undefined ? na : o.dlq_records, "records in " + o.dlq_topic));
+  if (o.fleet) cards.append(card("workers", o.fleet.workers, "live workers (worker fleet)"));
   const rates = [];
   if (c) {
     const now = performance.now();
@@ -177,12 +181,53 @@ async function pollOverview() {
       rates.push(el("tr", {"data-outcome": n}, el("td", {text: n.replace("claim_", "claimed: ")}), el("td", {class: "num", text: rate}), el("td", {class: "num", text: c[n] || 0})));
     });
     prevCounters = {t: now, c: c};
+  } else if (f) {
+    ["succeeded", "failed", "retried", "dead_lettered", "duplicates", "takeovers", "leases_lost"].forEach(n => {
+      const r = f.rates[n];
+      rates.push(el("tr", {"data-outcome": n}, el("td", {text: n}), el("td", {class: "num", text: r === undefined ? "…" : r.toFixed(2)}),
+        el("td", {class: "num", text: f.counters[n] || 0})));
+    });
   }
   table(document.getElementById("rates"), ["outcome", "jobs/s", "total"], rates);
-  if (!c) document.querySelector("#rates tbody td").textContent = "not available in a standalone console (see the note above)";
+  if (!c && !f) document.querySelector("#rates tbody td").textContent = "no worker publishes to this Redis (see worker fleet)";
+  const series = o.fleet ? o.fleet.series : [];
+  chart(document.getElementById("chart-jobs"), series.filter(p => p.rated > 0), "jobs a second",
+    [["succeeded", "#067647"], ["failed", "#b42318"], ["retried", "#b54708"], ["dead_lettered", "#7a2e9e"], ["duplicates", "#2457c5"]]
+      .map(([n, color]) => ({name: n, color: color, get: p => p.rates[n] || 0})));
+  chart(document.getElementById("chart-leases"), series, "leases held",
+    [{name: "leases held", color: "#2457c5", get: p => p.leases_held}]);
   table(document.getElementById("lag"), ["topic", "partition", "committed", "end", "lag"],
     (o.lag || []).map(l => el("tr", {}, el("td", {text: l.topic}), el("td", {class: "num", text: l.partition}),
       el("td", {class: "num", text: l.committed}), el("td", {class: "num", text: l.end}), el("td", {class: "num", text: l.lag}))));
+}
+
+// chart draws series (fleet points, one a minute, oldest first) over the
+// last hour as an inline SVG: one polyline a line {name, color, get}.
+function chart(node, series, what, lines) {
+  clear(node);
+  if (!series.length) { node.append(el("p", {class: "muted", text: "no samples yet: each worker adds one a minute"})); return; }
+  const ns = "http://www.w3.org/2000/svg", W = 480, H = 150, L = 40, B = 18;
+  const svg = document.createElementNS(ns, "svg");
+  const attr = (e, a) => { for (const [k, v] of Object.entries(a)) e.setAttribute(k, String(v)); return e; };
+  attr(svg, {viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": what + ", last hour", class: "chart"});
+  const now = Date.now(), from = now - 3600e3;
+  let top = 0;
+  series.forEach(p => lines.forEach(l => { top = Math.max(top, l.get(p)); }));
+  top = top > 0 ? top * 1.1 : 1;
+  const x = t => L + (W - L - 4) * Math.min(Math.max((t - from) / 3600e3, 0), 1);
+  const y = v => 4 + (H - B - 8) * (1 - v / top);
+  const text = (tx, ty, s, anchor) => { const e = attr(document.createElementNS(ns, "text"), {x: tx, y: ty, "font-size": 10, fill: "#667085", "text-anchor": anchor || "start"}); e.textContent = s; svg.append(e); };
+  svg.append(attr(document.createElementNS(ns, "path"), {d: "M" + L + " 4V" + (H - B) + "H" + (W - 4), stroke: "#e4e7ec", fill: "none"}));
+  text(L - 4, 12, top < 10 ? top.toFixed(2) : Math.round(top), "end");
+  text(L - 4, H - B, "0", "end");
+  text(L, H - 4, "-60 min");
+  text(W - 4, H - 4, "now", "end");
+  lines.forEach(l => {
+    const pts = series.map(p => x(Date.parse(p.t) + 30e3).toFixed(1) + "," + y(l.get(p)).toFixed(1)).join(" ");
+    svg.append(attr(document.createElementNS(ns, "polyline"), {points: pts, fill: "none", stroke: l.color, "stroke-width": 1.5, "data-line": l.name}));
+  });
+  // Colours through the CSSOM: the console's CSP refuses style attributes.
+  node.append(svg, el("div", {class: "legend"}, ...lines.map(l => { const s = el("span", {text: "■ " + l.name + " "}); s.style.color = l.color; return s; })));
 }
 
 async function pollJobs() {

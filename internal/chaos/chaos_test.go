@@ -64,7 +64,8 @@ func TestChaosShortRun(t *testing.T) {
 }
 
 // wantPartitions fails the test unless the run partitioned a worker from
-// Redis and the history was checked linearizable
+// Redis, the history was checked linearizable and worker audit read every
+// record
 // (runChaos has already failed a positive overlap or an illegal history).
 func wantPartitions(t *testing.T, f Figures, progress string) {
 	t.Helper()
@@ -86,6 +87,9 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 	}
 	if h := f.History; h == nil || h.Result != porcupine.Ok || h.Ops == 0 {
 		t.Errorf("history not checked linearizable: %+v", h)
+	}
+	if a := f.Audit; a == nil || a.Records < int64(f.JobsEnqueued) || f.JobsEnqueued == 0 {
+		t.Errorf("the jobs topic not audited: %+v", a)
 	}
 }
 

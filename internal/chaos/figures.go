@@ -69,6 +69,9 @@ type Figures struct {
 	// PartitionVerdict times the takeovers of partitioned workers' leases
 	// (nil: not judged).
 	PartitionVerdict *PartitionVerdict
+	// Audit is what `worker audit` made of the jobs topic after the drain
+	// (nil: not audited). Its unaccounted records must be 0.
+	Audit *AuditFigures
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -85,6 +88,7 @@ func (f Figures) MustBeZero() []string {
 		{"history_not_linearizable", f.historyIllegal()},
 		{"partition_overlap_positive", f.overlapPositive()},
 		{"partition_zombie_writes_after_newer_applied", f.zombieAfterNewer()},
+		{"audit_unaccounted", f.auditUnaccounted()},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -123,6 +127,7 @@ func (f Figures) Write(w io.Writer) error {
 	}
 	lines = append(lines, f.partitionLines()...)
 	lines = append(lines, f.historyLines()...)
+	lines = append(lines, f.auditLines()...)
 	lines = append(lines, f.soakLines()...)
 	lines = append(lines, line{"seed", f.Seed, "seed"})
 	for _, l := range lines {

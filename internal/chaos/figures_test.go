@@ -9,6 +9,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasehold/leasehold/internal/audit"
 )
 
 func TestFiguresFormat(t *testing.T) {
@@ -59,17 +61,18 @@ func TestFiguresFormat(t *testing.T) {
 }
 
 // TestFiguresMustBeZeroOfTheHistory: an illegal history, a positive
-// partition overlap, a zombie write applied after a newer one and a growing
-// soak resource each fail the run.
+// partition overlap, a zombie write applied after a newer one, a growing
+// soak resource and a record the audit cannot account for each fail the run.
 func TestFiguresMustBeZeroOfTheHistory(t *testing.T) {
 	t.Parallel()
 	f := Figures{
 		History:          &HistoryVerdict{Result: porcupine.Illegal},
 		PartitionVerdict: &PartitionVerdict{Measured: 1, OverlapMax: time.Millisecond, ZombieWritesAfterNewerApplied: 2},
 		Soak:             &SoakFigures{Growing: []string{"redis_keys 10 -> 100"}},
+		Audit:            &AuditFigures{Records: 10, Counts: map[audit.Outcome]int64{audit.Completed: 9, audit.Unaccounted: 1}},
 	}
 	want := []string{"soak_resources_growing=1", "history_not_linearizable=1", "partition_overlap_positive=1",
-		"partition_zombie_writes_after_newer_applied=2"}
+		"partition_zombie_writes_after_newer_applied=2", "audit_unaccounted=1"}
 	if diff := cmp.Diff(want, f.MustBeZero()); diff != "" {
 		t.Fatalf("violations (-want +got):\n%s", diff)
 	}

@@ -193,6 +193,9 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.judge(&f); err != nil {
 		return f, err
 	}
+	if f.Audit, err = r.audit(ctx); err != nil {
+		return f, err
+	}
 	return f, nil
 }
 

@@ -56,6 +56,8 @@ func init() {
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
+		"audit":         {"account for every record of a range of the jobs topic (offsets or --since/--until): completed with its fence, duplicate, dead-lettered, failed, running, or unaccounted (exit 1)", cmdAudit},
+		"fleet":         {"list the live workers (host, pid, version, group, topics, concurrency, running jobs, counters) and the fleet's rates", cmdFleet},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
 		"ui":            {"serve the web console: overview, running jobs, keys, compensations, dead letters (read-only unless --actions)", cmdUI},
 	}

@@ -282,6 +282,8 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
+	stopFleet := startFleet(ctx, rdb, c, w, log)
+	defer stopFleet()
 
 	var srv *http.Server
 	var draining atomic.Bool

@@ -1,0 +1,108 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxLookupBatch bounds the keys of one LookupStates call: one pipeline of
+// a few commands a key.
+const MaxLookupBatch = 1024
+
+// LookupStates reads the record and the lease of each key of keys (at most
+// MaxLookupBatch) in one pipeline, for tools that account for many keys at
+// once (worker audit). Each Info has the record fields and the lease fields
+// of [Store.Lookup]; heartbeat details and result sizes of results kept in
+// their own key are not read. A key that is not valid, or whose record is
+// damaged, gets its error in errs at its index (errs is nil when every key
+// was read); the returned error is for the round trip as a whole.
+func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, errs []error, err error) {
+	if len(keys) > MaxLookupBatch {
+		return nil, nil, fmt.Errorf("idempotency: lookup of %d keys: want at most %d", len(keys), MaxLookupBatch)
+	}
+	others, err := s.otherLayouts(ctx, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("idempotency: lookup: %w", err)
+	}
+	olds := s.otherWindows(others)
+	base, n := s.windowRange(s.cfg.windows, true)
+	infos = make([]Info, len(keys))
+	recs := make([][]*redis.StringCmd, len(keys))
+	leases := make([]*redis.SliceCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	p := s.c.Pipeline()
+	for i, k := range keys {
+		infos[i].Key = k
+		if verr := ValidateKey(k, s.cfg.maxKey); verr != nil {
+			errs = setErr(errs, len(keys), i, verr)
+			continue
+		}
+		h := hashKey(k)
+		tag := s.tag(&h)
+		// Newest first: the record a claim would find.
+		for j := n - 1; j >= 0; j-- {
+			recs[i] = append(recs[i], p.HGet(ctx, s.bucketKey(tag, base+int64(j)), h.field()))
+		}
+		for _, o := range olds {
+			recs[i] = append(recs[i], p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
+		}
+		leaseKey := s.m.Key(tag + ":" + k)
+		leases[i] = p.HMGet(ctx, leaseKey, "tok", "fen")
+		ttls[i] = p.PTTL(ctx, leaseKey)
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("idempotency: lookup: %w", classify(err))
+	}
+	for i := range keys {
+		if leases[i] == nil {
+			continue
+		}
+		if derr := fillState(&infos[i], recs[i], leases[i], ttls[i]); derr != nil {
+			errs = setErr(errs, len(keys), i, derr)
+		}
+	}
+	return infos, errs, nil
+}
+
+// fillState decodes what LookupStates read for one key into info.
+func fillState(info *Info, recs []*redis.StringCmd, lh *redis.SliceCmd, lttl *redis.DurationCmd) error {
+	if v := lh.Val(); len(v) == 2 {
+		if tok, _ := v[0].(string); tok != "" {
+			fen, _ := v[1].(string)
+			info.Leased = true
+			info.LeaseFence, _ = strconv.ParseUint(fen, 10, 64)
+			info.Remaining = max(lttl.Val(), 0)
+		}
+	}
+	for _, c := range recs {
+		raw, err := c.Result()
+		if err != nil {
+			continue
+		}
+		// The result itself is not read: an external result counts as
+		// present.
+		r, err := decodeRecord([]byte(raw), nil, true)
+		if err != nil {
+			return fmt.Errorf("idempotency: lookup %s: %w", quoteKey(info.Key), err)
+		}
+		info.State, info.Fence, info.Fingerprint, info.Attempt = r.State, r.Fence, r.Fingerprint, r.Attempt
+		info.At, info.HoldUntil = r.At, r.HoldUntil
+		if raw[0]&flagExternal == 0 {
+			info.ResultSize = len(r.Result)
+		}
+		return nil
+	}
+	return nil
+}
+
+func setErr(errs []error, n, i int, err error) []error {
+	if errs == nil {
+		errs = make([]error, n)
+	}
+	errs[i] = err
+	return errs
+}
