@@ -172,14 +172,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	f.Soak = soak
 	f.Partitions = r.parts.all()
 	f.BrokerKills, f.BrokerPauses, f.BrokerOutage = kills, pauses, brokerOut
-	f.Takeovers = r.obs.Takeovers()
-	f.TakeoverLatencies = r.obs.Latencies()
-	r.log.Info("takeover latency", slog.Int("takeovers_measured", len(f.TakeoverLatencies)),
-		slog.Int("kills_not_measured", r.obs.Unmeasured()), slog.String("why", "within a renew interval of a pause"))
-	for _, t := range r.obs.Slowest(5) {
-		r.log.Info("slow takeover", slog.String("key", t.Key), slog.Time("killed_at", t.KilledAt),
-			slog.Duration("latency", t.Latency))
-	}
+	r.takeovers(&f)
 	r.mu.Lock()
 	f.RedisOutage = r.outage
 	var logs []string
@@ -197,6 +190,19 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return f, err
 	}
 	return f, nil
+}
+
+// takeovers puts the observed takeovers and their latencies in f and logs
+// the slowest.
+func (r *run) takeovers(f *Figures) {
+	f.Takeovers = r.obs.Takeovers()
+	f.TakeoverLatencies = r.obs.Latencies()
+	r.log.Info("takeover latency", slog.Int("takeovers_measured", len(f.TakeoverLatencies)),
+		slog.Int("kills_not_measured", r.obs.Unmeasured()), slog.String("why", "within a renew interval of a pause"))
+	for _, t := range r.obs.Slowest(5) {
+		r.log.Info("slow takeover", slog.String("key", t.Key), slog.Time("killed_at", t.KilledAt),
+			slog.Duration("latency", t.Latency))
+	}
 }
 
 // judge checks the history (the Redis operations the links saw and the

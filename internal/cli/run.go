@@ -233,21 +233,9 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		return err
 	}
 	defer stopTracing()
-	dialMap, err := parseDialMap(c.dialMap)
+	kopts, err := c.kafkaOpts(brokers)
 	if err != nil {
 		return err
-	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.FetchMaxWait(c.fetchMaxWait)}
-	// Unset (0), the session timeout and heartbeat interval are the
-	// library's: derived from the lease TTL.
-	if c.sessionTimeout > 0 {
-		kopts = append(kopts, kgo.SessionTimeout(c.sessionTimeout))
-	}
-	if c.heartbeatInterval > 0 {
-		kopts = append(kopts, kgo.HeartbeatInterval(c.heartbeatInterval))
-	}
-	if len(dialMap) > 0 {
-		kopts = append(kopts, kgo.Dialer(dialMap.dial))
 	}
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
@@ -319,6 +307,27 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		cancel()
 	}
 	return err
+}
+
+// kafkaOpts are the worker's franz-go options from the flags. Unset (0), the
+// session timeout and heartbeat interval are the library's: derived from the
+// lease TTL.
+func (c *runConfig) kafkaOpts(brokers []string) ([]kgo.Opt, error) {
+	dialMap, err := parseDialMap(c.dialMap)
+	if err != nil {
+		return nil, err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RebalanceTimeout(c.rebalanceTimeout), kgo.FetchMaxWait(c.fetchMaxWait)}
+	if c.sessionTimeout > 0 {
+		kopts = append(kopts, kgo.SessionTimeout(c.sessionTimeout))
+	}
+	if c.heartbeatInterval > 0 {
+		kopts = append(kopts, kgo.HeartbeatInterval(c.heartbeatInterval))
+	}
+	if len(dialMap) > 0 {
+		kopts = append(kopts, kgo.Dialer(dialMap.dial))
+	}
+	return kopts, nil
 }
 
 // healthMux serves /healthz (the process is up) and /readyz (not draining,
