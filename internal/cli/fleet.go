@@ -99,9 +99,13 @@ func printFleet(w io.Writer, v fleet.View) error {
 		return err
 	}
 	r := v.Rates
-	_, err := fmt.Fprintf(w, "%d workers, %d running, %d leases held; per second over the last minute: "+
+	noun := "workers"
+	if len(v.Workers) == 1 {
+		noun = "worker"
+	}
+	_, err := fmt.Fprintf(w, "%d %s, %d running, %d leases held; per second over the last minute: "+
 		"%.1f succeeded, %.1f failed, %.1f retried, %.1f dead-lettered, %.1f duplicates, %.2f takeovers, %.2f leases lost\n",
-		len(v.Workers), v.Running, v.LeasesHeld, r["succeeded"], r["failed"], r["retried"], r["dead_lettered"],
+		len(v.Workers), noun, v.Running, v.LeasesHeld, r["succeeded"], r["failed"], r["retried"], r["dead_lettered"],
 		r["duplicates"], r["takeovers"], r["leases_lost"])
 	return err
 }
