@@ -240,7 +240,9 @@ func parseCursor(s string) (scanCursor, error) {
 	return scanCursor{node, pos}, nil
 }
 
-func (c scanCursor) String() string { return strconv.Itoa(c.node) + "." + strconv.FormatUint(c.pos, 10) }
+func (c scanCursor) String() string {
+	return strconv.Itoa(c.node) + "." + strconv.FormatUint(c.pos, 10)
+}
 
 // scanKeys returns keys matching pattern from cursor c on, at least want of
 // them unless the scan ends or takes maxCalls SCAN calls (of COUNT want),

@@ -129,7 +129,9 @@ type PeekCmd = leasing.PeekCmd
 // Peek queues on p the read of the lease stored at key ([Manager.Key] or
 // [KeyFor]); its Holder method answers once the pipeline ran. It is the one
 // reader of the lease layout outside the scripts.
-func Peek(ctx context.Context, p redis.Pipeliner, key string) *PeekCmd { return leasing.Peek(ctx, p, key) }
+func Peek(ctx context.Context, p redis.Pipeliner, key string) *PeekCmd {
+	return leasing.Peek(ctx, p, key)
+}
 
 // Watched reads the lease at key inside the WATCH transaction tx, so that
 // what the transaction then does applies only to the lease read.
