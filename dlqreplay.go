@@ -19,7 +19,6 @@ import (
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/deadletter"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -223,7 +222,7 @@ func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryR
 		return nil, err
 	}
 	out := make([]ReplayResult, 0, len(dls))
-	err = w.withView(ctx, func(s *idempotency.Store, _ *lease.Manager) error {
+	err = w.withView(ctx, func(s *idempotency.Store) error {
 		for _, d := range dls {
 			out = append(out, w.replayOne(ctx, cl, s, topicID, d, dryRun))
 		}

@@ -98,3 +98,13 @@ func (i *Inspector) RetryCompensation(ctx context.Context, key string) (int, err
 	i.endSpan(sp, 0, "compensated", err) //nolint:contextcheck // ending a span needs no context
 	return n, err
 }
+
+// CompensationCounts reads how many saga journals are unsettled (open,
+// sealed or being compensated) and how many are dead-lettered.
+func (i *Inspector) CompensationCounts(ctx context.Context) (compensation.Counts, error) {
+	be, err := i.backend(ctx)
+	if err != nil {
+		return compensation.Counts{}, err
+	}
+	return be.comp.Counts(ctx)
+}

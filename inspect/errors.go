@@ -22,3 +22,7 @@ var ErrNothingToRetry = errors.New("inspect: no dead-lettered compensation for t
 
 // ErrClosed is returned by every method after [Inspector.Close].
 var ErrClosed = errors.New("inspect: closed")
+
+// ErrBadCursor is returned by [Inspector.Leases] for a cursor it did not
+// return.
+var ErrBadCursor = errors.New("inspect: bad cursor")

@@ -235,7 +235,7 @@ func parseCursor(s string) (scanCursor, error) {
 	node, err1 := strconv.Atoi(n)
 	pos, err2 := strconv.ParseUint(p, 10, 64)
 	if !ok || err1 != nil || err2 != nil || node < 0 {
-		return scanCursor{}, fmt.Errorf("inspect: bad cursor %q", s)
+		return scanCursor{}, fmt.Errorf("%w %q", ErrBadCursor, s)
 	}
 	return scanCursor{node, pos}, nil
 }
@@ -267,4 +267,41 @@ func scanKeys(ctx context.Context, ns []redis.Cmdable, pattern string, c scanCur
 		}
 	}
 	return keys, "", nil
+}
+
+// scanCount is the COUNT of the SCAN calls that count leases.
+const scanCount = 1000
+
+// CountLeases counts the leases held on every node, looking at about budget
+// keys at most (at least one SCAN call of 1000); partial reports that it
+// stopped before the end, so that n is a lower bound.
+func (i *Inspector) CountLeases(ctx context.Context, budget int) (n int64, partial bool, err error) {
+	ns, err := nodes(ctx, i.rdb)
+	if err != nil {
+		return 0, false, err
+	}
+	pattern := escapeGlob(i.cfg.prefix+"lease:") + "*"
+	maxCalls := max(1, budget/scanCount)
+	seen := make(map[string]struct{})
+	calls := 0
+	for _, nd := range ns {
+		var pos uint64
+		for {
+			if calls >= maxCalls {
+				return int64(len(seen)), true, nil
+			}
+			ks, next, err := nd.Scan(ctx, pos, pattern, scanCount).Result()
+			if err != nil {
+				return 0, false, err
+			}
+			calls++
+			for _, k := range ks {
+				seen[k] = struct{}{}
+			}
+			if pos = next; pos == 0 {
+				break
+			}
+		}
+	}
+	return int64(len(seen)), false, nil
 }
