@@ -50,6 +50,11 @@ type KeyInfo struct {
 	// not all be read.
 	Journals   []compensation.JournalInfo
 	JournalErr error
+
+	// History is the key's attempts, oldest first, as its history keeps
+	// them (see [Inspector.History]); HistoryErr is why it could not be read.
+	History    []idempotency.Attempt
+	HistoryErr error
 }
 
 // Lease is one lease as stored in Redis.
@@ -91,7 +96,20 @@ func (i *Inspector) Key(ctx context.Context, key string) (KeyInfo, error) {
 		}
 	}
 	ki.Journals, ki.JournalErr = be.comp.Journals(ctx, name, 10, ki.Fence, ki.LeaseFence)
+	ki.History, ki.HistoryErr = be.s.History(ctx, key)
 	return ki, nil
+}
+
+// History returns the attempts of idempotency key key, oldest first: the
+// last ones its history keeps (idempotency.WithHistory, default 16) for as
+// long as its record is kept. Each tells its fence, owner digest, worker,
+// start and end, how it ended, the compensations run for it and its trace.
+func (i *Inspector) History(ctx context.Context, key string) ([]idempotency.Attempt, error) {
+	be, err := i.backend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return be.s.History(ctx, key)
 }
 
 // Journals returns up to limit saga journals of idempotency key key, newest
