@@ -189,14 +189,28 @@ func (c *Console) kafka() (*kgo.Client, error) {
 	return c.kcl, c.kclErr
 }
 
-// traceURL links to a search of Jaeger for the spans of key, or "".
+// traceURL links to a search of Jaeger for the spans of key: by the key
+// attribute in the form the workers' spans record it (hashed by default:
+// Config.Tracer's redaction), under Config.JaegerService; or "".
 func (c *Console) traceURL(key string) string {
 	if c.cfg.JaegerURL == "" || key == "" {
 		return ""
 	}
-	tags, _ := json.Marshal(map[string]string{tracing.AttrIdempotencyKey: key})
+	v, ok := c.cfg.Tracer.KeyAttribute(key)
+	if !ok {
+		return "" // the spans carry no key
+	}
+	tags, _ := json.Marshal(map[string]string{tracing.AttrIdempotencyKey: v})
 	q := url.Values{"service": {c.cfg.JaegerService}, "tags": {string(tags)}, "lookback": {"2d"}, "limit": {"20"}}
 	return strings.TrimRight(c.cfg.JaegerURL, "/") + "/search?" + q.Encode()
+}
+
+// attemptTraceURL links to one trace in Jaeger by its ID, or "".
+func (c *Console) attemptTraceURL(traceID string) string {
+	if c.cfg.JaegerURL == "" || traceID == "" {
+		return ""
+	}
+	return strings.TrimRight(c.cfg.JaegerURL, "/") + "/trace/" + url.PathEscape(traceID)
 }
 
 // writeJSON answers v as JSON (escaped for HTML: <, > and & as \u003c...).
