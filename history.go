@@ -88,9 +88,12 @@ func historyEnd(e attemptEnd, stopping bool) string {
 		}
 		return idempotency.EndFailed
 	case endLeaseLost:
-		// A commit refused by a newer fence reaches here with the job's
-		// context still alive; a lease lost while the job ran cancels it.
-		if e.job != nil && context.Cause(e.job.ctx) == nil {
+		if errors.Is(e.err, ErrShutdown) {
+			return idempotency.EndCancelled
+		}
+		// Redis refused the commit (the lease is another's or gone) before
+		// the worker saw the lease lost; a loss seen first cancelled the job.
+		if errors.Is(e.err, idempotency.ErrRefused) {
 			return idempotency.EndCommitRefused
 		}
 		return idempotency.EndLeaseLost

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -150,5 +151,29 @@ func TestSweepCompensationJoinsLostAttemptTrace(t *testing.T) {
 	must(t, err)
 	if len(hs) != 1 || len(hs[0].Compensations) == 0 || hs[0].Compensations[0].Outcome != string(compensation.OutcomeCompensated) {
 		t.Fatalf("history = %+v, want the sweep's compensation", hs)
+	}
+}
+
+// TestHistoryEndNames: how an attempt's end is named in its history.
+func TestHistoryEndNames(t *testing.T) {
+	t.Parallel()
+	refused := &LeaseLostError{Key: "k", Fence: 1, Err: fmt.Errorf("commit: %w", idempotency.ErrRefused)}
+	for _, c := range []struct {
+		e        attemptEnd
+		stopping bool
+		want     string
+	}{
+		{attemptEnd{kind: endCompleted}, false, idempotency.EndCompleted},
+		{attemptEnd{kind: endRetry, err: context.Canceled}, false, idempotency.EndFailed},
+		{attemptEnd{kind: endRetry, err: context.Canceled}, true, idempotency.EndCancelled},
+		{attemptEnd{kind: endFailed}, false, idempotency.EndFailed},
+		{attemptEnd{kind: endLeaseLost, err: &LeaseLostError{Key: "k", Fence: 1, Err: lease.ErrExpired}}, false, idempotency.EndLeaseLost},
+		{attemptEnd{kind: endLeaseLost, err: refused}, false, idempotency.EndCommitRefused},
+		{attemptEnd{kind: endLeaseLost, err: ErrShutdown}, true, idempotency.EndCancelled},
+		{attemptEnd{kind: endUnrecorded}, false, idempotency.EndUnrecorded},
+	} {
+		if got := historyEnd(c.e, c.stopping); got != c.want {
+			t.Errorf("historyEnd(%v, %v, stopping %v) = %q, want %q", c.e.kind, c.e.err, c.stopping, got, c.want)
+		}
 	}
 }
