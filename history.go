@@ -19,9 +19,14 @@ import (
 	"github.com/leasehold/leasehold/tracing"
 )
 
-// historyTimeout bounds one history write: the history is an account for
-// operators, and a slow write must not hold a job back.
-const historyTimeout = 2 * time.Second
+// historyTimeout bounds one history write, and historyReadTimeout the read
+// of a lost attempt's span before a compensation step: the history is an
+// account for operators, and a Redis that does not answer must not hold a
+// job or a compensation back for long (a write that times out is lost).
+const (
+	historyTimeout     = 500 * time.Millisecond
+	historyReadTimeout = 250 * time.Millisecond
+)
 
 // historyObserver writes each attempt's start and end into its key's
 // history (idempotency.Store.History): fence, owner digest, worker, trace,
@@ -172,7 +177,7 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 // attemptSpan reads the span of key's attempt under fence from the key's
 // history, or returns an invalid span context.
 func attemptSpan(ctx context.Context, s *idempotency.Store, key string, fence uint64) trace.SpanContext {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyReadTimeout)
 	defer cancel()
 	hs, err := s.History(ctx, key)
 	if err != nil {
