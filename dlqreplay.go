@@ -208,7 +208,7 @@ func (w *Worker) readReplayMarkers(ctx context.Context, topicID string, dls []De
 // A record whose key has a COMPLETED or FAILED record (its cached outcome
 // would be replayed) or a record of another payload fingerprint (it would be
 // dead-lettered again as a mismatch) is not produced: its result says to
-// reset the key first ([Worker.Reset], worker reset KEY) and replay again.
+// reset the key first (worker reset KEY, or the Inspector of [Worker.Inspector]) and replay again.
 // With dryRun nothing is produced or marked. Each replay is logged and
 // traced as a `dlq replay` span.
 func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryRun bool) ([]ReplayResult, error) {
