@@ -14,9 +14,9 @@ import (
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	in := inspect.New(rdb, inspect.WithPrefix("lh:"))
-	defer in.Close(ctx)
+	defer func() { _ = in.Close(ctx) }()
 
 	ki, err := in.Key(ctx, "order-42")
 	if err != nil {
