@@ -19,7 +19,6 @@ import (
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/deadletter"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -209,7 +208,7 @@ func (w *Worker) readReplayMarkers(ctx context.Context, topicID string, dls []De
 // A record whose key has a COMPLETED or FAILED record (its cached outcome
 // would be replayed) or a record of another payload fingerprint (it would be
 // dead-lettered again as a mismatch) is not produced: its result says to
-// reset the key first ([Worker.Reset], worker reset KEY) and replay again.
+// reset the key first (worker reset KEY, or the Inspector of [Worker.Inspector]) and replay again.
 // With dryRun nothing is produced or marked. Each replay is logged and
 // traced as a `dlq replay` span.
 func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryRun bool) ([]ReplayResult, error) {
@@ -223,7 +222,7 @@ func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryR
 		return nil, err
 	}
 	out := make([]ReplayResult, 0, len(dls))
-	err = w.withView(ctx, func(s *idempotency.Store, _ *lease.Manager) error {
+	err = w.withView(ctx, func(s *idempotency.Store) error {
 		for _, d := range dls {
 			out = append(out, w.replayOne(ctx, cl, s, topicID, d, dryRun))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +12,6 @@ import (
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // redisStore adapts idempotency.Store (over a lease.Manager) to the worker.
@@ -62,9 +60,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	// commit against the idempotency record (commitLanded).
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger),
 		compensation.WithCommitted(rs.commitLanded)}
-	if tr := c.tracer; tr != nil {
-		copts = append(copts, compensation.WithObserver(compensationSpans(tr)))
-	}
+	copts = append(copts, compensation.WithObserver(compensationObserver(c.tracer, s, c.logger)))
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
 	if err == nil {
 		err = r.Start(ctx)
@@ -86,31 +82,6 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 func (c *config) leaseOptions() []lease.Opt {
 	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
 	return append(lopts, c.leaseOpts...)
-}
-
-// compensationSpans runs each compensation step under a `compensate <step>`
-// span (a child of the job span when the owner compensates after a lost
-// lease) and ends it with the step's outcome, which also counts the step in
-// leasehold.compensations. The runner hands StepEnd its own context rather
-// than the one StepStart returned, so the span is found again by the step's
-// identity (journal, step, attempt, generation: unique per claimed attempt).
-func compensationSpans(tr *tracing.Tracer) compensation.ObserverFuncs {
-	var open sync.Map // compensation.StepInfo -> *tracing.Span
-	return compensation.ObserverFuncs{
-		Start: func(ctx context.Context, s compensation.StepInfo) context.Context {
-			ctx, sp := tr.StartCompensationStep(ctx, s.Name, s.Ref.Fence)
-			open.Store(s, sp)
-			return ctx
-		},
-		End: func(ctx context.Context, s compensation.StepInfo, o compensation.Outcome, err error) {
-			if v, ok := open.LoadAndDelete(s); ok {
-				v.(*tracing.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
-				return
-			}
-			// No span was started for it: count it all the same.
-			tr.Metrics().Compensation(ctx, string(o))
-		},
-	}
 }
 
 // mapStoreErr reads an error of a Redis call by the class it was made with

@@ -455,7 +455,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 // newObservers builds the worker's observers: counting, logging, tracing
 // (WithTracing), then the user's hooks in the order given.
 func (w *Worker) newObservers() *observers {
-	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}}
+	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, newHistoryObserver(w)}
 	if w.cfg.tracer != nil {
 		os = append(os, traceObserver{tr: w.cfg.tracer, base: w.baseCtx})
 	}

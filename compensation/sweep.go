@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // SweepReport counts what one recovery pass found.
@@ -68,7 +70,7 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 	type row struct {
 		ref   Ref
 		j     *redis.SliceCmd
-		owner *redis.SliceCmd
+		owner *lease.PeekCmd
 	}
 	rows := make([]row, 0, len(members))
 	pipe := r.client.Pipeline()
@@ -81,7 +83,7 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 		rows = append(rows, row{
 			ref:   ref,
 			j:     pipe.HMGet(ctx, r.journalKey(ref), "st", "tok", "fen"),
-			owner: pipe.HMGet(ctx, r.leases.Key(ref.Name), "tok", "fen"),
+			owner: lease.Peek(ctx, pipe, r.leases.Key(ref.Name)),
 		})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -93,9 +95,9 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 			break
 		}
 		rep.Scanned++
-		j, o := row.j.Val(), row.owner.Val()
+		j := row.j.Val()
 		st, _ := j[0].(string)
-		alive := len(o) == 2 && o[0] != nil && o[0] == j[1] && o[1] == j[2]
+		alive := ownedBy(row.owner, j[1], j[2])
 		mode := modeSweep
 		switch State(st) {
 		case "":
@@ -250,4 +252,13 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ownedBy reports whether the lease read by c is held with the journal's
+// owner token tok and fence fen (as the journal hash stores them).
+func ownedBy(c *lease.PeekCmd, tok, fen any) bool {
+	h, ok := c.Holder()
+	t, _ := tok.(string)
+	f, _ := fen.(string)
+	return ok && t != "" && h.Token == t && strconv.FormatUint(h.Fence, 10) == f
 }

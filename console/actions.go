@@ -10,12 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -109,51 +107,35 @@ func (c *Console) serveAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, res)
 }
 
-// expire ends the key's lease now, as `worker expire` does, but only the
-// lease of the fence the operator saw (a WATCH transaction): its holder
-// loses it at its next renewal, its saga is compensated, and the next claim
-// is a takeover.
+// expire ends the key's lease now, as `worker expire` does (the same
+// Inspector action), but only the lease of the fence the operator saw: its
+// holder loses it at its next renewal, its saga is compensated, and the next
+// claim is a takeover.
 func (c *Console) expire(ctx context.Context, req actionRequest) (actionResult, error) {
-	be, err := c.backend(ctx)
-	if err != nil {
+	var fence uint64
+	if req.Fence != "" {
+		f, err := strconv.ParseUint(req.Fence, 10, 64)
+		if err != nil || f == 0 {
+			return actionResult{}, &conflictError{"fence " + strconv.Quote(req.Fence) + ": want the lease's fence as shown"}
+		}
+		fence = f
+	}
+	l, err := c.in.Expire(ctx, req.Key, fence)
+	switch {
+	case errors.Is(err, inspect.ErrNoLease):
+		return actionResult{}, &conflictError{"no lease is held on " + req.Key}
+	case errors.Is(err, inspect.ErrLeaseChanged):
+		return actionResult{}, &conflictError{fmt.Sprintf("the lease of %s changed (%s): look again", req.Key, oneLine(err))}
+	case err != nil:
 		return actionResult{}, err
 	}
-	lk := be.m.Key(be.s.LeaseName(req.Key))
-	var fence string
-	err = c.cfg.Redis.Watch(ctx, func(tx *redis.Tx) error {
-		v, err := tx.HMGet(ctx, lk, "tok", "fen").Result()
-		if err != nil {
-			return err
-		}
-		tok, _ := v[0].(string)
-		fence, _ = v[1].(string)
-		switch {
-		case tok == "":
-			return &conflictError{"no lease is held on " + req.Key}
-		case req.Fence != "" && req.Fence != fence:
-			return &conflictError{fmt.Sprintf("the lease of %s changed (fence %s, not %s): look again", req.Key, fence, req.Fence)}
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.PExpire(ctx, lk, time.Millisecond)
-			return nil
-		})
-		return err
-	}, lk)
-	if errors.Is(err, redis.TxFailedErr) {
-		err = &conflictError{"the lease of " + req.Key + " changed while expiring it: look again"}
-	}
-	if err != nil {
-		return actionResult{}, err
-	}
-	if f, err := strconv.ParseUint(fence, 10, 64); err == nil {
-		c.seen.add(req.Key, f)
-	}
-	return actionResult{Outcome: "expired", Message: "expired the lease of " + req.Key + " (fence " + fence +
-		"): its holder loses it at its next renewal and its saga is compensated"}, nil
+	c.seen.add(req.Key, l.Fence)
+	return actionResult{Outcome: "expired", Message: fmt.Sprintf("expired the lease of %s (fence %d): its holder loses it "+
+		"at its next renewal and its saga is compensated", req.Key, l.Fence)}, nil
 }
 
 func (c *Console) reset(ctx context.Context, req actionRequest) (actionResult, error) {
-	r, err := c.view.Reset(ctx, req.Key, req.Force)
+	r, err := c.in.Reset(ctx, req.Key, req.Force)
 	if errors.Is(err, idempotency.ErrResetHeld) || errors.Is(err, idempotency.ErrResetClock) {
 		return actionResult{}, &conflictError{oneLine(err)}
 	}
@@ -168,19 +150,14 @@ func (c *Console) reset(ctx context.Context, req actionRequest) (actionResult, e
 }
 
 func (c *Console) retry(ctx context.Context, req actionRequest) (actionResult, error) {
-	if c.cfg.Compensations == nil {
-		return actionResult{}, &conflictError{"no compensation handlers registered in this console (Config.Compensations)"}
-	}
-	be, err := c.backend(ctx)
-	if err != nil {
-		return actionResult{}, err
-	}
-	n, err := be.comp.Retry(ctx, req.Key)
+	n, err := c.in.RetryCompensation(ctx, req.Key)
 	switch {
-	case n == 0 && err == nil:
+	case errors.Is(err, inspect.ErrNoHandlers):
+		return actionResult{}, &conflictError{"no compensation handlers registered in this console (Config.Compensations)"}
+	case errors.Is(err, inspect.ErrNothingToRetry):
 		return actionResult{}, &conflictError{"no dead-lettered compensation for " + req.Key}
 	case err != nil:
-		return actionResult{}, fmt.Errorf("retried %d journals of %s: %w", n, req.Key, err)
+		return actionResult{}, err
 	}
 	return actionResult{Outcome: "compensated", Message: fmt.Sprintf("compensated %d journals of %s", n, req.Key)}, nil
 }

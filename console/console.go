@@ -18,9 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -41,22 +40,16 @@ type Console struct {
 	index    *template.Template
 	log      *slog.Logger
 
+	in *inspect.Inspector // every read and action on Redis
+
 	mu     sync.Mutex
 	closed bool
-	be     *backend    // built at first use
 	kcl    *kgo.Client // built at first use from cfg.Kafka
 	kclErr error
 
 	snap   snapshots
 	series fleetSeries // fleet.go
 	seen   seenFences
-}
-
-// backend is what the console reads Redis with, built once Redis answers.
-type backend struct {
-	m    *lease.Manager // holds no lease; names keys as the workers do
-	s    *idempotency.Store
-	comp *compensation.Runner
 }
 
 // New returns a console for cfg. It checks cfg and touches no server: Redis
@@ -97,7 +90,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{cfg: cfg, view: view, auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
+	c := &Console{cfg: cfg, view: view, in: newInspector(cfg), auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
 	c.routes()
 	return c, nil
 }
@@ -124,19 +117,12 @@ func (c *Console) Close(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	var errs []error
-	if c.be != nil {
-		if c.be.comp != nil {
-			errs = append(errs, c.be.comp.Shutdown(ctx))
-		}
-		errs = append(errs, c.be.m.Shutdown(ctx))
-		c.be = nil
-	}
+	err := c.in.Close(ctx)
 	if c.kcl != nil {
 		c.kcl.Close()
 		c.kcl = nil
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 func (c *Console) routes() {
@@ -168,42 +154,18 @@ func (c *Console) serveIndex(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// backend returns the Redis backend, building it at the first call that
-// finds Redis answering.
-func (c *Console) backend(ctx context.Context) (*backend, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errClosed
+// newInspector returns the Inspector the console presents, over cfg's
+// Redis with the workers' prefix and store options.
+func newInspector(cfg Config) *inspect.Inspector {
+	opts := []inspect.Opt{inspect.WithPrefix(cfg.KeyPrefix), inspect.WithLogger(cfg.Logger),
+		inspect.WithStoreOptions(append([]idempotency.Opt{idempotency.WithMaxKeyLen(leasehold.MaxKeyLen)}, cfg.StoreOptions...)...)}
+	if cfg.Compensations != nil {
+		opts = append(opts, inspect.WithCompensations(cfg.Compensations))
 	}
-	if c.be != nil {
-		return c.be, nil
+	if cfg.Tracer != nil {
+		opts = append(opts, inspect.WithTracer(cfg.Tracer))
 	}
-	m, err := lease.NewManager(c.cfg.Redis, lease.WithPrefix(c.cfg.KeyPrefix), lease.WithLogger(c.log)) //nolint:contextcheck // the manager lives as long as the console, not this request
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Start(ctx); err != nil {
-		return nil, err
-	}
-	iopts := append([]idempotency.Opt{idempotency.WithPrefix(c.cfg.KeyPrefix), idempotency.WithLogger(c.log),
-		idempotency.WithMaxKeyLen(leasehold.MaxKeyLen)}, c.cfg.StoreOptions...)
-	s, err := idempotency.New(ctx, c.cfg.Redis, m, iopts...)
-	if err != nil {
-		_ = m.Shutdown(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	reg := c.cfg.Compensations
-	if reg == nil {
-		reg = compensation.NewRegistry()
-	}
-	comp, err := compensation.NewRunner(c.cfg.Redis, m, reg, compensation.WithPrefix(c.cfg.KeyPrefix), compensation.WithLogger(c.log))
-	if err != nil {
-		_ = m.Shutdown(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	c.be = &backend{m: m, s: s, comp: comp}
-	return c.be, nil
+	return inspect.New(cfg.Redis, opts...)
 }
 
 var errClosed = errors.New("console: closed")
@@ -228,14 +190,28 @@ func (c *Console) kafka() (*kgo.Client, error) {
 	return c.kcl, c.kclErr
 }
 
-// traceURL links to a search of Jaeger for the spans of key, or "".
+// traceURL links to a search of Jaeger for the spans of key: by the key
+// attribute in the form the workers' spans record it (hashed by default:
+// Config.Tracer's redaction), under Config.JaegerService; or "".
 func (c *Console) traceURL(key string) string {
 	if c.cfg.JaegerURL == "" || key == "" {
 		return ""
 	}
-	tags, _ := json.Marshal(map[string]string{tracing.AttrIdempotencyKey: key})
+	v, ok := c.cfg.Tracer.KeyAttribute(key)
+	if !ok {
+		return "" // the spans carry no key
+	}
+	tags, _ := json.Marshal(map[string]string{tracing.AttrIdempotencyKey: v})
 	q := url.Values{"service": {c.cfg.JaegerService}, "tags": {string(tags)}, "lookback": {"2d"}, "limit": {"20"}}
 	return strings.TrimRight(c.cfg.JaegerURL, "/") + "/search?" + q.Encode()
+}
+
+// attemptTraceURL links to one trace in Jaeger by its ID, or "".
+func (c *Console) attemptTraceURL(traceID string) string {
+	if c.cfg.JaegerURL == "" || traceID == "" {
+		return ""
+	}
+	return strings.TrimRight(c.cfg.JaegerURL, "/") + "/trace/" + url.PathEscape(traceID)
 }
 
 // writeJSON answers v as JSON (escaped for HTML: <, > and & as \u003c...).

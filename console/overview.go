@@ -80,16 +80,12 @@ func (c *Console) overview(ctx context.Context) *overview {
 
 func (c *Console) readOverview(ctx context.Context) *overview {
 	ov := &overview{At: time.Now().UTC(), Standalone: c.cfg.Worker == nil, DLQTopic: c.cfg.DLQ, Lag: []partLag{}}
-	if ns, err := nodes(ctx, c.cfg.Redis); err != nil {
-		ov.LeasesErr = oneLine(err)
-	} else if n, partial, err := countKeys(ctx, ns, escapeGlob(c.cfg.KeyPrefix+"lease:")+"*", c.cfg.ScanBudget); err != nil {
+	if n, partial, err := c.in.CountLeases(ctx, c.cfg.ScanBudget); err != nil {
 		ov.LeasesErr = oneLine(err)
 	} else {
 		ov.LeasesHeld, ov.LeasesPartial = n, partial
 	}
-	if be, err := c.backend(ctx); err != nil {
-		ov.CompErr = oneLine(err)
-	} else if cs, err := be.comp.Counts(ctx); err != nil {
+	if cs, err := c.in.CompensationCounts(ctx); err != nil {
 		ov.CompErr = oneLine(err)
 	} else {
 		ov.CompIndexed, ov.CompDead = cs.Indexed, cs.DeadLettered

@@ -1,20 +1,17 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math"
 	"net/http"
-	"slices"
 	"time"
 	"unicode/utf8"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 // jobsPage is GET api/jobs?cursor=: one page of the leases held now.
@@ -26,14 +23,13 @@ type jobsPage struct {
 }
 
 func (c *Console) serveJobs(w http.ResponseWriter, r *http.Request) {
-	cur, err := parseCursor(r.URL.Query().Get("cursor"))
-	if err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	page, err := c.jobs(ctx, r.URL.Query().Get("cursor"))
+	if errors.Is(err, inspect.ErrBadCursor) {
 		c.fail(w, http.StatusBadRequest, "cursor", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
-	page, err := c.jobs(ctx, cur)
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, "read the leases", err)
 		return
@@ -41,23 +37,8 @@ func (c *Console) serveJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-func (c *Console) jobs(ctx context.Context, cur cursor) (*jobsPage, error) {
-	be, err := c.backend(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ns, err := nodes(ctx, c.cfg.Redis)
-	if err != nil {
-		return nil, err
-	}
-	prefix := c.cfg.KeyPrefix + "lease:"
-	keys, next, err := scanKeys(ctx, ns, escapeGlob(prefix)+"*", cur, c.cfg.PageSize, maxScanCalls)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	rows, err := readLeases(ctx, c.cfg.Redis, prefix, keys)
+func (c *Console) jobs(ctx context.Context, cur string) (*jobsPage, error) {
+	page, err := c.in.Leases(ctx, cur, c.cfg.PageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -66,37 +47,32 @@ func (c *Console) jobs(ctx context.Context, cur cursor) (*jobsPage, error) {
 		return nil, err
 	}
 	running := c.running()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i := range rows {
-		l := &rows[i]
-		name := displayName(l.Key)
-		if leasehold.ValidateKey(name) != nil || be.s.LeaseName(name) != l.Key {
-			continue // another lease (a compensation's, or another library's)
+	rows := make([]leaseRow, 0, len(page.Leases))
+	for _, l := range page.Leases {
+		row := leaseRow{Key: l.Name, Owner: l.Owner, Fence: l.Fence, RemainingMS: l.Remaining.Milliseconds()}
+		if !l.Idempotency || leasehold.ValidateKey(l.Name) != nil {
+			rows = append(rows, row) // another lease (a compensation's, or another library's)
+			continue
 		}
-		l.Key, l.Idempotency, l.TraceURL = name, true, c.traceURL(name)
-		c.seen.add(name, l.Fence)
-		if rj, ok := running[name]; ok && rj.Fence == l.Fence {
-			l.Type, l.ElapsedMS, l.ElapsedFrom = rj.Type, time.Since(rj.Started).Milliseconds(), "worker"
+		row.Idempotency, row.TraceURL = true, c.traceURL(l.Name)
+		c.seen.add(l.Name, l.Fence)
+		if rj, ok := running[l.Name]; ok && rj.Fence == l.Fence {
+			row.Type, row.ElapsedMS, row.ElapsedFrom = rj.Type, time.Since(rj.Started).Milliseconds(), "worker"
 		} else if ms, ok := sinceFence(now, l.Fence); ok {
-			l.ElapsedMS, l.ElapsedFrom = ms, "fence"
+			row.ElapsedMS, row.ElapsedFrom = ms, "fence"
 		}
-		g.Go(func() error {
-			info, err := be.s.Lookup(gctx, name)
-			if err != nil && !errors.Is(err, idempotency.ErrCorrupt) {
-				l.Error = oneLine(err)
-				return nil
-			}
-			l.State, l.Attempt = info.State.String(), info.Attempt
+		switch info := l.Record; {
+		case l.RecordErr != nil && !errors.Is(l.RecordErr, idempotency.ErrCorrupt):
+			row.Error = oneLine(l.RecordErr)
+		case info != nil:
+			row.State, row.Attempt = info.State.String(), info.Attempt
 			if info.HasDetails {
-				l.Details, l.DetailsSize, l.DetailsAge = cut(info.Details, maxDetails), info.DetailsSize, info.DetailsTTL.Milliseconds()
+				row.Details, row.DetailsSize, row.DetailsAge = cut(info.Details, maxDetails), info.DetailsSize, info.DetailsTTL.Milliseconds()
 			}
-			return nil
-		})
+		}
+		rows = append(rows, row)
 	}
-	_ = g.Wait()
-	slices.SortFunc(rows, func(a, b leaseRow) int { return cmp.Compare(a.Key, b.Key) })
-	return &jobsPage{Rows: rows, Next: next, RedisTime: now.UTC(), Standalone: c.cfg.Worker == nil}, nil
+	return &jobsPage{Rows: rows, Next: page.Next, RedisTime: now.UTC(), Standalone: c.cfg.Worker == nil}, nil
 }
 
 // running returns the Worker's running jobs by key (none standalone).
@@ -169,6 +145,45 @@ type keyView struct {
 	Journals   []journalView `json:"journals"`
 	JournalErr string        `json:"journals_error,omitempty"`
 	TraceURL   string        `json:"trace_url,omitempty"`
+
+	History    []attemptView `json:"history"` // oldest first
+	HistoryErr string        `json:"history_error,omitempty"`
+}
+
+// attemptView is one attempt of the key, from its history.
+type attemptView struct {
+	Attempt       int                            `json:"attempt"`
+	Fence         uint64                         `json:"fence,string"`
+	Owner         string                         `json:"owner,omitempty"`
+	Worker        string                         `json:"worker,omitempty"`
+	Started       *time.Time                     `json:"started,omitempty"`
+	Ended         *time.Time                     `json:"ended,omitempty"`
+	End           string                         `json:"end"`
+	TakenOver     bool                           `json:"taken_over,omitempty"`
+	Compensations []idempotency.CompensationStep `json:"compensations"` // n: step, h: handler, o: outcome
+	TraceID       string                         `json:"trace_id,omitempty"`
+	TraceURL      string                         `json:"trace_url,omitempty"`
+}
+
+func (c *Console) newAttemptViews(hs []idempotency.Attempt) []attemptView {
+	out := make([]attemptView, 0, len(hs))
+	for _, a := range hs {
+		v := attemptView{Attempt: a.Attempt, Fence: a.Fence, Owner: a.Owner, Worker: a.Worker, End: a.End, TakenOver: a.TakenOver,
+			Compensations: a.Compensations, TraceID: a.TraceID, TraceURL: c.attemptTraceURL(a.TraceID)}
+		if v.Compensations == nil {
+			v.Compensations = []idempotency.CompensationStep{}
+		}
+		if !a.Started.IsZero() {
+			t := a.Started.UTC()
+			v.Started = &t
+		}
+		if !a.Ended.IsZero() {
+			t := a.Ended.UTC()
+			v.Ended = &t
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 type journalView struct {
@@ -201,12 +216,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	be, err := c.backend(ctx)
-	if err != nil {
-		c.fail(w, http.StatusServiceUnavailable, "connect to Redis", err)
-		return
-	}
-	ki, err := c.view.Inspect(ctx, key)
+	ki, err := c.in.Key(ctx, key)
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, "inspect "+key, err)
 		return
@@ -214,7 +224,11 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 	v := keyView{Key: key, Tag: ki.Tag, State: ki.State.String(), Fence: ki.Fence, Attempt: ki.Attempt,
 		Failure: ki.Failure, Leased: ki.Leased, LeaseFence: ki.LeaseFence, Owner: ki.Owner,
 		RemainingMS: ki.Remaining.Milliseconds(), HasDetails: ki.HasDetails, DetailsSize: ki.DetailsSize,
-		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []journalView{}}
+		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []journalView{},
+		History: c.newAttemptViews(ki.History)}
+	if ki.HistoryErr != nil {
+		v.HistoryErr = oneLine(ki.HistoryErr)
+	}
 	if ki.HasDetails {
 		v.Details = cut(ki.Details, maxDetails)
 	}
@@ -234,7 +248,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 		v.Type, v.ElapsedMS = rj.Type, time.Since(rj.Started).Milliseconds()
 	}
 	c.seen.add(key, ki.Fence, ki.LeaseFence)
-	js, err := be.comp.Journals(ctx, be.s.LeaseName(key), 10, c.seen.get(key)...)
+	js, err := c.in.Journals(ctx, key, 10, c.seen.get(key)...)
 	if err != nil {
 		v.JournalErr = oneLine(err)
 	}
@@ -246,7 +260,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 
 func newJournalView(j compensation.JournalInfo, since *time.Time) journalView {
 	jv := journalView{Fence: j.Ref.Fence, State: string(j.State), Created: j.Created, Since: since,
-		Key: displayName(j.Ref.Name), Steps: make([]stepView, 0, len(j.Steps))}
+		Key: inspect.DisplayName(j.Ref.Name), Steps: make([]stepView, 0, len(j.Steps))}
 	for _, s := range j.Steps {
 		jv.Steps = append(jv.Steps, stepView{Step: s.Step, Name: s.Name, Handler: s.Handler, State: s.State,
 			Done: s.Done, Attempts: s.Attempts, Error: s.Error})
@@ -260,12 +274,7 @@ const maxCompensations = 100
 func (c *Console) serveCompensations(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	be, err := c.backend(ctx)
-	if err != nil {
-		c.fail(w, http.StatusServiceUnavailable, "connect to Redis", err)
-		return
-	}
-	dls, err := be.comp.List(ctx, maxCompensations)
+	dls, err := c.in.DeadCompensations(ctx, maxCompensations)
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered compensations", err)
 		return

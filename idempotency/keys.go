@@ -14,6 +14,7 @@ import (
 //	bucket    <prefix>idem:b:<tag>:<window start ms>     hash: field = 16-byte hash of K, value = record
 //	details   <prefix>idem:d:<tag>:<K>                   string, heartbeat details, PX = retention
 //	result    <prefix>idem:r:<tag>:<K>                   string, a result too large to sit in the bucket
+//	history   <prefix>idem:h:<tag>:<K>                   list of JSON attempts (history.go), PX = retention
 //
 // A bucket holds the records of every key of its shard written in its window;
 // it expires at window end + retention.

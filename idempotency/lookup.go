@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 // Absent is the State of a key without a record: never claimed, or its
@@ -86,8 +87,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 	for _, o := range olds {
 		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
 	}
-	lh := p.HMGet(ctx, leaseKey, "tok", "fen")
-	lttl := p.PTTL(ctx, leaseKey)
+	lh := lease.Peek(ctx, p, leaseKey)
 	dval := p.GetRange(ctx, dkey, 0, int64(s.cfg.maxDetails)-1)
 	dlen := p.StrLen(ctx, dkey)
 	dttl := p.PTTL(ctx, dkey)
@@ -102,13 +102,8 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 		return info, fmt.Errorf("idempotency: lookup: %w", classify(err))
 	}
 
-	if v := lh.Val(); len(v) == 2 {
-		if tok, _ := v[0].(string); tok != "" {
-			fen, _ := v[1].(string)
-			info.Leased = true
-			info.LeaseFence, _ = strconv.ParseUint(fen, 10, 64)
-			info.Remaining = max(lttl.Val(), 0)
-		}
+	if hd, ok := lh.Holder(); ok {
+		info.Leased, info.LeaseFence, info.Remaining = true, hd.Fence, hd.Remaining
 	}
 	if dexists.Val() > 0 {
 		info.HasDetails = true

@@ -26,6 +26,8 @@ type cfg struct {
 	allowEviction bool
 	policy        string
 	detailsAtOnce bool
+	history       int  // attempts kept per key (WithHistory)
+	historySet    bool // WithHistory was given
 }
 
 // WithPrefix sets the prefix of every key the Store writes (not of lease keys,
@@ -74,6 +76,13 @@ func WithMaxResult(n int) Opt { return optFunc(func(c *cfg) { c.maxResult = n })
 // an attempt's first details are written at once and later ones coalesced
 // (the latest wins) and written with the lease renewals, in batches.
 func WithDetailsAtOnce() Opt { return optFunc(func(c *cfg) { c.detailsAtOnce = true }) }
+
+// WithHistory keeps the last n attempts of each key in its history (see
+// [Store.History]), as long as its record; n <= 0 keeps none. Default 16
+// (DefaultHistory).
+func WithHistory(n int) Opt {
+	return optFunc(func(c *cfg) { c.history, c.historySet = max(n, 0), true })
+}
 
 // WithMaxDetails bounds heartbeat details in bytes. Default 64 KiB.
 func WithMaxDetails(n int) Opt { return optFunc(func(c *cfg) { c.maxDetails = n }) }

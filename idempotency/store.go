@@ -72,6 +72,9 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	c.maxKey = cmp.Or(c.maxKey, DefaultMaxKeyLen)
 	c.maxResult = cmp.Or(c.maxResult, 64<<10)
 	c.maxDetails = cmp.Or(c.maxDetails, 64<<10)
+	if !c.historySet {
+		c.history = DefaultHistory
+	}
 	if c.fingerprinter == nil {
 		c.fingerprinter = PayloadFingerprint
 	}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -117,3 +118,23 @@ func KeyFor(prefix, name string) string { return leasing.KeyFor(prefix, name) }
 // with opts: longer than its renew interval plus its drift margin. The error
 // wraps [ErrInvalid].
 func CheckTTL(ttl time.Duration, opts ...Opt) error { return leasing.CheckTTL(ttl, opts...) }
+
+// Holder is a lease as stored, read without holding it: owner token, fence
+// and time left. The token is a capability: show a digest of it, never it.
+type Holder = leasing.Holder
+
+// PeekCmd is a read of one lease queued on a pipeline by [Peek].
+type PeekCmd = leasing.PeekCmd
+
+// Peek queues on p the read of the lease stored at key ([Manager.Key] or
+// [KeyFor]); its Holder method answers once the pipeline ran. It is the one
+// reader of the lease layout outside the scripts.
+func Peek(ctx context.Context, p redis.Pipeliner, key string) *PeekCmd {
+	return leasing.Peek(ctx, p, key)
+}
+
+// Watched reads the lease at key inside the WATCH transaction tx, so that
+// what the transaction then does applies only to the lease read.
+func Watched(ctx context.Context, tx *redis.Tx, key string) (Holder, bool, error) {
+	return leasing.Watched(ctx, tx, key)
+}

@@ -85,8 +85,11 @@ func (j *Job) StartCommit(ctx context.Context) (context.Context, *Span) {
 // counts it in leasehold.compensations.
 func (j *Job) StartCompensation(ctx context.Context, step string, fence uint64) (context.Context, *Span) {
 	step = truncate(step, maxNameLen)
-	return j.child(ctx, SpanCompensation+" "+step, kindCompensation,
-		[]attribute.KeyValue{attribute.String(AttrStep, step), fenceAttr(AttrFence, fence)})
+	attrs := []attribute.KeyValue{attribute.String(AttrStep, step), fenceAttr(AttrFence, fence)}
+	if k, ok := j.t.cfg.redact.redact(j.key); ok {
+		attrs = append(attrs, attribute.String(AttrIdempotencyKey, k))
+	}
+	return j.child(ctx, SpanCompensation+" "+step, kindCompensation, attrs)
 }
 
 func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attribute.KeyValue, opts ...trace.SpanStartOption) (context.Context, *Span) {

@@ -107,3 +107,15 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// KeyAttribute returns the value the spans of t record for idempotency key
+// key (attribute [AttrIdempotencyKey]), as its [Redaction] makes it, and
+// false when they record none. A nil Tracer answers with the default,
+// [KeyHashed] without a secret. A trace search by key (the console's links)
+// must use this form, not the key.
+func (t *Tracer) KeyAttribute(key string) (string, bool) {
+	if t == nil {
+		return redactor{mode: KeyHashed}.redact(key)
+	}
+	return t.cfg.redact.redact(key)
+}

@@ -314,3 +314,30 @@ func (t *Tracer) StartCompensationStep(ctx context.Context, step string, fence u
 	s := &Span{span: sp, t: t, kind: kindCompensation}
 	return context.WithValue(ctx, spanKey{}, s), s
 }
+
+// StartAttemptCompensation starts the span `compensate <step>` of one
+// compensation step run for the attempt of idempotency key key under fence,
+// outside that attempt's process (the recovery sweep, a takeover, an
+// operator's retry). Inside a job (ctx from its spans) it is the job's child,
+// as [Tracer.StartCompensationStep]. Otherwise, when attempt is valid (the
+// lost attempt's span, kept in the key's history), the span belongs to the
+// attempt's trace, as its child, and links to it; else it is a root span.
+// It carries the key attribute in the form the job spans use.
+func (t *Tracer) StartAttemptCompensation(ctx context.Context, step, key string, fence uint64, attempt trace.SpanContext) (context.Context, *Span) {
+	if j := JobFromContext(ctx); j != nil && j.t == t {
+		return j.StartCompensation(ctx, step, fence)
+	}
+	step = truncate(step, maxNameLen)
+	attrs := []attribute.KeyValue{attribute.String(AttrStep, step), fenceAttr(AttrFence, fence)}
+	if k, ok := t.cfg.redact.redact(key); ok {
+		attrs = append(attrs, attribute.String(AttrIdempotencyKey, k))
+	}
+	opts := []trace.SpanStartOption{trace.WithAttributes(attrs...)}
+	if attempt.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, attempt)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: attempt}))
+	}
+	ctx, sp := t.tracer.Start(ctx, SpanCompensation+" "+step, opts...)
+	s := &Span{span: sp, t: t, kind: kindCompensation, key: key}
+	return context.WithValue(ctx, spanKey{}, s), s
+}

@@ -273,6 +273,17 @@ function journalTable(j) {
   return t;
 }
 
+function historyTable(hs) {
+  const t = el("table", {class: "wide history", id: "key-history"});
+  table(t, ["attempt", "fence", "owner", "worker", "started", "ended", "how it ended", "compensations", "trace"], hs.map(a => el("tr", {"data-fence": a.fence},
+    el("td", {class: "num", text: a.attempt || "-"}), el("td", {class: "num mono", text: a.fence}), el("td", {class: "owner", text: a.owner || "-"}),
+    el("td", {class: "mono", text: a.worker || "-"}), el("td", {class: "mono", text: a.started || "-"}), el("td", {class: "mono", text: a.ended || "-"}),
+    el("td", {class: "end"}, a.end ? el("span", {class: "state-" + a.end, text: a.end + (a.taken_over && a.end !== "taken_over" ? " (taken over)" : "")}) : "running, or its worker died"),
+    el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.n + ": " + c.o).join(", ") : "-"}),
+    el("td", {}, a.trace_url ? el("a", {href: a.trace_url, target: "_blank", rel: "noopener noreferrer", text: a.trace_id.slice(0, 16)}) : (a.trace_id ? el("span", {class: "mono", text: a.trace_id.slice(0, 16)}) : "-")))));
+  return t;
+}
+
 async function pollKey() {
   const target = document.getElementById("key-body");
   if (!keyShown) { clear(target).append(el("p", {class: "hint", text: "Type a key, or click one in Running jobs or Dead letters."})); return; }
@@ -299,6 +310,10 @@ async function pollKey() {
     if (k.leased) acts.append(actionButton("Reset key and end lease", "reset", {key: k.key, force: true}, true));
   } else if (session.actions) acts.append(el("span", {class: "muted", text: "sign in for actions"}));
   body.append(acts);
+  body.append(el("h2", {text: "History (every attempt kept, oldest first)"}));
+  if (k.history_error) body.append(el("p", {class: "note", text: k.history_error}));
+  if (k.history.length === 0) body.append(el("p", {class: "muted", text: "no attempt in the history"}));
+  else body.append(historyTable(k.history));
   body.append(el("h2", {text: "Saga journals (newest fence first)"}));
   if (k.journals_error) body.append(el("p", {class: "note", text: k.journals_error}));
   if (k.journals.length === 0) body.append(el("p", {class: "muted", text: "no journal"}));

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 // Observer watches the lease keys in Redis from the outside and derives two
@@ -156,22 +158,20 @@ func (o *Observer) Poll(ctx context.Context) error {
 	// under load the reply can come tens of milliseconds late, which
 	// would read as a renewal or make an expired lease look released.
 	var serverTime *redis.TimeCmd
-	toks := make([]*redis.StringCmd, len(keys))
-	pttls := make([]*redis.DurationCmd, len(keys))
+	reads := make([]*lease.PeekCmd, len(keys))
 	_, err := o.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		serverTime = p.Time(ctx)
 		for i, k := range keys {
-			toks[i] = p.HGet(ctx, k, "tok")
-			pttls[i] = p.PTTL(ctx, k)
+			reads[i] = lease.Peek(ctx, p, k)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		// A key may vanish between SCAN and HGET (redis.Nil); any
+		// A key may vanish between SCAN and the read (redis.Nil); any
 		// other error means the snapshot is unusable.
-		for _, c := range toks {
-			if c.Err() != nil && !errors.Is(c.Err(), redis.Nil) {
-				return c.Err()
+		for _, c := range reads {
+			if err := c.Err(); err != nil {
+				return err
 			}
 		}
 	}
@@ -185,12 +185,11 @@ func (o *Observer) Poll(ctx context.Context) error {
 	present := make(map[string]bool, len(keys))
 	for i, k := range keys {
 		present[k] = true
-		tok, terr := toks[i].Result()
-		pttl, perr := pttls[i].Result()
-		if terr != nil || perr != nil || tok == "" || pttl < 0 {
+		h, ok := reads[i].Holder()
+		if !ok || h.Remaining <= 0 {
 			continue
 		}
-		o.observe(k, tok, pttl, at, now)
+		o.observe(k, h.Token, h.Remaining, at, now)
 	}
 	o.lastPoll = at
 	o.forgetReleased(present, at)

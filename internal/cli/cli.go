@@ -49,6 +49,7 @@ func init() {
 		"run":           {"consume jobs: Kafka consumer group + Redis leases (--brokers, or --embedded-kafka for development)", cmdRun},
 		"enqueue":       {"produce test jobs (demo.sleep, or --type T with payloads {\"n\": N}), with a duplicate fraction and a rate, showing progress", cmdEnqueue},
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
+		"history":       {"show every attempt of a key its history keeps: fence, owner, worker, start, end, how it ended, compensations, trace ID (--json)", cmdHistory},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
 		"capacity":      {"measure bytes per record on the live Redis (it writes 20000 sample records there, then deletes them) and estimate memory for a rate and retention", cmdCapacity},

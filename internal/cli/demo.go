@@ -24,7 +24,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 // demoConfig is what `worker demo` reads.
@@ -366,26 +366,16 @@ func chainStart(a, b func(context.Context, *leasehold.Job)) func(context.Context
 func expireForDemo(ctx context.Context, rdb redis.UniversalClient, prefix, key string, v *demoView) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix))
-	if err != nil {
-		v.note("could not name the lease of %s: %v", key, err)
-		return
-	}
-	s, err := idempotency.New(ctx, rdb, m, idempotency.WithPrefix(prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))
-	if err != nil {
-		v.note("could not name the lease of %s: %v", key, err)
-		return
-	}
-	lk := m.Key(s.LeaseName(key))
-	li, held, err := readLease(ctx, rdb, lk)
+	in := inspect.New(rdb, inspect.WithPrefix(prefix), inspect.WithStoreOptions(idempotency.WithMaxKeyLen(leasehold.MaxKeyLen)))
+	defer func() { _ = in.Close(ctx) }()
+	l, err := in.Expire(ctx, key, 0)
 	switch {
-	case err != nil:
-		v.note("could not read the lease of %s: %v", key, err)
-	case !held:
+	case errors.Is(err, inspect.ErrNoLease):
 		v.note("the lease of %s was not found to expire", key)
+	case err != nil:
+		v.note("could not expire the lease of %s: %v", key, err)
 	default:
-		_ = rdb.PExpire(ctx, lk, time.Millisecond).Err()
-		v.note("expired the lease of %s (fence %d) while it runs, as the expire command would", key, li.Fence)
+		v.note("expired the lease of %s (fence %d) while it runs, as the expire command would", key, l.Fence)
 	}
 }
 

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +18,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 // opsFlags are the flags of the operator commands.
@@ -35,15 +33,14 @@ func (o *opsFlags) define(f *flags) {
 	o.policy = policyFlag(f)
 }
 
-// opsStore connects to Redis and builds the lease manager and the
-// idempotency store the worker uses, to name keys the way it does.
+// opsStore is an Inspector over the Redis of the ops flags, built with
+// the store options the workers use, to name and read keys as they do.
 type opsStore struct {
 	rdb redis.UniversalClient
-	m   *lease.Manager
-	s   *idempotency.Store
+	in  *inspect.Inspector
 }
 
-func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
+func openOps(ctx context.Context, e *Env, o opsFlags, extra ...inspect.Opt) (*opsStore, error) {
 	policy, err := policyOpts(*o.policy)
 	if err != nil {
 		return nil, err
@@ -52,67 +49,20 @@ func openOps(ctx context.Context, o opsFlags) (*opsStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := lease.NewManager(rdb, lease.WithPrefix(o.prefix))
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	if err := m.Start(ctx); err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	s, err := idempotency.New(ctx, rdb, m, append(policy, idempotency.WithPrefix(o.prefix), idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))...)
-	if err != nil {
-		_ = m.Shutdown(ctx)
+	in := inspect.New(rdb, append([]inspect.Opt{inspect.WithPrefix(o.prefix), inspect.WithLogger(slog.New(slog.NewTextHandler(e.Stderr, nil))),
+		inspect.WithStoreOptions(append(policy, idempotency.WithMaxKeyLen(leasehold.MaxKeyLen))...)}, extra...)...)
+	// Build the store now, so that a policy or layout mismatch is said first.
+	if _, err := in.Store(ctx); err != nil {
+		_ = in.Close(ctx)
 		_ = rdb.Close()
 		return nil, policyHint(err)
 	}
-	return &opsStore{rdb: rdb, m: m, s: s}, nil
+	return &opsStore{rdb: rdb, in: in}, nil
 }
 
 func (o *opsStore) close(ctx context.Context) {
-	_ = o.m.Shutdown(context.WithoutCancel(ctx))
+	_ = o.in.Close(context.WithoutCancel(ctx))
 	_ = o.rdb.Close()
-}
-
-// leaseInfo is one lease as stored in Redis.
-type leaseInfo struct {
-	Key       string // the Redis key
-	Name      string // the lease name (hash tag + idempotency key)
-	Owner     string // a digest of the owner token (the token itself is a capability)
-	Fence     uint64
-	Remaining time.Duration
-	lease     string // the lease name as stored, tag included
-
-	// The idempotency record of the key, when the lease is an idempotency
-	// key's (see withRecords).
-	Record *idempotency.Info
-	RecErr error
-}
-
-func ownerDigest(token string) string {
-	if token == "" {
-		return "-"
-	}
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:4])
-}
-
-func readLease(ctx context.Context, rdb redis.UniversalClient, key string) (leaseInfo, bool, error) {
-	p := rdb.Pipeline()
-	h := p.HMGet(ctx, key, "tok", "fen")
-	ttl := p.PTTL(ctx, key)
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return leaseInfo{}, false, err
-	}
-	vals := h.Val()
-	tok, _ := vals[0].(string)
-	if tok == "" {
-		return leaseInfo{}, false, nil
-	}
-	fenS, _ := vals[1].(string)
-	fen, _ := strconv.ParseUint(fenS, 10, 64)
-	return leaseInfo{Key: key, Owner: ownerDigest(tok), Fence: fen, Remaining: max(ttl.Val(), 0)}, true, nil
 }
 
 func keyArg(f *flags) (string, error) {
@@ -143,7 +93,7 @@ func openKeyCommand(ctx context.Context, e *Env, name string, args []string, ext
 	if err != nil {
 		return "", nil, err
 	}
-	ops, err := openOps(ctx, o)
+	ops, err := openOps(ctx, e, o)
 	if err != nil {
 		return "", nil, err
 	}
@@ -159,61 +109,53 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer ops.close(ctx)
-	name := ops.s.LeaseName(k)
-	li, held, err := readLease(ctx, ops.rdb, ops.m.Key(name))
+	ki, err := ops.in.Key(ctx, k)
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		info, err := lookupForInspect(ctx, ops.s, k)
-		if err != nil {
-			return err
-		}
-		return writeJSON(e.Stdout, newInspectJSON(k, ops.s.Tag(k), ops.m.Key(name), li, held, info))
+		return writeJSON(e.Stdout, newInspectJSON(ki))
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintf(tw, "key\t%s\n", k)
-	_, _ = fmt.Fprintf(tw, "cluster tag\t%s\n", ops.s.Tag(k))
-	_, _ = fmt.Fprintf(tw, "lease key\t%s\n", ops.m.Key(name))
-	if held {
+	_, _ = fmt.Fprintf(tw, "cluster tag\t%s\n", ki.Tag)
+	_, _ = fmt.Fprintf(tw, "lease key\t%s\n", ki.LeaseKey)
+	if ki.Leased {
 		_, _ = fmt.Fprintf(tw, "lease\theld\n")
-		_, _ = fmt.Fprintf(tw, "owner\t%s (token digest)\n", li.Owner)
-		_, _ = fmt.Fprintf(tw, "fence\t%d\n", li.Fence)
-		_, _ = fmt.Fprintf(tw, "remaining\t%s\n", li.Remaining.Round(time.Millisecond))
+		_, _ = fmt.Fprintf(tw, "owner\t%s (token digest)\n", ki.Owner)
+		_, _ = fmt.Fprintf(tw, "fence\t%d\n", ki.LeaseFence)
+		_, _ = fmt.Fprintf(tw, "remaining\t%s\n", ki.Remaining.Round(time.Millisecond))
 	} else {
 		_, _ = fmt.Fprintf(tw, "lease\tnone (free, finished, or never seen)\n")
 	}
-	info, err := lookupForInspect(ctx, ops.s, k)
-	if err != nil {
-		_, _ = fmt.Fprintf(tw, "record\tunreadable: %s\n", truncate(err.Error(), 200))
-		_ = tw.Flush()
-		return err
+	printRecord(tw, ki)
+	return tw.Flush()
+}
+
+func printRecord(tw io.Writer, ki inspect.KeyInfo) {
+	_, _ = fmt.Fprintf(tw, "record\t%s\n", ki.State)
+	if ki.State != idempotency.Absent {
+		_, _ = fmt.Fprintf(tw, "record fence\t%d\n", ki.Fence)
+		_, _ = fmt.Fprintf(tw, "attempt\t%d\n", ki.Attempt)
 	}
-	_, _ = fmt.Fprintf(tw, "record\t%s\n", info.State)
-	if info.State != idempotency.Absent {
-		_, _ = fmt.Fprintf(tw, "record fence\t%d\n", info.Fence)
-		_, _ = fmt.Fprintf(tw, "attempt\t%d\n", info.Attempt)
-	}
-	switch info.State {
-	case idempotency.Completed, idempotency.Failed:
-		_, _ = fmt.Fprintf(tw, "finished at\t%s\n", info.At.UTC().Format(time.RFC3339))
-		if info.State == idempotency.Failed {
-			_, _ = fmt.Fprintf(tw, "error\t%s\n", printable(info.Result, info.ResultSize, maxShownError))
-		} else {
-			_, _ = fmt.Fprintf(tw, "result\t%d bytes\n", info.ResultSize)
-		}
+	switch ki.State {
+	case idempotency.Completed:
+		_, _ = fmt.Fprintf(tw, "finished at\t%s\n", ki.FinishedAt.UTC().Format(time.RFC3339))
+		_, _ = fmt.Fprintf(tw, "result\t%d bytes\n", ki.ResultSize)
+	case idempotency.Failed:
+		_, _ = fmt.Fprintf(tw, "finished at\t%s\n", ki.FinishedAt.UTC().Format(time.RFC3339))
+		_, _ = fmt.Fprintf(tw, "error\t%s\n", printable([]byte(ki.Failure), len(ki.Failure), maxShownError))
 	case idempotency.Released:
-		if !info.HoldUntil.IsZero() {
-			_, _ = fmt.Fprintf(tw, "held until\t%s\n", info.HoldUntil.UTC().Format(time.RFC3339Nano))
+		if !ki.HoldUntil.IsZero() {
+			_, _ = fmt.Fprintf(tw, "held until\t%s\n", ki.HoldUntil.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	if info.HasDetails {
-		_, _ = fmt.Fprintf(tw, "heartbeat details\t%s\n", printable(info.Details, info.DetailsSize, maxShownDetails))
-		_, _ = fmt.Fprintf(tw, "details kept for\t%s\n", info.DetailsTTL.Round(time.Second))
+	if ki.HasDetails {
+		_, _ = fmt.Fprintf(tw, "heartbeat details\t%s\n", printable(ki.Details, ki.DetailsSize, maxShownDetails))
+		_, _ = fmt.Fprintf(tw, "details kept for\t%s\n", ki.DetailsTTL.Round(time.Second))
 	} else {
 		_, _ = fmt.Fprintf(tw, "heartbeat details\tnone\n")
 	}
-	return tw.Flush()
 }
 
 // maxShownDetails bounds the heartbeat details inspect prints, in bytes;
@@ -224,17 +166,6 @@ const (
 	maxListedDetails = 40
 	maxShownError    = 1024
 )
-
-// lookupForInspect reads key k's record, with the error text of a FAILED one
-// (the failure is what an operator inspects it for); a result is not read,
-// only its size.
-func lookupForInspect(ctx context.Context, s *idempotency.Store, k string) (idempotency.Info, error) {
-	info, err := s.Lookup(ctx, k)
-	if err != nil || info.State != idempotency.Failed {
-		return info, err
-	}
-	return s.LookupResult(ctx, k)
-}
 
 // printable renders heartbeat details b (of stored size total) as a quoted
 // Go string of at most n bytes of the details, control characters and
@@ -257,20 +188,6 @@ func printable(b []byte, total, n int) string {
 	return q
 }
 
-// withRecords adds to each lease of an idempotency key the key's record
-// (state, attempt, heartbeat details). Leases named otherwise are left as
-// they are.
-func withRecords(ctx context.Context, s *idempotency.Store, leases []leaseInfo) {
-	for i := range leases {
-		l := &leases[i]
-		if l.lease == "" || s.LeaseName(l.Name) != l.lease {
-			continue
-		}
-		info, err := s.Lookup(ctx, l.Name)
-		l.Record, l.RecErr = &info, err
-	}
-}
-
 func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "leases", "")
 	var o opsFlags
@@ -286,29 +203,28 @@ func cmdLeases(ctx context.Context, e *Env, args []string) error {
 	if *limit < 1 {
 		return usagef("limit %d: want at least 1", *limit)
 	}
-	ops, err := openOps(ctx, o)
+	ops, err := openOps(ctx, e, o)
 	if err != nil {
 		return err
 	}
 	defer ops.close(ctx)
-	leases, err := scanLeases(ctx, ops.rdb, o.prefix+"lease:", *limit)
+	leases, err := listLeases(ctx, ops.in, *limit)
 	if err != nil {
 		return err
 	}
-	withRecords(ctx, ops.s, leases)
 	if *asJSON {
 		return writeLeasesJSON(e.Stdout, leases)
 	}
 	return printLeases(e.Stdout, leases)
 }
 
-func printLeases(w io.Writer, leases []leaseInfo) error {
+func printLeases(w io.Writer, leases []inspect.Lease) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "KEY\tOWNER\tFENCE\tREMAINING\tSTATE\tATTEMPT\tDETAILS")
 	for _, l := range leases {
 		state, attempt, details := "-", "-", "-"
 		switch {
-		case l.RecErr != nil:
+		case l.RecordErr != nil:
 			state = "unreadable"
 		case l.Record != nil:
 			state = l.Record.State.String()
@@ -329,56 +245,29 @@ func printLeases(w io.Writer, leases []leaseInfo) error {
 	return err
 }
 
-// scanLeases lists the leases under keyPrefix (SCAN on every master).
-func scanLeases(ctx context.Context, rdb redis.UniversalClient, keyPrefix string, limit int) ([]leaseInfo, error) {
-	var keys []string
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, escapeGlob(keyPrefix)+"*", 500).Iterator()
-		for it.Next(ctx) && len(keys) < limit {
-			keys = append(keys, it.Val())
-		}
-		return it.Err()
-	}
-	var err error
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
-	} else {
-		err = scan(ctx, rdb)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]leaseInfo, 0, len(keys))
-	for _, k := range keys {
-		li, held, err := readLease(ctx, rdb, k)
+// listLeases reads the Inspector's pages of leases until limit of them,
+// in natural order of their names.
+func listLeases(ctx context.Context, in *inspect.Inspector, limit int) ([]inspect.Lease, error) {
+	var out []inspect.Lease
+	seen := make(map[string]bool)
+	cur := ""
+	for len(out) < limit {
+		p, err := in.Leases(ctx, cur, min(limit-len(out), 500))
 		if err != nil {
 			return nil, err
 		}
-		if held {
-			li.lease = strings.TrimPrefix(k, keyPrefix)
-			li.Name = displayName(li.lease)
-			out = append(out, li)
+		for _, l := range p.Leases {
+			if !seen[l.LeaseKey] && len(out) < limit {
+				seen[l.LeaseKey] = true
+				out = append(out, l)
+			}
+		}
+		if cur = p.Next; cur == "" {
+			break
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return natLess(out[i].Name, out[j].Name) })
 	return out, nil
-}
-
-// displayName strips the "{tag}:" the idempotency store puts in front of the
-// key, and the braces the lease manager adds around untagged names.
-func displayName(n string) string {
-	if strings.HasPrefix(n, "{") {
-		if i := strings.Index(n, "}"); i > 0 {
-			rest := n[i+1:]
-			if strings.HasPrefix(rest, ":") {
-				return rest[1:]
-			}
-			if rest == "" {
-				return n[1:i]
-			}
-		}
-	}
-	return n
 }
 
 func escapeGlob(s string) string {
@@ -387,29 +276,24 @@ func escapeGlob(s string) string {
 }
 
 func cmdExpire(ctx context.Context, e *Env, args []string) error {
-	k, ops, err := openKeyCommand(ctx, e, "expire", args)
+	var fence uint64
+	k, ops, err := openKeyCommand(ctx, e, "expire", args, func(f *flags) {
+		f.Uint64Var(&fence, "fence", 0, "expire only the lease of this fence (the one inspect showed); 0: whichever is held")
+	})
 	if err != nil {
 		return err
 	}
 	defer ops.close(ctx)
-	key := ops.m.Key(ops.s.LeaseName(k))
-	li, held, err := readLease(ctx, ops.rdb, key)
-	if err != nil {
-		return err
-	}
-	if !held {
+	l, err := ops.in.Expire(ctx, k, fence)
+	switch {
+	case errors.Is(err, inspect.ErrNoLease):
 		return fmt.Errorf("no lease held for key %q", k)
-	}
-	// PEXPIRE of 1ms: the lease ends as if its holder had stopped renewing;
-	// the holder's next renewal finds it gone (lease: expired) and the next
-	// claim of the key is a takeover with a higher fence.
-	if err := ops.rdb.PExpire(ctx, key, time.Millisecond).Err(); err != nil {
+	case errors.Is(err, inspect.ErrLeaseChanged):
+		return fmt.Errorf("the lease of %q is not the one of fence %d: run inspect again", k, fence)
+	case err != nil:
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(e.Stderr, nil))
-	log.Warn("lease expired by operator", slog.String("key", k), slog.Uint64("fence", li.Fence),
-		slog.String("owner", li.Owner), slog.Duration("remaining_before", li.Remaining))
-	_, _ = fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, li.Fence)
+	_, _ = fmt.Fprintf(e.Stdout, "expired lease of %s (fence %d)\n", k, l.Fence)
 	return nil
 }
 
@@ -429,7 +313,7 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 	if *rate <= 0 || retention < time.Second {
 		return usagef("want a positive --rate and a --retention of at least 1s")
 	}
-	ops, err := openOps(ctx, o)
+	ops, err := openOps(ctx, e, o)
 	if err != nil {
 		return err
 	}
@@ -438,7 +322,11 @@ func cmdCapacity(ctx context.Context, e *Env, args []string) error {
 	_, _ = fmt.Fprintf(e.Stderr, "capacity: writing %d sample records under %sidem:capacity:* on the Redis of --redis "+
 		"to measure them (deleted afterwards, a 10-minute TTL if interrupted); measure on a quiet server\n",
 		idempotency.CapacitySample, o.prefix)
-	r, err := ops.s.Capacity(ctx, *rate, retention)
+	s, err := ops.in.Store(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := s.Capacity(ctx, *rate, retention)
 	if err != nil {
 		return err
 	}
@@ -476,34 +364,29 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	default:
 		return usagef("want no argument (list) or 'retry KEY'")
 	}
-	ops, err := openOps(ctx, o)
-	if err != nil {
-		return err
-	}
-	defer ops.close(ctx)
 	reg := compensation.NewRegistry()
 	setup := &Setup{Log: slog.New(slog.NewTextHandler(e.Stderr, nil)), Command: "compensations"}
 	defer setup.close()
 	if err := app.registerCompensations(ctx, reg, setup); err != nil {
 		return err
 	}
-	r, err := compensation.NewRunner(ops.rdb, ops.m, reg, compensation.WithPrefix(o.prefix))
+	ops, err := openOps(ctx, e, o, inspect.WithCompensations(reg))
 	if err != nil {
 		return err
 	}
-	defer func() { _ = r.Shutdown(context.WithoutCancel(ctx)) }()
+	defer ops.close(ctx)
 	if retryKey != "" {
-		n, err := r.Retry(ctx, retryKey)
-		if n == 0 && err == nil {
+		n, err := ops.in.RetryCompensation(ctx, retryKey)
+		if errors.Is(err, inspect.ErrNothingToRetry) {
 			return fmt.Errorf("no dead-lettered compensation for key %q", retryKey)
 		}
 		if err != nil {
-			return fmt.Errorf("retried %d journals of %q: %w", n, retryKey, err)
+			return err
 		}
 		_, _ = fmt.Fprintf(e.Stdout, "compensated %d journals of %s\n", n, retryKey)
 		return nil
 	}
-	dls, err := r.List(ctx, *limit)
+	dls, err := ops.in.DeadCompensations(ctx, *limit)
 	if err != nil {
 		return err
 	}
@@ -511,7 +394,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
 	for _, d := range dls {
 		for _, s := range d.Steps {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", displayName(d.Ref.Name), d.Ref.Fence,
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", inspect.DisplayName(d.Ref.Name), d.Ref.Fence,
 				d.Since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
 		}
 	}

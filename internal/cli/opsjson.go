@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 // natLess orders strings naturally: runs of digits compare as numbers, so
@@ -70,15 +71,15 @@ type leaseJSON struct {
 	Error       string  `json:"error,omitempty"` // the record could not be read
 }
 
-func writeLeasesJSON(w io.Writer, leases []leaseInfo) error {
+func writeLeasesJSON(w io.Writer, leases []inspect.Lease) error {
 	out := struct {
 		Leases []leaseJSON `json:"leases"`
 	}{Leases: make([]leaseJSON, 0, len(leases))}
 	for _, l := range leases {
-		j := leaseJSON{Key: l.Name, LeaseKey: l.Key, Owner: l.Owner, Fence: l.Fence, RemainingMS: l.Remaining.Milliseconds()}
+		j := leaseJSON{Key: l.Name, LeaseKey: l.LeaseKey, Owner: l.Owner, Fence: l.Fence, RemainingMS: l.Remaining.Milliseconds()}
 		switch {
-		case l.RecErr != nil:
-			j.State, j.Error = "unreadable", oneLine(l.RecErr)
+		case l.RecordErr != nil:
+			j.State, j.Error = "unreadable", oneLine(l.RecordErr)
 		case l.Record != nil:
 			j.State = l.Record.State.String()
 			j.Attempt = l.Record.Attempt
@@ -120,32 +121,33 @@ type recordJSON struct {
 	DetailsTTLMS int64      `json:"details_ttl_ms,omitempty"`
 }
 
-func newInspectJSON(key, tag, leaseKey string, li leaseInfo, held bool, info idempotency.Info) inspectJSON {
-	j := inspectJSON{Key: key, ClusterTag: tag, LeaseKey: leaseKey, Record: recordJSON{State: info.State.String()}}
-	if held {
-		j.Lease = &leaseState{Owner: li.Owner, Fence: li.Fence, RemainingMS: li.Remaining.Milliseconds()}
+func newInspectJSON(ki inspect.KeyInfo) inspectJSON {
+	j := inspectJSON{Key: ki.Key, ClusterTag: ki.Tag, LeaseKey: ki.LeaseKey, Record: recordJSON{State: ki.State.String()}}
+	if ki.Leased {
+		j.Lease = &leaseState{Owner: ki.Owner, Fence: ki.LeaseFence, RemainingMS: ki.Remaining.Milliseconds()}
 	}
 	r := &j.Record
-	if info.State != idempotency.Absent {
-		r.Fence, r.Attempt = info.Fence, info.Attempt
+	if ki.State != idempotency.Absent {
+		r.Fence, r.Attempt = ki.Fence, ki.Attempt
 	}
-	switch info.State {
+	switch ki.State {
 	case idempotency.Completed, idempotency.Failed:
-		at, size := info.At.UTC(), info.ResultSize
+		at, size := ki.FinishedAt.UTC(), ki.ResultSize
 		r.FinishedAt, r.ResultSize = &at, &size
-		if info.State == idempotency.Failed {
-			e := string(info.Result)
+		if ki.State == idempotency.Failed {
+			e := ki.Failure
+			size = len(e)
 			r.Error = &e
 		}
 	case idempotency.Released:
-		if !info.HoldUntil.IsZero() {
-			hu := info.HoldUntil.UTC()
+		if !ki.HoldUntil.IsZero() {
+			hu := ki.HoldUntil.UTC()
 			r.HoldUntil = &hu
 		}
 	}
-	if info.HasDetails {
-		d := string(info.Details)
-		r.Details, r.DetailsSize, r.DetailsTTLMS = &d, info.DetailsSize, info.DetailsTTL.Milliseconds()
+	if ki.HasDetails {
+		d := string(ki.Details)
+		r.Details, r.DetailsSize, r.DetailsTTLMS = &d, ki.DetailsSize, ki.DetailsTTL.Milliseconds()
 	}
 	return j
 }

@@ -61,7 +61,9 @@ func cmdReset(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	defer closeAll()
-	r, err := w.Reset(ctx, k, *force)
+	in := w.Inspector()
+	defer func() { _ = in.Close(context.WithoutCancel(ctx)) }()
+	r, err := in.Reset(ctx, k, *force)
 	var he *idempotency.ResetHeldError
 	switch {
 	case errors.As(err, &he):

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -45,8 +46,10 @@ func testDrain(t *testing.T, start func(args []string, env map[string]string) st
 		"--steps", "60", "--key-prefix", "drain", "--progress=false"); r.code != 0 {
 		t.Fatalf("enqueue: %+v", r)
 	}
+	in := inspect.New(rdb, inspect.WithPrefix(prefix))
+	defer func() { _ = in.Close(ctx) }()
 	leaseOf := func() bool {
-		ls, err := scanLeases(ctx, rdb, prefix+"lease:", 100)
+		ls, err := listLeases(ctx, in, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/console"
 	"github.com/leasehold/leasehold/internal/httpserve"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // cmdUI serves the web console (package console) on its own: what Redis
@@ -36,6 +37,7 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	dlq := f.str("dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
 	group := f.str("group", "LEASEHOLD_GROUP", leasehold.DefaultGroup, "the workers' consumer group")
 	jaeger := f.str("jaeger-url", "LEASEHOLD_JAEGER_URL", "", "Jaeger UI base URL for trace links, e.g. http://127.0.0.1:16686")
+	service := f.str("service-name", "OTEL_SERVICE_NAME", tracing.DefaultServiceName, "the service name the workers trace under, for the trace links")
 	var poll time.Duration
 	f.durationVar(&poll, "poll", "LEASEHOLD_UI_POLL", console.DefaultPollInterval, "how often an open page reads fresh data, at least 500ms")
 	if err := f.parse(args); err != nil {
@@ -82,7 +84,7 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	cfg := console.Config{Redis: rdb, KeyPrefix: o.prefix, Topics: ts, DLQ: *dlq, Group: *group, JaegerURL: *jaeger,
-		Actions: actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: poll}
+		JaegerService: *service, Actions: actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: poll}
 	if bs := splitList(*brokers); len(bs) > 0 {
 		cfg.Kafka = []kgo.Opt{kgo.SeedBrokers(bs...)}
 	}

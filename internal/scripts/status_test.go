@@ -37,6 +37,7 @@ func TestStatusCodes(t *testing.T) {
 		{"idem_release.lua", []int{scripts.IdemOK, scripts.StatusLost}, nil},
 		{"idem_details.lua", []int{scripts.IdemOK}, nil},
 		{"idem_reset.lua", []int{scripts.IdemResetDone, scripts.IdemResetHeld, scripts.IdemResetClock}, nil},
+		{"idem_history.lua", []int{scripts.IdemHistoryOK}, nil},
 		{"redlock_acquire.lua", []int{scripts.RedlockTaken, scripts.RedlockLocked, scripts.RedlockQuarantined}, nil},
 		{"comp_intent.lua", []int{scripts.CompIntentNotOpen, scripts.CompIntentTooMany}, nil},
 		{"comp_done.lua", []int{scripts.CompDoneMarked, scripts.CompDoneLate, scripts.CompDoneNoStep, scripts.CompDoneNoJournal,

@@ -1,0 +1,208 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/tracing"
+)
+
+// historyTimeout bounds one history write, and historyReadTimeout the read
+// of a lost attempt's span before a compensation step: the history is an
+// account for operators, and a Redis that does not answer must not hold a
+// job or a compensation back for long (a write that times out is lost).
+const (
+	historyTimeout     = 500 * time.Millisecond
+	historyReadTimeout = 250 * time.Millisecond
+)
+
+// historyObserver writes each attempt's start and end into its key's
+// history (idempotency.Store.History): fence, owner digest, worker, trace,
+// and how it ended. A write that fails is logged, never retried.
+type historyObserver struct {
+	w   *Worker
+	who string // the worker's identity: host/pid
+}
+
+func newHistoryObserver(w *Worker) historyObserver {
+	host, _ := os.Hostname()
+	return historyObserver{w: w, who: host + "/" + strconv.Itoa(os.Getpid())}
+}
+
+func (h historyObserver) store() *idempotency.Store {
+	if rs, ok := h.w.store.(*redisStore); ok {
+		return rs.s
+	}
+	return nil
+}
+
+func (h historyObserver) observeStart(ctx context.Context, j *Job) {
+	s := h.store()
+	if s == nil {
+		return
+	}
+	a := idempotency.Attempt{Attempt: j.Attempt, Fence: j.fence, Worker: h.who}
+	if l := j.c.run.Lease(); l != nil {
+		a.Owner = inspect.OwnerDigest(leasing.Token(l))
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	if j.tj != nil {
+		sc = j.tj.Span().SpanContext()
+	}
+	if sc.IsValid() {
+		a.TraceID, a.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+	var prev uint64
+	if j.Takeover {
+		prev = j.c.PrevFence
+	}
+	h.write(ctx, j.Key, func(ctx context.Context) error { return s.HistoryStart(ctx, j.Key, a, prev) })
+}
+
+func (h historyObserver) observeEnd(ctx context.Context, _ *delivery, e attemptEnd) {
+	s := h.store()
+	if s == nil || e.job == nil {
+		return
+	}
+	end := historyEnd(e, h.w.stopCtx.Err() != nil)
+	h.write(ctx, e.job.Key, func(ctx context.Context) error { return s.HistoryEnd(ctx, e.job.Key, e.job.fence, end) })
+}
+
+// historyEnd names how an attempt ended, for its history.
+func historyEnd(e attemptEnd, stopping bool) string {
+	switch e.kind {
+	case endCompleted:
+		return idempotency.EndCompleted
+	case endFailed:
+		return idempotency.EndFailed
+	case endRetry:
+		if stopping && errors.Is(e.err, context.Canceled) {
+			return idempotency.EndCancelled
+		}
+		return idempotency.EndFailed
+	case endLeaseLost:
+		if errors.Is(e.err, ErrShutdown) {
+			return idempotency.EndCancelled
+		}
+		// Redis refused the commit (the lease is another's or gone) before
+		// the worker saw the lease lost; a loss seen first cancelled the job.
+		if errors.Is(e.err, idempotency.ErrRefused) {
+			return idempotency.EndCommitRefused
+		}
+		return idempotency.EndLeaseLost
+	case endUnrecorded:
+		return idempotency.EndUnrecorded
+	case endDeadLettered:
+		return idempotency.EndDeadLettered
+	}
+	return e.kind.String()
+}
+
+func (h historyObserver) write(ctx context.Context, key string, f func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		h.w.log.Debug("writing the key's history failed", slog.String("key", key), slog.Any("err", err))
+	}
+}
+
+// compensationObserver runs each compensation step under a span (with
+// WithTracing; see compensationSpans) and writes its outcome into the
+// attempt's history.
+func compensationObserver(tr *tracing.Tracer, s *idempotency.Store, log *slog.Logger) compensation.ObserverFuncs {
+	spans := compensationSpans(tr, s)
+	return compensation.ObserverFuncs{
+		Start: spans.StepStart,
+		End: func(ctx context.Context, st compensation.StepInfo, o compensation.Outcome, err error) {
+			spans.StepEnd(ctx, st, o, err)
+			key := keyOfLease(st.Ref.Name)
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyTimeout)
+			defer cancel()
+			c := idempotency.CompensationStep{Step: st.Name, Handler: st.Handler, Outcome: string(o)}
+			if herr := s.HistoryCompensation(hctx, key, st.Ref.Fence, c); herr != nil {
+				log.Debug("writing the key's history failed", slog.String("key", key), slog.Any("err", herr))
+			}
+		},
+	}
+}
+
+// compensationSpans runs each compensation step under a `compensate <step>`
+// span and ends it with the step's outcome, which also counts the step in
+// leasehold.compensations. Run by the owner after a lost lease, the span is
+// a child of the job span; run by the sweep or a takeover, it belongs to the
+// lost attempt's trace (its span read back from the key's history). Each
+// carries the key attribute as the job spans do. The runner hands StepEnd
+// its own context rather than the one StepStart returned, so the span is
+// found again by the step's identity (journal, step, attempt, generation:
+// unique per claimed attempt). Without a tracer it does nothing.
+func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.ObserverFuncs {
+	if tr == nil {
+		return compensation.ObserverFuncs{}
+	}
+	var open sync.Map // compensation.StepInfo -> *tracing.Span
+	return compensation.ObserverFuncs{
+		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
+			key := keyOfLease(st.Ref.Name)
+			var attempt trace.SpanContext
+			if tracing.JobFromContext(ctx) == nil {
+				attempt = attemptSpan(ctx, s, key, st.Ref.Fence)
+			}
+			ctx, sp := tr.StartAttemptCompensation(ctx, st.Name, key, st.Ref.Fence, attempt)
+			open.Store(st, sp)
+			return ctx
+		},
+		End: func(ctx context.Context, st compensation.StepInfo, o compensation.Outcome, err error) {
+			if v, ok := open.LoadAndDelete(st); ok {
+				v.(*tracing.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
+				return
+			}
+			// No span was started for it: count it all the same.
+			tr.Metrics().Compensation(ctx, string(o))
+		},
+	}
+}
+
+// attemptSpan reads the span of key's attempt under fence from the key's
+// history, or returns an invalid span context.
+func attemptSpan(ctx context.Context, s *idempotency.Store, key string, fence uint64) trace.SpanContext {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyReadTimeout)
+	defer cancel()
+	hs, err := s.History(ctx, key)
+	if err != nil {
+		return trace.SpanContext{}
+	}
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Fence != fence {
+			continue
+		}
+		tid, err1 := trace.TraceIDFromHex(hs[i].TraceID)
+		sid, err2 := trace.SpanIDFromHex(hs[i].SpanID)
+		if err1 != nil || err2 != nil {
+			break
+		}
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	}
+	return trace.SpanContext{}
+}
+
+// keyOfLease returns the idempotency key of a job's lease name ("{tag}:key").
+func keyOfLease(name string) string {
+	if strings.HasPrefix(name, "{") {
+		if i := strings.Index(name, "}:"); i > 0 {
+			return name[i+2:]
+		}
+	}
+	return name
+}

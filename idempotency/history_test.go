@@ -1,0 +1,94 @@
+package idempotency
+
+import (
+	"strconv"
+	"testing"
+)
+
+// TestHistoryOrderTakeoverBound: the history keeps attempts oldest first; a
+// takeover ends the previous attempt as taken over unless it ended, the
+// owner's own late account replaces it (TakenOver stays), compensation
+// steps join their attempt, and only the last WithHistory attempts stay.
+func TestHistoryOrderTakeoverBound(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithHistory(3)})
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.s.HistoryStart(ctx, "h", Attempt{Attempt: 1, Fence: 10, Owner: "aa", Worker: "w1", TraceID: "t1", SpanID: "s1"}, 0))
+	must(e.s.HistoryStart(ctx, "h", Attempt{Attempt: 2, Fence: 20, Owner: "bb", Worker: "w2"}, 10))
+	must(e.s.HistoryCompensation(ctx, "h", 10, CompensationStep{Step: "charge", Handler: "refund", Outcome: "compensated"}))
+	must(e.s.HistoryEnd(ctx, "h", 10, EndLeaseLost))
+	must(e.s.HistoryEnd(ctx, "h", 20, EndCompleted))
+	hs, err := e.s.History(ctx, "h")
+	must(err)
+	if len(hs) != 2 {
+		t.Fatalf("history = %+v", hs)
+	}
+	a, b := hs[0], hs[1]
+	if a.Fence != 10 || a.Attempt != 1 || a.End != EndLeaseLost || !a.TakenOver || a.TraceID != "t1" || a.SpanID != "s1" ||
+		a.Worker != "w1" || a.Started.IsZero() || a.Ended.IsZero() || len(a.Compensations) != 1 || a.Compensations[0].Outcome != "compensated" {
+		t.Fatalf("first attempt = %+v", a)
+	}
+	if b.Fence != 20 || b.End != EndCompleted || b.TakenOver || b.Ended.Before(b.Started) {
+		t.Fatalf("second attempt = %+v", b)
+	}
+	for f := uint64(30); f <= 50; f += 10 {
+		must(e.s.HistoryStart(ctx, "h", Attempt{Fence: f}, 0))
+	}
+	hs, err = e.s.History(ctx, "h")
+	must(err)
+	if len(hs) != 3 || hs[0].Fence != 30 || hs[2].Fence != 50 {
+		t.Fatalf("bounded history = %+v, want fences 30, 40, 50", hs)
+	}
+	ttl := e.c.PTTL(ctx, e.s.historyKey(e.s.Tag("h"), "h")).Val()
+	if ttl <= 0 || ttl > e.s.Retention()*2 {
+		t.Fatalf("history TTL %s, want the retention's", ttl)
+	}
+}
+
+// TestHistoryMemory measures the Redis memory of one key's history (MEMORY
+// USAGE, SAMPLES 0) with 1 and with 16 attempts, each started and ended with
+// a realistic owner digest, worker identity, trace and span IDs, with and
+// without one compensation step each. It prints name=value lines (run with
+// -v); it asserts only the bound (16 attempts kept of 20 written).
+func TestHistoryMemory(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	for _, comp := range []bool{false, true} {
+		for _, n := range []int{1, 16, 20} {
+			k := "mem-" + strconv.Itoa(n) + "-" + strconv.FormatBool(comp)
+			for i := 1; i <= n; i++ {
+				f := uint64(1795636475671090 + i)
+				a := Attempt{Attempt: i, Fence: f, Owner: "3f9a1c0e", Worker: "worker-7f9c8d6b5-x2k4q/12345",
+					TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"}
+				if err := e.s.HistoryStart(ctx, k, a, 0); err != nil {
+					t.Fatal(err)
+				}
+				if comp {
+					if err := e.s.HistoryCompensation(ctx, k, f, CompensationStep{Step: "hold", Handler: "payments.release", Outcome: "compensated"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := e.s.HistoryEnd(ctx, k, f, EndLeaseLost); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hk := e.s.historyKey(e.s.Tag(k), k)
+			b, err := e.c.MemoryUsage(ctx, hk, 0).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := e.c.LLen(ctx, hk).Val()
+			if want := int64(min(n, DefaultHistory)); kept != want {
+				t.Fatalf("%d attempts written, %d kept; want %d", n, kept, want)
+			}
+			t.Logf("history_bytes_attempts_%d_compensation_%v=%d bytes", n, comp, b)
+		}
+	}
+}

@@ -1,0 +1,28 @@
+package inspect
+
+import "errors"
+
+// ErrNoLease is returned by [Inspector.Expire] when no lease is held on the
+// key.
+var ErrNoLease = errors.New("inspect: no lease is held on the key")
+
+// ErrLeaseChanged is returned by [Inspector.Expire] when the key's lease is
+// not the one the caller saw (another fence), or changed while it was being
+// expired: read the key again before acting.
+var ErrLeaseChanged = errors.New("inspect: the lease changed; read it again")
+
+// ErrNoHandlers is returned by [Inspector.RetryCompensation] when the
+// Inspector was built without the compensation handlers
+// ([WithCompensations]): a journal's steps cannot be run without them.
+var ErrNoHandlers = errors.New("inspect: no compensation handlers registered")
+
+// ErrNothingToRetry is returned by [Inspector.RetryCompensation] when the key
+// has no dead-lettered compensation.
+var ErrNothingToRetry = errors.New("inspect: no dead-lettered compensation for the key")
+
+// ErrClosed is returned by every method after [Inspector.Close].
+var ErrClosed = errors.New("inspect: closed")
+
+// ErrBadCursor is returned by [Inspector.Leases] for a cursor it did not
+// return.
+var ErrBadCursor = errors.New("inspect: bad cursor")
