@@ -48,9 +48,8 @@ var longFuncDebt = map[string]int{
 	"internal/cli/demo.go runDemo":              192,
 	"internal/cli/dlqcmd.go cmdDLQ":             65,
 	"internal/cli/ops.go cmdCompensations":      69,
-	"internal/cli/ops.go cmdInspect":            65,
 	"internal/cli/run.go runWorker":             133,
-	"internal/cli/ui.go cmdUI":                  99,
+	"internal/cli/ui.go cmdUI":                  88,
 	"internal/cli/view.go hooks":                74,
 	"tracing/otelsetup/setup.go Setup":          79,
 }

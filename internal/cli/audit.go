@@ -108,12 +108,14 @@ func cmdAudit(ctx context.Context, e *Env, args []string) error {
 		_, _ = fmt.Fprintf(e.Stderr, "audit: group %s has no committed offset on %s: records not consumed yet count as unaccounted (pass the workers' --group)\n",
 			c.group, cfg.Topic)
 	}
-	ops, err := openOps(ctx, c.ops)
+	ops, err := openOps(ctx, e, c.ops)
 	if err != nil {
 		return err
 	}
 	defer ops.close(context.WithoutCancel(ctx))
-	cfg.Store = ops.s
+	if cfg.Store, err = ops.in.Store(ctx); err != nil {
+		return err
+	}
 	cfg.Progress = func(done, total int64) {
 		_, _ = fmt.Fprintf(e.Stderr, "audit: %d of %d records\n", done, total)
 	}

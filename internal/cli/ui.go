@@ -105,6 +105,12 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 		mode = "actions on, for signed-in users"
 	}
 	_, _ = fmt.Fprintf(e.Stdout, "console on http://%s/ (%s; Redis prefix %s)\n", ln.Addr(), mode, o.prefix)
+	return serveUntilDone(ctx, srv, ln)
+}
+
+// serveUntilDone serves on ln until ctx ends, then shuts srv down within
+// 5s.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
