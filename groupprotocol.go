@@ -83,7 +83,7 @@ func (w *Worker) setGroupTimeouts(ctx context.Context, kopts []kgo.Opt, session,
 		slog.Duration("heartbeat_interval", hb)}
 	err := alterGroupTimeouts(ctx, kopts, w.cfg.group, session, hb)
 	if err != nil {
-		w.log.Warn("could not set the KIP-848 group's session timeout and heartbeat interval; the broker's "+
+		w.log.Warn("could not set the KIP-848 group's session timeout and heartbeat interval; the broker's defaults "+
 			"apply (group.consumer.session.timeout.ms, 45s by default), so a dead worker's jobs may wait for it "+
 			"rather than their leases: lower group.consumer.min.session.timeout.ms and "+
 			"group.consumer.min.heartbeat.interval.ms on the brokers", append(attrs, slog.Any("err", err))...)
