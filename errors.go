@@ -51,6 +51,18 @@ var (
 	// idempotency.ErrInvalidTTL.
 	ErrInvalidLeaseTTL = idempotency.ErrInvalidTTL
 
+	// ErrConflictingOptions is returned by [New] when two options set one
+	// setting to different values: the lease TTL ([WithLeaseTTL] and
+	// lease.WithTTL in [WithLeaseOptions]), the retention ([WithRetention]
+	// and idempotency.WithRetention), the key prefix ([WithKeyPrefix] and
+	// the prefix options of package lease, idempotency and compensation),
+	// the providers ([WithTracerProvider], [WithMeterProvider],
+	// [WithPropagator], [WithTracing]'s Tracer and the lease options), or a
+	// Kafka consumer-group option the worker sets itself given with
+	// [WithKafka]. The error names both options and the one to keep. Equal
+	// values given twice are accepted.
+	ErrConflictingOptions = leasing.NewError("leasehold: conflicting options", leasing.ClassTerminal)
+
 	// ErrUnknownType is the dead-letter cause for a record whose job type has
 	// no registered handler.
 	ErrUnknownType = leasing.NewError("leasehold: no handler for job type", leasing.ClassTerminal)

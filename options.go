@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
@@ -65,6 +68,9 @@ type config struct {
 	compReg         *compensation.Registry
 	compOpts        []compensation.Opt
 	tracer          *tracing.Tracer
+	tp              trace.TracerProvider                     // WithTracerProvider; resolved by New
+	mp              metric.MeterProvider                     // WithMeterProvider; resolved by New
+	prop            propagation.TextMapPropagator            // WithPropagator; resolved by New
 	commit          func(context.Context, *kgo.Client) error // nil: commitMarked commits
 }
 
@@ -231,8 +237,13 @@ func WithJobDefaults(opts ...JobOpt) Opt {
 }
 
 // WithLeaseOptions passes options to the lease manager the worker builds
-// (tracer and meter providers, drift, renew batching). TTL, prefix and logger
-// come from the worker's own options unless overridden here. Default none.
+// (drift, renew interval, renew batching). Its TTL, prefix, logger and
+// providers come from the worker's own options ([WithLeaseTTL],
+// [WithKeyPrefix], [WithLogger], [WithTracerProvider], [WithMeterProvider]);
+// a lease.WithTTL, lease.WithPrefix, lease.WithTracerProvider or
+// lease.WithMeterProvider here that differs from the worker's setting makes
+// [New] fail with [ErrConflictingOptions] (one given only here is taken as
+// the worker's). Default none.
 func WithLeaseOptions(opts ...lease.Opt) Opt {
 	return optFunc(func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) })
 }
@@ -240,7 +251,10 @@ func WithLeaseOptions(opts ...lease.Opt) Opt {
 // WithIdempotencyOptions passes options to the idempotency store the worker
 // builds (fingerprinter, result and details limits, shards, eviction
 // policy). Prefix, retention and logger come from the worker's own options
-// unless overridden here. Default none.
+// ([WithKeyPrefix], [WithRetention], [WithLogger]); an
+// idempotency.WithPrefix or idempotency.WithRetention here that differs from
+// the worker's setting makes [New] fail with [ErrConflictingOptions] (one
+// given only here is taken as the worker's). Default none.
 func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
 	return optFunc(func(c *config) { c.idemOpts = append(c.idemOpts, opts...) })
 }
@@ -260,15 +274,49 @@ func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt 
 	return optFunc(func(c *config) { c.compReg, c.compOpts = reg, append(c.compOpts, opts...) })
 }
 
-// WithTracing traces and measures the worker with t (see package tracing):
-// kotel hooks on the Kafka client carry the producer's trace into a span
-// `process <topic>` per attempt (the job type is an attribute), with
-// children for each claim, the handler and the fenced commit, and events for
-// heartbeats, a lost lease, a takeover, a duplicate replay and
-// dead-lettering; claims, job durations, dead letters
-// and compensations are counted in t's metrics. Pass the same telemetry's
-// providers to the lease manager with [WithLeaseOptions] for lease metrics.
-// Default: no tracing.
+// WithTracerProvider sets the OpenTelemetry tracer provider of everything
+// the worker builds: the job spans (`process <topic>` with claim, handler and
+// commit children), kotel's spans on the worker's Kafka client, the lease
+// manager's spans, the compensation steps' spans, and the producer spans of
+// [Enqueue] on [Worker.Client]. Give the host's provider here once; the
+// worker does not touch the OpenTelemetry globals. A different provider
+// given to a layer ([WithTracing]'s Tracer, lease.WithTracerProvider in
+// [WithLeaseOptions]) makes [New] fail with [ErrConflictingOptions].
+// Default: otel.GetTracerProvider(), the OpenTelemetry global, the default
+// of every leasehold layer (docs/telemetry.md).
+func WithTracerProvider(tp trace.TracerProvider) Opt {
+	return optFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of everything the
+// worker builds: the worker's metrics (claims, job durations, dead letters,
+// compensations, commit lag), kotel's Kafka client metrics and the lease
+// manager's lease metrics. Conflicts as for [WithTracerProvider]. Default:
+// otel.GetMeterProvider(), the OpenTelemetry global.
+func WithMeterProvider(mp metric.MeterProvider) Opt {
+	return optFunc(func(c *config) { c.mp = mp })
+}
+
+// WithPropagator sets the propagator that carries the trace context in
+// record headers, from [Enqueue] on [Worker.Client] to the job spans.
+// Conflicts as for [WithTracerProvider]. Default:
+// otel.GetTextMapPropagator(), the OpenTelemetry global.
+func WithPropagator(p propagation.TextMapPropagator) Opt {
+	return optFunc(func(c *config) { c.prop = p })
+}
+
+// WithTracing traces and measures the worker with t (see package tracing),
+// for the settings only a Tracer has (key redaction, heartbeat event
+// interval); the worker's other layers take t's providers. kotel hooks on the
+// Kafka client carry the producer's trace into a span `process <topic>` per
+// attempt (the job type is an attribute), with children for each claim, the
+// handler and the fenced commit, and events for heartbeats, a lost lease, a
+// takeover, a duplicate replay and dead-lettering; claims, job durations,
+// dead letters and compensations are counted in t's metrics. Providers given
+// with [WithTracerProvider], [WithMeterProvider] or [WithPropagator] must be
+// t's own, or [New] fails with [ErrConflictingOptions]. Default: a Tracer
+// over those three options' providers (the OpenTelemetry globals unless
+// given).
 func WithTracing(t *tracing.Tracer) Opt { return optFunc(func(c *config) { c.tracer = t }) }
 
 // JobOpt configures one job type in [Worker.Register]. Each option's doc

@@ -61,10 +61,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	// The sweep settles journals sealed by owners that died around their
 	// commit against the idempotency record (commitLanded).
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger),
-		compensation.WithCommitted(rs.commitLanded)}
-	if tr := c.tracer; tr != nil {
-		copts = append(copts, compensation.WithObserver(compensationSpans(tr)))
-	}
+		compensation.WithCommitted(rs.commitLanded), compensation.WithObserver(compensationSpans(c.tracer))}
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
 	if err == nil {
 		err = r.Start(ctx)
@@ -82,9 +79,11 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 }
 
 // leaseOptions are the options of the worker's lease manager: the worker's
-// TTL, prefix and logger, then WithLeaseOptions.
+// TTL, prefix, logger and providers, then WithLeaseOptions (which New found
+// to agree with them).
 func (c *config) leaseOptions() []lease.Opt {
-	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
+	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger),
+		lease.WithTracerProvider(c.tp), lease.WithMeterProvider(c.mp)}
 	return append(lopts, c.leaseOpts...)
 }
 

@@ -116,6 +116,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	if err := c.settle(); err != nil {
+		return nil, err
+	}
 	c.group = cmp.Or(c.group, DefaultGroup)
 	if len(c.topics) == 0 {
 		c.topics = []string{DefaultTopic}
@@ -134,6 +137,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	c.probeMax = cmp.Or(c.probeMax, 2*time.Second)
 	c.keyPrefix = cmp.Or(c.keyPrefix, "lh:")
 	c.logger = workerLogger(c.logger)
+	if err := c.telemetry(); err != nil {
+		return nil, err
+	}
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
 	}
@@ -345,10 +351,7 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 	if err := checkTopics(ctx, w.log, kopts, append([]string{w.cfg.dlqTopic}, w.cfg.topics...)); err != nil {
 		return nil, err
 	}
-	if w.cfg.tracer != nil {
-		kopts = append(kopts, w.cfg.tracer.KgoOpt())
-	}
-	kopts = append(kopts,
+	kopts = append(kopts, w.cfg.tracer.KgoOpt(),
 		kgo.ConsumerGroup(w.cfg.group),
 		kgo.ConsumeTopics(w.cfg.topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -368,11 +371,8 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 }
 
 // startMetrics shows every dead-letter reason at 0 and registers the commit
-// lag gauge (WithTracing).
+// lag gauge.
 func (w *Worker) startMetrics() error {
-	if w.cfg.tracer == nil {
-		return nil
-	}
 	w.cfg.tracer.Metrics().ZeroDeadLettered(deadletter.Reasons()...)
 	reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
 		return w.offs.commitLag(w.cl.CommittedOffsets())
@@ -434,13 +434,10 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// newObservers builds the worker's observers: counting, logging, tracing
-// (WithTracing), then the user's hooks in the order given.
+// newObservers builds the worker's observers: counting, logging, tracing,
+// then the user's hooks in the order given.
 func (w *Worker) newObservers() *observers {
-	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}}
-	if w.cfg.tracer != nil {
-		os = append(os, traceObserver{tr: w.cfg.tracer, base: w.baseCtx})
-	}
+	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, traceObserver{tr: w.cfg.tracer, base: w.baseCtx}}
 	for _, h := range w.cfg.hooks {
 		os = append(os, h)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -175,12 +176,51 @@ func New(opts ...Opt) (*Tracer, error) {
 	}
 	kt := kotel.NewTracer(topts...)
 	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
-	return &Tracer{
+	t := &Tracer{
 		cfg:     c,
 		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildinfo.Version()), trace.WithSchemaURL(semconv.SchemaURL)),
-		hooks:   kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(),
 		metrics: m,
-	}, nil
+	}
+	t.hooks = append(kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(), clientHook{t})
+	return t, nil
+}
+
+// clientHook marks a Kafka client built with [Tracer.KgoOpt], so that
+// [FromClient] finds the Tracer again.
+type clientHook struct{ t *Tracer }
+
+// OnNewClient makes clientHook a kgo hook; it does nothing.
+func (clientHook) OnNewClient(*kgo.Client) {}
+
+var _ kgo.HookNewClient = clientHook{}
+
+// FromClient returns the Tracer whose [Tracer.KgoOpt] cl was built with (the
+// first, if several), or nil. leasehold.Enqueue starts its producer span with
+// it, so that a producer client and the worker's own client trace with the
+// providers they were built with.
+func FromClient(cl *kgo.Client) *Tracer {
+	if cl == nil {
+		return nil
+	}
+	for _, v := range cl.OptValues(kgo.WithHooks) {
+		// franz-go returns its own slice type of kgo.Hook.
+		hs := reflect.ValueOf(v)
+		if hs.Kind() != reflect.Slice {
+			continue
+		}
+		for i := range hs.Len() {
+			if ch, ok := hs.Index(i).Interface().(clientHook); ok {
+				return ch.t
+			}
+		}
+	}
+	return nil
+}
+
+// OTelProviders returns the tracer provider, meter provider and propagator
+// t uses; a Tracer is itself a [Providers].
+func (t *Tracer) OTelProviders() (trace.TracerProvider, metric.MeterProvider, propagation.TextMapPropagator) {
+	return t.cfg.tp, t.cfg.mp, t.cfg.prop
 }
 
 // errKeyOmitted tells kotel's key formatter to leave the key out.
