@@ -95,7 +95,13 @@ func WithTopics(topics ...string) Opt {
 // WithKafka adds franz-go client options: seed brokers, TLS, SASL, kotel
 // hooks, logger. The worker adds the consumer-group options itself
 // (cooperative-sticky balancing, marked autocommits, revoke and lost
-// callbacks); giving conflicting group options here is unsupported. The
+// callbacks): [New] refuses a kgo.ConsumerGroup, kgo.ConsumeTopics,
+// kgo.ConsumeRegex, kgo.Balancers, kgo.ConsumeResetOffset,
+// kgo.AutoCommitInterval, kgo.DisableAutoCommit or kgo.OnPartitions* here
+// that differs from the worker's own with [ErrConflictingOptions] (set the
+// group, topics and commit interval with [WithGroup], [WithTopics] and
+// [WithCommitInterval]); an option given at franz-go's default value cannot be
+// told from one not given, and is ignored. The
 // group's session timeout and heartbeat interval, unless given here
 // (kgo.SessionTimeout, kgo.HeartbeatInterval), follow the lease TTL (see
 // [SessionTimeoutFor], [HeartbeatIntervalFor]), so that a killed or stalled
@@ -162,13 +168,17 @@ func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(
 // plus the renew interval after it stopped), as the Kafka session timeout
 // follows it unless set with [WithKafka] (see [SessionTimeoutFor]). Leases
 // are renewed every TTL/3 (the renew interval, for every lease the worker
-// holds, whatever its job type's [WithJobLeaseTTL]). Default 15s.
+// holds, whatever its job type's [WithJobLeaseTTL]). This is the one place
+// of the lease TTL: a different lease.WithTTL in [WithLeaseOptions] makes
+// [New] fail with [ErrConflictingOptions]. Default 15s.
 func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
 
 // WithRetention sets how long completed and failed records are kept to
 // answer duplicates. Default 24h. Changing it between restarts is safe:
 // records written under an earlier retention still answer duplicates for as
-// long as they live (see package idempotency's layouts).
+// long as they live (see package idempotency's layouts). This is the one
+// place of the retention: a different idempotency.WithRetention in
+// [WithIdempotencyOptions] makes [New] fail with [ErrConflictingOptions].
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
 
 // WithHeartbeatThrottle sets the minimum interval between stored heartbeat
@@ -226,8 +236,12 @@ func WithRedisProbe(min, max time.Duration) Opt {
 	return optFunc(func(c *config) { c.probeMin, c.probeMax = min, max })
 }
 
-// WithKeyPrefix sets the prefix of every Redis key the worker writes.
-// Default "lh:".
+// WithKeyPrefix sets the prefix of every Redis key the worker writes: the
+// lease manager's, the idempotency store's and the compensation runner's.
+// This is the one place of the prefix: a different lease.WithPrefix,
+// idempotency.WithPrefix or compensation.WithPrefix given through
+// [WithLeaseOptions], [WithIdempotencyOptions] or [WithCompensation] makes
+// [New] fail with [ErrConflictingOptions]. Default "lh:".
 func WithKeyPrefix(p string) Opt { return optFunc(func(c *config) { c.keyPrefix = p }) }
 
 // WithJobDefaults sets job options that apply to every job type before the

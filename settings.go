@@ -2,8 +2,15 @@ package leasehold
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -24,6 +31,9 @@ const (
 	settingTP        = "tracer provider"
 	settingMP        = "meter provider"
 	settingProp      = "propagator"
+	settingGroup     = "consumer group"
+	settingTopics    = "consumed topics"
+	settingCommit    = "autocommit interval"
 )
 
 // placeOf is the worker option that is the one place of each setting.
@@ -34,6 +44,9 @@ var placeOf = map[string]string{
 	settingTP:        "WithTracerProvider",
 	settingMP:        "WithMeterProvider",
 	settingProp:      "WithPropagator",
+	settingGroup:     "WithGroup",
+	settingTopics:    "WithTopics",
+	settingCommit:    "WithCommitInterval",
 }
 
 // layerSetting is implemented by the options of package lease, idempotency
@@ -76,14 +89,20 @@ func (a agreement) give(setting, from string, v any) error {
 
 // conflict is the one-sentence error naming both options.
 func conflict(setting string, a, b given) error {
-	return fmt.Errorf("%w: %s sets the %s to %s and %s to %s; set it once, with %s",
-		ErrConflictingOptions, a.from, setting, showSetting(a.value), b.from, showSetting(b.value), placeOf[setting])
+	advice := "leave it out of WithKafka, the worker sets it"
+	if p, ok := placeOf[setting]; ok {
+		advice = "set it once, with " + p
+	}
+	return fmt.Errorf("%w: %s sets the %s to %s and %s to %s; %s",
+		ErrConflictingOptions, a.from, setting, showSetting(a.value), b.from, showSetting(b.value), advice)
 }
 
 // showSetting prints a setting's value: plain values as they are, others
 // (providers, functions) by type.
 func showSetting(v any) string {
 	switch v := v.(type) {
+	case workerOwned:
+		return string(v)
 	case string:
 		return fmt.Sprintf("%q", v)
 	case time.Duration, int, bool, []string:
@@ -102,7 +121,7 @@ func sameSetting(a, b any) (same bool) {
 	case ta == nil:
 		return true
 	case ta.Kind() == reflect.Func:
-		return false
+		return reflect.ValueOf(a).IsNil() && reflect.ValueOf(b).IsNil()
 	case ta.Comparable():
 		defer func() {
 			if recover() != nil { // a struct holding an incomparable value
@@ -196,6 +215,15 @@ func take[T any](a agreement, setting string, dst *T) {
 	}
 }
 
+// kafkaAndTelemetry checks the Kafka options and builds the Tracer, once
+// New has applied its defaults.
+func (c *config) kafkaAndTelemetry() error {
+	if err := c.checkKafka(); err != nil {
+		return err
+	}
+	return c.telemetry()
+}
+
 // telemetry gives the worker one Tracer: WithTracing's, or one over the
 // agreed providers (the OpenTelemetry globals where none was given, as in
 // every layer); afterwards c's providers are the Tracer's, for the lease
@@ -211,4 +239,115 @@ func (c *config) telemetry() error {
 	}
 	c.tp, c.mp, c.prop = c.tracer.OTelProviders()
 	return nil
+}
+
+// groupOpt is a consumer-group setting the worker makes on its Kafka client
+// (kafkaClient): the kgo option, the setting's name and the worker's value,
+// as normal reads franz-go's.
+type groupOpt struct {
+	opt     any
+	name    string
+	setting string
+	worker  any
+}
+
+// workerOwned is the value shown for a setting only the worker makes.
+type workerOwned string
+
+// groupOpts lists the consumer-group settings the worker makes itself.
+func (c *config) groupOpts() []groupOpt {
+	topics := slices.Sorted(slices.Values(c.topics))
+	return []groupOpt{
+		{kgo.ConsumerGroup, "kgo.ConsumerGroup", settingGroup, c.group},
+		{kgo.ConsumeTopics, "kgo.ConsumeTopics", settingTopics, topics},
+		{kgo.ConsumeRegex, "kgo.ConsumeRegex", "topic matching", false},
+		{kgo.Balancers, "kgo.Balancers", "group balancers", []string{kgo.CooperativeStickyBalancer().ProtocolName()}},
+		{kgo.ConsumeResetOffset, "kgo.ConsumeResetOffset", "reset offset", kgo.NewOffset().AtStart()},
+		{kgo.AutoCommitInterval, "kgo.AutoCommitInterval", settingCommit, c.commitInterval},
+		{kgo.DisableAutoCommit, "kgo.DisableAutoCommit", "autocommit switch", false},
+	}
+}
+
+// groupCallbacks are the partition callbacks the worker sets itself; franz-go
+// wraps them when it joins a group, so they are found among the options by
+// the constructor that made the option (madeBy), not by their value.
+var groupCallbacks = []any{kgo.OnPartitionsAssigned, kgo.OnPartitionsRevoked, kgo.OnPartitionsLost}
+
+// funcName is the last element of a function's name ("OnPartitionsLost").
+func funcName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	return name[strings.LastIndexByte(name, '.')+1:]
+}
+
+// madeBy reports whether the franz-go option o was made by the option
+// constructor ctor: o wraps a closure of ctor's, named "<caller or
+// package>.<ctor>.funcN" (also where the compiler inlined ctor into its
+// caller). franz-go reads its options' names the same way (OptValue).
+func madeBy(o kgo.Opt, ctor any) bool {
+	v := reflect.ValueOf(o)
+	if v.Kind() != reflect.Struct || v.NumField() != 1 || v.Field(0).Kind() != reflect.Func || v.Field(0).IsNil() {
+		return false
+	}
+	name := runtime.FuncForPC(v.Field(0).Pointer()).Name()
+	return strings.Contains(name, "."+funcName(ctor)+".func")
+}
+
+// checkKafka refuses a consumer-group option given with WithKafka that the
+// worker sets itself to another value (kafkaClient's would silently win).
+// It reads the options through franz-go's own (kgo.Client.OptValue) on
+// clients that are built and closed at once, without a network call: an
+// option counts as given when its value differs from franz-go's default.
+func (c *config) checkKafka() error {
+	if len(c.kafkaOpts) == 0 {
+		return nil
+	}
+	for _, o := range c.kafkaOpts {
+		for _, cb := range groupCallbacks {
+			if madeBy(o, cb) {
+				return conflict("partition callbacks", given{from: "the worker", value: workerOwned("its own")},
+					given{from: "kgo." + funcName(cb) + " in WithKafka", value: workerOwned("another")})
+			}
+		}
+	}
+	// Group options are valid only with a group: both probes have one, which
+	// the caller's options override.
+	probeGroup := kgo.ConsumerGroup("leasehold\x00probe")
+	base, err := kgo.NewClient(probeGroup)
+	if err != nil {
+		return fmt.Errorf("leasehold: kafka options: %w", err)
+	}
+	defer base.Close()
+	user, err := kgo.NewClient(append([]kgo.Opt{probeGroup}, c.kafkaOpts...)...)
+	if err != nil {
+		return fmt.Errorf("leasehold: kafka options: %w", err)
+	}
+	defer user.Close()
+	for _, g := range c.groupOpts() {
+		uv, bv := normal(user.OptValue(g.opt)), normal(base.OptValue(g.opt))
+		if sameSetting(uv, bv) || sameSetting(uv, g.worker) {
+			continue // not given (or given as franz-go's default), or agreeing
+		}
+		from := "the worker"
+		if _, ok := placeOf[g.setting]; ok {
+			from = placeOf[g.setting]
+		}
+		return conflict(g.setting, given{from: from, value: g.worker}, given{from: g.name + " in WithKafka", value: uv})
+	}
+	return nil
+}
+
+// normal puts an option value as franz-go returns it in a comparable form:
+// topics as sorted names, balancers as protocol names.
+func normal(v any) any {
+	switch v := v.(type) {
+	case map[string]*regexp.Regexp:
+		return slices.Sorted(maps.Keys(v))
+	case []kgo.GroupBalancer:
+		names := make([]string, len(v))
+		for i, b := range v {
+			names[i] = b.ProtocolName()
+		}
+		return names
+	}
+	return v
 }

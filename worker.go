@@ -137,7 +137,7 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	c.probeMax = cmp.Or(c.probeMax, 2*time.Second)
 	c.keyPrefix = cmp.Or(c.keyPrefix, "lh:")
 	c.logger = workerLogger(c.logger)
-	if err := c.telemetry(); err != nil {
+	if err := c.kafkaAndTelemetry(); err != nil {
 		return nil, err
 	}
 	if c.concurrency < 1 {
