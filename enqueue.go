@@ -107,9 +107,16 @@ func EnqueueBatch(ctx context.Context, cl *kgo.Client, jobs []NewJob) ([]string,
 	return keys, nil
 }
 
-// Record builds the record [Enqueue] produces for job, for callers that
-// produce asynchronously with their own client calls.
-func Record(ctx context.Context, job NewJob) (*kgo.Record, error) { return job.record(ctx) }
+// KafkaRecord builds the Kafka record [Enqueue] produces for job, for
+// callers that produce asynchronously with their own client calls. It starts
+// no span: produce it on a client with tracing hooks for kotel's.
+func KafkaRecord(ctx context.Context, job NewJob) (*kgo.Record, error) { return job.record(ctx) }
+
+// Record builds the Kafka record [Enqueue] produces for job.
+//
+// Deprecated: use [KafkaRecord]; the name read like the idempotency record.
+// Record will be removed in the next release.
+func Record(ctx context.Context, job NewJob) (*kgo.Record, error) { return KafkaRecord(ctx, job) }
 
 func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
 	if err := ValidateType(j.Type); err != nil {

@@ -108,6 +108,12 @@ var (
 	// [ErrLeaseLost], because the worker gives their leases up.
 	ErrShutdown = leasing.NewSentinel("leasehold: worker shut down before the job finished", ErrLeaseLost)
 
+	// ErrNotStarted is returned by [Worker.Ready] before the worker has
+	// started (also while Start is under way, and after a failed Start): a
+	// readiness probe may wait, while any other error of Ready reports a
+	// started worker that cannot make progress.
+	ErrNotStarted = leasing.NewError("leasehold: worker not started", leasing.ClassTerminal)
+
 	// ErrClosed is returned by methods called on a worker that has shut down.
 	ErrClosed = leasing.NewError("leasehold: worker closed", leasing.ClassTerminal)
 

@@ -381,12 +381,19 @@ func WithJobLeaseTTL(d time.Duration) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.leaseTTL = d })
 }
 
-// WithRetryable sets the error policy: errors for which f returns false are
-// terminal. Errors wrapping [ErrPermanent] are always terminal. Default:
+// WithRetryClassifier sets the classifier of a handler's errors: an error
+// for which retryable returns false is terminal (recorded as failed, not
+// retried). Errors wrapping [ErrPermanent] are always terminal. Default:
 // every other error is retryable.
-func WithRetryable(f func(error) bool) JobOpt {
-	return jobOptFunc(func(c *jobConfig) { c.retryable = f })
+func WithRetryClassifier(retryable func(err error) bool) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.retryable = retryable })
 }
+
+// WithRetryable sets the classifier of a handler's errors.
+//
+// Deprecated: use [WithRetryClassifier]; the name read like a boolean.
+// WithRetryable will be removed in the next release.
+func WithRetryable(f func(error) bool) JobOpt { return WithRetryClassifier(f) }
 
 // WithJobMiddleware wraps this job type's handler inside the worker-wide
 // middleware. Default none.

@@ -229,15 +229,22 @@ func (w *Worker) checkLeaseTTL(ttl time.Duration) error {
 }
 
 // Run starts the worker, blocks until ctx is done, then shuts down
-// gracefully (see [Worker] for the order) within [WithShutdownTimeout] plus
-// the time to commit and leave the group. [Worker.Started] tells another
+// gracefully (see [Worker] for the order): running jobs get up to
+// [WithShutdownTimeout] to finish, then the final commit and leaving the
+// group up to 10s more. [Worker.Started] tells another
 // goroutine when Run has started the worker; a failed start is Run's error.
+//
+// To shut down by a deadline of your own (a host's shutdown budget, an HTTP
+// server's Shutdown beside it), set [WithShutdownTimeout] to it, or call
+// [Worker.Start] and, when the host stops, [Worker.Shutdown] with a context
+// carrying the deadline: running jobs are cancelled at the earlier of that
+// deadline and WithShutdownTimeout (see the Worker_Shutdown example).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout+10*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout+finalCommitTimeout)
 	defer cancel()
 	return w.Shutdown(sctx)
 }
@@ -384,6 +391,11 @@ func (w *Worker) startMetrics() error {
 	return nil
 }
 
+// finalCommitTimeout bounds a shutdown's final commit and the lease
+// manager's release, after the drain (they run even when the shutdown
+// context is done: a commit skipped would only rerun finished records).
+const finalCommitTimeout = 10 * time.Second
+
 // Shutdown stops the worker gracefully (see [Worker] for the order). It is
 // idempotent; later calls return the first call's result.
 func (w *Worker) Shutdown(ctx context.Context) error {
@@ -416,7 +428,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	}
 
 	// 4. Commit what is finished.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	defer cancel()
 	if err := w.cfg.commitMarked(cctx, w.cl); err != nil {
 		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
@@ -485,9 +497,11 @@ func (w *Worker) Started() <-chan struct{} { return w.startCh }
 
 // Ready reports whether the worker can make progress: started, not shutting
 // down, Redis answering and fetching not paused, and a Kafka broker answering.
-// It is safe to call at any time, from any goroutine, also while Start or
-// Run is starting the worker (it then reports that the worker has not
-// started).
+// Before the worker has started it returns [ErrNotStarted], after Shutdown
+// [ErrClosed]; any other error is a started worker that is broken for now
+// (errors matching [ErrUnavailable]: Redis, or fetching paused; a Kafka
+// error). It is safe to call at any time, from any goroutine, also while
+// Start or Run is starting the worker.
 func (w *Worker) Ready(ctx context.Context) error {
 	w.mu.Lock()
 	live, closed := w.live, w.closed
@@ -496,7 +510,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 	case closed:
 		return ErrClosed
 	case !live:
-		return errors.New("leasehold: worker not started")
+		return ErrNotStarted
 	case w.paused.Load():
 		return fmt.Errorf("%w: fetching paused", ErrUnavailable)
 	}
