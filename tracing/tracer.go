@@ -150,7 +150,7 @@ func New(opts ...Opt) (*Tracer, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	m, err := NewMetrics(c.mp)
+	m, err := newMetrics(c.mp)
 	if err != nil {
 		return nil, &ConfigError{Setting: "meter provider", Err: err}
 	}
@@ -313,16 +313,16 @@ type (
 	spanKey struct{}
 )
 
-// JobFromContext returns the job whose context (from [Tracer.StartJob] or a
+// jobFromContext returns the job whose context (from [Tracer.StartJob] or a
 // child span's start) ctx derives from, or nil.
-func JobFromContext(ctx context.Context) *Job {
+func jobFromContext(ctx context.Context) *Job {
 	j, _ := ctx.Value(jobKey{}).(*Job)
 	return j
 }
 
-// SpanFromContext returns the leasehold span (claim, handler, commit,
+// spanFromContext returns the leasehold span (claim, handler, commit,
 // compensation step, enqueue) most recently started into ctx, or nil.
-func SpanFromContext(ctx context.Context) *Span {
+func spanFromContext(ctx context.Context) *Span {
 	s, _ := ctx.Value(spanKey{}).(*Span)
 	return s
 }
@@ -332,20 +332,12 @@ func SpanFromContext(ctx context.Context) *Span {
 // from a job's context (the owner compensating after a lost lease or a
 // rejected commit), else a child of whatever span ctx carries (a takeover or
 // the recovery sweep compensating another attempt's journal). End it with the
-// step's outcome; that also counts it in leasehold.compensations. It fits
-// compensation.ObserverFuncs:
-//
-//	compensation.WithObserver(compensation.ObserverFuncs{
-//		Start: func(ctx context.Context, s compensation.StepInfo) context.Context {
-//			ctx, _ = tr.StartCompensationStep(ctx, s.Name, s.Ref.Fence)
-//			return ctx
-//		},
-//		End: func(ctx context.Context, _ compensation.StepInfo, o compensation.Outcome, err error) {
-//			tracing.SpanFromContext(ctx).End(string(o), err)
-//		},
-//	})
+// step's outcome; that also counts it in leasehold.compensations. The
+// worker's compensation runner (leasehold.WithCompensation) calls it for
+// every step; a runner of your own can from a compensation.ObserverFuncs,
+// keeping the returned Span to end it.
 func (t *Tracer) StartCompensationStep(ctx context.Context, step string, fence uint64) (context.Context, *Span) {
-	if j := JobFromContext(ctx); j != nil && j.t == t {
+	if j := jobFromContext(ctx); j != nil && j.t == t {
 		return j.StartCompensation(ctx, step, fence)
 	}
 	step = truncate(step, maxNameLen)
