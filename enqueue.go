@@ -56,7 +56,10 @@ func Enqueue(ctx context.Context, cl *kgo.Client, job NewJob) (string, error) {
 		return "", err
 	}
 	key := string(headerValue(r.Headers, HeaderKey))
-	ctx, sp := enqueueTracer(cl).StartEnqueue(ctx, job.Type, key)
+	var sp *tracing.Span // nil: no span (End does nothing)
+	if tr := enqueueTracer(cl); tr != nil {
+		ctx, sp = tr.StartEnqueue(ctx, job.Type, key)
+	}
 	r.Context = ctx
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		sp.End(tracing.OutcomeError, err)
@@ -72,15 +75,14 @@ const outcomeEnqueued = "enqueued"
 
 // globalTracer traces producers whose client has no tracing hooks, with the
 // OpenTelemetry globals (which forward to providers set later).
+// nil if the global meter provider refused an instrument (then Enqueue makes
+// no span).
 var globalTracer = sync.OnceValue(func() *tracing.Tracer {
-	t, err := tracing.New()
-	if err != nil {
-		panic(err) // tracing.New refuses only options it was not given
-	}
+	t, _ := tracing.New()
 	return t
 })
 
-// enqueueTracer is the tracer of cl's tracing hooks, else globalTracer's.
+// enqueueTracer is the tracer of cl's tracing hooks, else globalTracer (or nil).
 func enqueueTracer(cl *kgo.Client) *tracing.Tracer {
 	if t := tracing.FromClient(cl); t != nil {
 		return t
