@@ -62,10 +62,10 @@ func Enqueue(ctx context.Context, cl *kgo.Client, job NewJob) (string, error) {
 	}
 	r.Context = ctx
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		sp.End(tracing.OutcomeError, err)
+		sp.End(tracing.OutcomeError, err) //nolint:contextcheck // End ends the span under its own context
 		return "", fmt.Errorf("leasehold: enqueue %s %q: %w", job.Type, job.Key, err)
 	}
-	sp.End(outcomeEnqueued, nil)
+	sp.End(outcomeEnqueued, nil) //nolint:contextcheck // End ends the span under its own context
 	return key, nil
 }
 
