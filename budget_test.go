@@ -133,7 +133,7 @@ func TestHeldKeyFloodWaitsOnOneProbe(t *testing.T) {
 			return nil, nil
 		}))
 	}, WithConcurrency(conc), WithMemoryBudget(budget, 0), WithHooks(Hooks{
-		OnRetry: func(context.Context, ClaimInfo, time.Duration, error) { parkedSteps.Add(1) },
+		OnHeld: func(context.Context, ClaimInfo, time.Duration) { parkedSteps.Add(1) },
 	}))
 	testkit.Eventually(t, 30*time.Second, "fetching paused (or the flood fetched) and the probe parked 8 times", func() bool {
 		st := w.Stats()

@@ -66,6 +66,7 @@ func (l *eventLog) hooks() Hooks {
 		OnDone:       func(_ context.Context, _ *Job, res []byte, err error) { l.add("done:%s:%s", res, errName(err)) },
 		OnReplay:     func(_ context.Context, _ ClaimInfo, res []byte, f string) { l.add("replay:%s:%s", res, f) },
 		OnRetry:      func(_ context.Context, _ ClaimInfo, _ time.Duration, err error) { l.add("retry:%s", errName(err)) },
+		OnHeld:       func(context.Context, ClaimInfo, time.Duration) { l.add("held") },
 		OnLeaseLost:  func(context.Context, *Job, error) { l.add("lease_lost") },
 		OnPause:      func(error) { l.add("pause") },
 		OnDeadLetter: func(_ context.Context, _ ClaimInfo, reason string, _ error) { l.add("dead_letter:%s", reason) },
@@ -151,7 +152,7 @@ func TestDispatchOutcomes(t *testing.T) {
 		stats  func(Stats) int64
 	}{
 		{"held parks with the holder's time left", claim{Outcome: OutcomeHeld, Remaining: 5 * time.Millisecond},
-			[]string{"claim:held", "retry:nil"}, 1, 0, func(s Stats) int64 { return s.Claimed[OutcomeHeld] }},
+			[]string{"claim:held", "held"}, 1, 0, func(s Stats) int64 { return s.Claimed[OutcomeHeld] }},
 		{"duplicate replays and finishes", claim{Outcome: OutcomeDuplicate, Result: []byte("r1")},
 			[]string{"claim:duplicate", "replay:r1:"}, 0, 1, func(s Stats) int64 { return s.Replayed }},
 		{"duplicate of a failure replays the failure", claim{Outcome: OutcomeDuplicate, Failure: "boom"},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/tracing"
 )
 
 // MaxKeyLen bounds the length of idempotency keys and job types, in bytes.
@@ -38,18 +40,54 @@ type NewJob struct {
 }
 
 // Enqueue produces one job and waits for the broker's acknowledgement. It sets
-// the idempotency-key and job-type headers; the record carries ctx, so a
-// client built with tracing hooks (package tracing) injects the trace context.
-// It returns the key used.
+// the idempotency-key and job-type headers and returns the key used.
+//
+// Enqueue makes its own producer span, `enqueue <type>`, a child of the span
+// in ctx when there is one, with the tracer of cl's tracing hooks: the
+// worker's own client ([Worker.Client]) traces with the providers given to
+// the worker ([WithTracerProvider]), a client built with a
+// tracing.Tracer's KgoOpt with that Tracer's; any other client with the
+// OpenTelemetry globals, the default of every leasehold layer. The record
+// carries the span's context, so a client with tracing hooks injects it
+// into the record's headers.
 func Enqueue(ctx context.Context, cl *kgo.Client, job NewJob) (string, error) {
 	r, err := job.record(ctx)
 	if err != nil {
 		return "", err
 	}
+	key := string(headerValue(r.Headers, HeaderKey))
+	var sp *tracing.Span // nil: no span (End does nothing)
+	if tr := enqueueTracer(cl); tr != nil {
+		ctx, sp = tr.StartEnqueue(ctx, job.Type, key)
+	}
+	r.Context = ctx
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		sp.End(tracing.OutcomeError, err) //nolint:contextcheck // End ends the span under its own context
 		return "", fmt.Errorf("leasehold: enqueue %s %q: %w", job.Type, job.Key, err)
 	}
-	return string(headerValue(r.Headers, HeaderKey)), nil
+	sp.End(outcomeEnqueued, nil) //nolint:contextcheck // End ends the span under its own context
+	return key, nil
+}
+
+// outcomeEnqueued is the outcome of an enqueue span whose record the broker
+// acknowledged.
+const outcomeEnqueued = "enqueued"
+
+// globalTracer traces producers whose client has no tracing hooks, with the
+// OpenTelemetry globals (which forward to providers set later).
+// nil if the global meter provider refused an instrument (then Enqueue makes
+// no span).
+var globalTracer = sync.OnceValue(func() *tracing.Tracer {
+	t, _ := tracing.New()
+	return t
+})
+
+// enqueueTracer is the tracer of cl's tracing hooks, else globalTracer (or nil).
+func enqueueTracer(cl *kgo.Client) *tracing.Tracer {
+	if t := tracing.FromClient(cl); t != nil {
+		return t
+	}
+	return globalTracer()
 }
 
 // EnqueueBatch produces jobs concurrently and waits for every
@@ -71,9 +109,16 @@ func EnqueueBatch(ctx context.Context, cl *kgo.Client, jobs []NewJob) ([]string,
 	return keys, nil
 }
 
-// Record builds the record [Enqueue] produces for job, for callers that
-// produce asynchronously with their own client calls.
-func Record(ctx context.Context, job NewJob) (*kgo.Record, error) { return job.record(ctx) }
+// KafkaRecord builds the Kafka record [Enqueue] produces for job, for
+// callers that produce asynchronously with their own client calls. It starts
+// no span: produce it on a client with tracing hooks for kotel's.
+func KafkaRecord(ctx context.Context, job NewJob) (*kgo.Record, error) { return job.record(ctx) }
+
+// Record builds the Kafka record [Enqueue] produces for job.
+//
+// Deprecated: use [KafkaRecord]; the name read like the idempotency record.
+// Record will be removed in the next release.
+func Record(ctx context.Context, job NewJob) (*kgo.Record, error) { return KafkaRecord(ctx, job) }
 
 func (j NewJob) record(ctx context.Context) (*kgo.Record, error) {
 	if err := ValidateType(j.Type); err != nil {

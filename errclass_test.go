@@ -50,6 +50,8 @@ var sentinelTreatments = map[string]struct {
 	"leasehold.ErrResultTooLarge":      {ErrResultTooLarge, terminal},
 	"leasehold.ErrShutdown":            {ErrShutdown, leaseLost},
 	"leasehold.ErrClosed":              {ErrClosed, terminal},
+	"leasehold.ErrNotStarted":          {ErrNotStarted, terminal},
+	"leasehold.ErrConflictingOptions":  {ErrConflictingOptions, terminal},
 	"leasehold.ErrNoCompensation":      {ErrNoCompensation, terminal},
 	"leasehold.ErrNoHandlers":          {ErrNoHandlers, terminal},
 	"leasehold.ErrUndecodable":         {ErrUndecodable, terminal},

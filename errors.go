@@ -51,6 +51,18 @@ var (
 	// idempotency.ErrInvalidTTL.
 	ErrInvalidLeaseTTL = idempotency.ErrInvalidTTL
 
+	// ErrConflictingOptions is returned by [New] when two options set one
+	// setting to different values: the lease TTL ([WithLeaseTTL] and
+	// lease.WithTTL in [WithLeaseOptions]), the retention ([WithRetention]
+	// and idempotency.WithRetention), the key prefix ([WithKeyPrefix] and
+	// the prefix options of package lease, idempotency and compensation),
+	// the providers ([WithTracerProvider], [WithMeterProvider],
+	// [WithPropagator], [WithTracing]'s Tracer and the lease options), or a
+	// Kafka consumer-group option the worker sets itself given with
+	// [WithKafka]. The error names both options and the one to keep. Equal
+	// values given twice are accepted.
+	ErrConflictingOptions = leasing.NewError("leasehold: conflicting options", leasing.ClassTerminal)
+
 	// ErrUnknownType is the dead-letter cause for a record whose job type has
 	// no registered handler.
 	ErrUnknownType = leasing.NewError("leasehold: no handler for job type", leasing.ClassTerminal)
@@ -95,6 +107,12 @@ var (
 	// cancelled when a graceful shutdown's drain timeout passes; it wraps
 	// [ErrLeaseLost], because the worker gives their leases up.
 	ErrShutdown = leasing.NewSentinel("leasehold: worker shut down before the job finished", ErrLeaseLost)
+
+	// ErrNotStarted is returned by [Worker.Ready] before the worker has
+	// started (also while Start is under way, and after a failed Start): a
+	// readiness probe may wait, while any other error of Ready reports a
+	// started worker that cannot make progress.
+	ErrNotStarted = leasing.NewError("leasehold: worker not started", leasing.ClassTerminal)
 
 	// ErrClosed is returned by methods called on a worker that has shut down.
 	ErrClosed = leasing.NewError("leasehold: worker closed", leasing.ClassTerminal)

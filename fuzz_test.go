@@ -38,7 +38,7 @@ func FuzzRecordEnvelope(f *testing.F) {
 		// Producer side: Record refuses what validation refuses, and
 		// otherwise stamps the key and type exactly once, ahead of the
 		// caller's headers (which cannot override them).
-		r, err := Record(t.Context(), NewJob{Type: typ, Key: key, Payload: payload, Topic: "t",
+		r, err := KafkaRecord(t.Context(), NewJob{Type: typ, Key: key, Payload: payload, Topic: "t",
 			Headers: map[string]string{h1: string(v1), h2: string(v2)}})
 		switch {
 		case !typOK && err == nil:

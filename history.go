@@ -156,7 +156,7 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
 			key := keyOfLease(st.Ref.Name)
 			var attempt trace.SpanContext
-			if tracing.JobFromContext(ctx) == nil {
+			if !tracing.InJob(ctx) {
 				attempt = attemptSpan(ctx, s, key, st.Ref.Fence)
 			}
 			ctx, sp := tr.StartAttemptCompensation(ctx, st.Name, key, st.Ref.Fence, attempt)

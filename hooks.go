@@ -24,9 +24,14 @@ type Hooks struct {
 	// OnReplay runs for a duplicate whose key already completed or failed
 	// terminally: result is the cached result, failure the cached failure.
 	OnReplay func(ctx context.Context, info ClaimInfo, result []byte, failure string)
-	// OnRetry runs when a job or a held claim is parked to be tried again
-	// after delay.
+	// OnRetry runs when a job, or a claim that failed with err, is parked
+	// to be tried again after delay. A key held by another worker is not a
+	// retry: OnHeld reports it.
 	OnRetry func(ctx context.Context, info ClaimInfo, delay time.Duration, err error)
+	// OnHeld runs when a record's key is held by another worker's running
+	// attempt: the record is parked, uncommitted, and claimed again after
+	// delay (when the holder finishes it is replayed as a duplicate).
+	OnHeld func(ctx context.Context, info ClaimInfo, delay time.Duration)
 	// OnLeaseLost runs once when a running job's lease is lost, with the
 	// cancellation cause. Compensation runners hook in here.
 	OnLeaseLost func(ctx context.Context, job *Job, err error)
@@ -103,8 +108,14 @@ func (h Hooks) observeEnd(ctx context.Context, d *delivery, e attemptEnd) {
 	}
 }
 
+// observePark runs OnHeld for a held key, OnRetry for anything else parked.
 func (h Hooks) observePark(ctx context.Context, info ClaimInfo, delay time.Duration, err error) {
-	if h.OnRetry != nil {
+	switch {
+	case info.Outcome == OutcomeHeld && err == nil:
+		if h.OnHeld != nil {
+			h.OnHeld(ctx, info, delay)
+		}
+	case h.OnRetry != nil:
 		h.OnRetry(ctx, info, delay, err)
 	}
 }

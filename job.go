@@ -50,7 +50,7 @@ type Job struct {
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step
 
-	tj *tracing.Job // the attempt's span (WithTracing)
+	tj *tracing.Job // the attempt's span
 
 	env jobenv.Env // set instead of w for a job built by package leaseholdtest
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
@@ -66,6 +69,9 @@ type config struct {
 	compReg         *compensation.Registry
 	compOpts        []compensation.Opt
 	tracer          *tracing.Tracer
+	tp              trace.TracerProvider                     // WithTracerProvider; resolved by New
+	mp              metric.MeterProvider                     // WithMeterProvider; resolved by New
+	prop            propagation.TextMapPropagator            // WithPropagator; resolved by New
 	commit          func(context.Context, *kgo.Client) error // nil: commitMarked commits
 }
 
@@ -90,7 +96,13 @@ func WithTopics(topics ...string) Opt {
 // WithKafka adds franz-go client options: seed brokers, TLS, SASL, kotel
 // hooks, logger. The worker adds the consumer-group options itself
 // (cooperative-sticky balancing, marked autocommits, revoke and lost
-// callbacks); giving conflicting group options here is unsupported. The
+// callbacks): [New] refuses a kgo.ConsumerGroup, kgo.ConsumeTopics,
+// kgo.ConsumeRegex, kgo.Balancers, kgo.ConsumeResetOffset,
+// kgo.AutoCommitInterval, kgo.DisableAutoCommit or kgo.OnPartitions* here
+// that differs from the worker's own with [ErrConflictingOptions] (set the
+// group, topics and commit interval with [WithGroup], [WithTopics] and
+// [WithCommitInterval]); an option given at franz-go's default value cannot be
+// told from one not given, and is ignored. The
 // group's session timeout and heartbeat interval, unless given here
 // (kgo.SessionTimeout, kgo.HeartbeatInterval), follow the lease TTL (see
 // [SessionTimeoutFor], [HeartbeatIntervalFor]), so that a killed or stalled
@@ -157,13 +169,17 @@ func WithHooks(h Hooks) Opt { return optFunc(func(c *config) { c.hooks = append(
 // plus the renew interval after it stopped), as the Kafka session timeout
 // follows it unless set with [WithKafka] (see [SessionTimeoutFor]). Leases
 // are renewed every TTL/3 (the renew interval, for every lease the worker
-// holds, whatever its job type's [WithJobLeaseTTL]). Default 15s.
+// holds, whatever its job type's [WithJobLeaseTTL]). This is the one place
+// of the lease TTL: a different lease.WithTTL in [WithLeaseOptions] makes
+// [New] fail with [ErrConflictingOptions]. Default 15s.
 func WithLeaseTTL(d time.Duration) Opt { return optFunc(func(c *config) { c.leaseTTL = d }) }
 
 // WithRetention sets how long completed and failed records are kept to
 // answer duplicates. Default 24h. Changing it between restarts is safe:
 // records written under an earlier retention still answer duplicates for as
-// long as they live (see package idempotency's layouts).
+// long as they live (see package idempotency's layouts). This is the one
+// place of the retention: a different idempotency.WithRetention in
+// [WithIdempotencyOptions] makes [New] fail with [ErrConflictingOptions].
 func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.retention = d }) }
 
 // WithHeartbeatThrottle sets the minimum interval between stored heartbeat
@@ -221,8 +237,12 @@ func WithRedisProbe(min, max time.Duration) Opt {
 	return optFunc(func(c *config) { c.probeMin, c.probeMax = min, max })
 }
 
-// WithKeyPrefix sets the prefix of every Redis key the worker writes.
-// Default "lh:".
+// WithKeyPrefix sets the prefix of every Redis key the worker writes: the
+// lease manager's, the idempotency store's and the compensation runner's.
+// This is the one place of the prefix: a different lease.WithPrefix,
+// idempotency.WithPrefix or compensation.WithPrefix given through
+// [WithLeaseOptions], [WithIdempotencyOptions] or [WithCompensation] makes
+// [New] fail with [ErrConflictingOptions]. Default "lh:".
 func WithKeyPrefix(p string) Opt { return optFunc(func(c *config) { c.keyPrefix = p }) }
 
 // WithJobDefaults sets job options that apply to every job type before the
@@ -232,8 +252,13 @@ func WithJobDefaults(opts ...JobOpt) Opt {
 }
 
 // WithLeaseOptions passes options to the lease manager the worker builds
-// (tracer and meter providers, drift, renew batching). TTL, prefix and logger
-// come from the worker's own options unless overridden here. Default none.
+// (drift, renew interval, renew batching). Its TTL, prefix, logger and
+// providers come from the worker's own options ([WithLeaseTTL],
+// [WithKeyPrefix], [WithLogger], [WithTracerProvider], [WithMeterProvider]);
+// a lease.WithTTL, lease.WithPrefix, lease.WithTracerProvider or
+// lease.WithMeterProvider here that differs from the worker's setting makes
+// [New] fail with [ErrConflictingOptions] (one given only here is taken as
+// the worker's). Default none.
 func WithLeaseOptions(opts ...lease.Opt) Opt {
 	return optFunc(func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) })
 }
@@ -241,7 +266,10 @@ func WithLeaseOptions(opts ...lease.Opt) Opt {
 // WithIdempotencyOptions passes options to the idempotency store the worker
 // builds (fingerprinter, result and details limits, shards, eviction
 // policy). Prefix, retention and logger come from the worker's own options
-// unless overridden here. Default none.
+// ([WithKeyPrefix], [WithRetention], [WithLogger]); an
+// idempotency.WithPrefix or idempotency.WithRetention here that differs from
+// the worker's setting makes [New] fail with [ErrConflictingOptions] (one
+// given only here is taken as the worker's). Default none.
 func WithIdempotencyOptions(opts ...idempotency.Opt) Opt {
 	return optFunc(func(c *config) { c.idemOpts = append(c.idemOpts, opts...) })
 }
@@ -261,15 +289,49 @@ func WithCompensation(reg *compensation.Registry, opts ...compensation.Opt) Opt 
 	return optFunc(func(c *config) { c.compReg, c.compOpts = reg, append(c.compOpts, opts...) })
 }
 
-// WithTracing traces and measures the worker with t (see package tracing):
-// kotel hooks on the Kafka client carry the producer's trace into a span
-// `process <topic>` per attempt (the job type is an attribute), with
-// children for each claim, the handler and the fenced commit, and events for
-// heartbeats, a lost lease, a takeover, a duplicate replay and
-// dead-lettering; claims, job durations, dead letters
-// and compensations are counted in t's metrics. Pass the same telemetry's
-// providers to the lease manager with [WithLeaseOptions] for lease metrics.
-// Default: no tracing.
+// WithTracerProvider sets the OpenTelemetry tracer provider of everything
+// the worker builds: the job spans (`process <topic>` with claim, handler and
+// commit children), kotel's spans on the worker's Kafka client, the lease
+// manager's spans, the compensation steps' spans, and the producer spans of
+// [Enqueue] on [Worker.Client]. Give the host's provider here once; the
+// worker does not touch the OpenTelemetry globals. A different provider
+// given to a layer ([WithTracing]'s Tracer, lease.WithTracerProvider in
+// [WithLeaseOptions]) makes [New] fail with [ErrConflictingOptions].
+// Default: otel.GetTracerProvider(), the OpenTelemetry global, the default
+// of every leasehold layer (docs/telemetry.md).
+func WithTracerProvider(tp trace.TracerProvider) Opt {
+	return optFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of everything the
+// worker builds: the worker's metrics (claims, job durations, dead letters,
+// compensations, commit lag), kotel's Kafka client metrics and the lease
+// manager's lease metrics. Conflicts as for [WithTracerProvider]. Default:
+// otel.GetMeterProvider(), the OpenTelemetry global.
+func WithMeterProvider(mp metric.MeterProvider) Opt {
+	return optFunc(func(c *config) { c.mp = mp })
+}
+
+// WithPropagator sets the propagator that carries the trace context in
+// record headers, from [Enqueue] on [Worker.Client] to the job spans.
+// Conflicts as for [WithTracerProvider]. Default:
+// otel.GetTextMapPropagator(), the OpenTelemetry global.
+func WithPropagator(p propagation.TextMapPropagator) Opt {
+	return optFunc(func(c *config) { c.prop = p })
+}
+
+// WithTracing traces and measures the worker with t (see package tracing),
+// for the settings only a Tracer has (key redaction, heartbeat event
+// interval); the worker's other layers take t's providers. kotel hooks on the
+// Kafka client carry the producer's trace into a span `process <topic>` per
+// attempt (the job type is an attribute), with children for each claim, the
+// handler and the fenced commit, and events for heartbeats, a lost lease, a
+// takeover, a duplicate replay and dead-lettering; claims, job durations,
+// dead letters and compensations are counted in t's metrics. Providers given
+// with [WithTracerProvider], [WithMeterProvider] or [WithPropagator] must be
+// t's own, or [New] fails with [ErrConflictingOptions]. Default: a Tracer
+// over those three options' providers (the OpenTelemetry globals unless
+// given).
 func WithTracing(t *tracing.Tracer) Opt { return optFunc(func(c *config) { c.tracer = t }) }
 
 // JobOpt configures one job type in [Worker.Register]. Each option's doc
@@ -320,12 +382,19 @@ func WithJobLeaseTTL(d time.Duration) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.leaseTTL = d })
 }
 
-// WithRetryable sets the error policy: errors for which f returns false are
-// terminal. Errors wrapping [ErrPermanent] are always terminal. Default:
+// WithRetryClassifier sets the classifier of a handler's errors: an error
+// for which retryable returns false is terminal (recorded as failed, not
+// retried). Errors wrapping [ErrPermanent] are always terminal. Default:
 // every other error is retryable.
-func WithRetryable(f func(error) bool) JobOpt {
-	return jobOptFunc(func(c *jobConfig) { c.retryable = f })
+func WithRetryClassifier(retryable func(err error) bool) JobOpt {
+	return jobOptFunc(func(c *jobConfig) { c.retryable = retryable })
 }
+
+// WithRetryable sets the classifier of a handler's errors.
+//
+// Deprecated: use [WithRetryClassifier]; the name read like a boolean.
+// WithRetryable will be removed in the next release.
+func WithRetryable(f func(error) bool) JobOpt { return WithRetryClassifier(f) }
 
 // WithJobMiddleware wraps this job type's handler inside the worker-wide
 // middleware. Default none.

@@ -2,9 +2,12 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestReadyWhileRunStarts: Ready, Stats and Client called in a loop from
@@ -63,5 +66,25 @@ func TestReadyWhileRunStarts(t *testing.T) {
 		if err := w.Ready(context.Background()); err == nil {
 			t.Errorf("round %d: a stopped worker reports ready", round)
 		}
+	}
+}
+
+// TestReadyNotStarted: before Start, Ready returns the exported
+// ErrNotStarted (a probe may wait), after Shutdown ErrClosed.
+func TestReadyNotStarted(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	w, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(context.Background()); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Ready before Start: %v, want ErrNotStarted", err)
+	}
+	if err := w.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(context.Background()); !errors.Is(err, ErrClosed) || errors.Is(err, ErrNotStarted) {
+		t.Errorf("Ready after Shutdown: %v, want ErrClosed", err)
 	}
 }

@@ -23,7 +23,7 @@ type delivery struct {
 	due      time.Time
 	index    int // heap index
 
-	tj   *tracing.Job    // the current attempt's span (WithTracing)
+	tj   *tracing.Job    // the current attempt's span
 	tctx context.Context // its context
 }
 

@@ -78,9 +78,11 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 }
 
 // leaseOptions are the options of the worker's lease manager: the worker's
-// TTL, prefix and logger, then WithLeaseOptions.
+// TTL, prefix, logger and providers, then WithLeaseOptions (which New found
+// to agree with them).
 func (c *config) leaseOptions() []lease.Opt {
-	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger)}
+	lopts := []lease.Opt{lease.WithTTL(c.leaseTTL), lease.WithPrefix(c.keyPrefix), lease.WithLogger(c.logger),
+		lease.WithTracerProvider(c.tp), lease.WithMeterProvider(c.mp)}
 	return append(lopts, c.leaseOpts...)
 }
 

@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
@@ -157,4 +161,96 @@ func (b *lockedBuf) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestOneTelemetrySetting: the providers given once to the worker reach every
+// layer: the job's claim and handler spans, the lease manager's spans and
+// metrics, the compensation step's span, and the producer span of Enqueue on
+// the worker's client (a child of the caller's span). The OpenTelemetry
+// globals, set to recorders of their own, see nothing.
+func TestOneTelemetrySetting(t *testing.T) {
+	h := setup(t, 1)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	globalRec := tracetest.NewSpanRecorder()
+	globalTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(globalRec))
+	globalReader := sdkmetric.NewManualReader()
+	globalMP := sdkmetric.NewMeterProvider(sdkmetric.WithReader(globalReader))
+	prevTP, prevMP := otel.GetTracerProvider(), otel.GetMeterProvider()
+	otel.SetTracerProvider(globalTP)
+	otel.SetMeterProvider(globalMP)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetMeterProvider(prevMP)
+		for _, p := range []interface{ Shutdown(context.Context) error }{tp, mp, globalTP, globalMP} {
+			_ = p.Shutdown(context.Background())
+		}
+	})
+
+	ended := func(r *tracetest.SpanRecorder, prefix string) []sdktrace.ReadOnlySpan {
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range r.Ended() {
+			if strings.HasPrefix(s.Name(), prefix) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "test.undo", func(context.Context, refundArgs) error { return nil })
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		if err := j.Step(ctx, "charge", func(context.Context) error { return nil }, "test.undo", refundArgs{Key: j.Key}); err != nil {
+			return nil, err
+		}
+		// Hold the lease until the renewer has renewed it once.
+		testkit.Eventually(t, 10*time.Second, "a lease renewal span", func() bool { return len(ended(rec, "lease.renew")) > 0 })
+		return nil, Permanent(errors.New("give up"))
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.op", handler)) },
+		WithTracerProvider(tp), WithMeterProvider(mp), WithPropagator(propagation.TraceContext{}), WithCompensation(reg))
+
+	ctx, caller := tp.Tracer("test").Start(context.Background(), "caller")
+	if _, err := Enqueue(ctx, w.Client(), NewJob{Type: "test.op", Key: "one-setting", Topic: h.topic}); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	testkit.Eventually(t, 20*time.Second, "the job to fail and be compensated", func() bool {
+		return w.Stats().Failed == 1 && len(ended(rec, tracing.SpanCompensation+" ")) > 0
+	})
+
+	enq := ended(rec, tracing.SpanEnqueue+" test.op")
+	if len(enq) != 1 || enq[0].Parent().SpanID() != caller.SpanContext().SpanID() {
+		t.Errorf("enqueue spans %v, want one, a child of the caller's span", enq)
+	}
+	for _, name := range []string{"claim", "handler", "lease.", tracing.SpanCompensation + " ", "process " + h.topic} {
+		if len(ended(rec, name)) == 0 {
+			t.Errorf("no %q span from the worker's tracer provider", name)
+		}
+	}
+	if n := len(globalRec.Ended()); n != 0 {
+		t.Errorf("the global tracer provider recorded %d spans, want none", n)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			names[m.Name] = true
+		}
+	}
+	for _, m := range []string{tracing.MetricLeaseHeld, tracing.MetricDeadLettered} {
+		if !names[m] {
+			t.Errorf("no %s from the worker's meter provider (got %v)", m, names)
+		}
+	}
+	if err := globalReader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 0 {
+		t.Errorf("the global meter provider has %d scopes of metrics, want none", len(rm.ScopeMetrics))
+	}
 }

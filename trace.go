@@ -11,7 +11,7 @@ import (
 )
 
 // traceObserver traces every record and counts it in the worker's metrics
-// (WithTracing): an observer of the worker's events. A delivery carries the
+// (always on; WithTracerProvider): an observer of the worker's events. A delivery carries the
 // span of its current attempt (d.tj) from its first claim to the attempt's
 // end; parking a held record keeps the span open, and a new attempt (after a
 // retry or a lost lease) starts a new span.

@@ -120,6 +120,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	if err := c.settle(); err != nil {
+		return nil, err
+	}
 	c.group = cmp.Or(c.group, DefaultGroup)
 	if len(c.topics) == 0 {
 		c.topics = []string{DefaultTopic}
@@ -138,6 +141,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	c.probeMax = cmp.Or(c.probeMax, 2*time.Second)
 	c.keyPrefix = cmp.Or(c.keyPrefix, "lh:")
 	c.logger = workerLogger(c.logger)
+	if err := c.kafkaAndTelemetry(); err != nil {
+		return nil, err
+	}
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
 	}
@@ -232,15 +238,22 @@ func (w *Worker) checkLeaseTTL(ttl time.Duration) error {
 }
 
 // Run starts the worker, blocks until ctx is done, then shuts down
-// gracefully (see [Worker] for the order) within [WithShutdownTimeout] plus
-// the time to commit and leave the group. [Worker.Started] tells another
+// gracefully (see [Worker] for the order): running jobs get up to
+// [WithShutdownTimeout] to finish, then the final commit and leaving the
+// group up to 10s more. [Worker.Started] tells another
 // goroutine when Run has started the worker; a failed start is Run's error.
+//
+// To shut down by a deadline of your own (a host's shutdown budget, an HTTP
+// server's Shutdown beside it), set [WithShutdownTimeout] to it, or call
+// [Worker.Start] and, when the host stops, [Worker.Shutdown] with a context
+// carrying the deadline: running jobs are cancelled at the earlier of that
+// deadline and WithShutdownTimeout (see the Worker_Shutdown example).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout+10*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout+finalCommitTimeout)
 	defer cancel()
 	return w.Shutdown(sctx)
 }
@@ -357,10 +370,7 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 		return nil, err
 	}
 	w.setGroupTimeouts(ctx, kopts, session, hb)
-	if w.cfg.tracer != nil {
-		kopts = append(kopts, w.cfg.tracer.KgoOpt())
-	}
-	kopts = append(kopts,
+	kopts = append(kopts, w.cfg.tracer.KgoOpt(),
 		kgo.ConsumerGroup(w.cfg.group),
 		kgo.ConsumeTopics(w.cfg.topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -384,11 +394,8 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 }
 
 // startMetrics shows every dead-letter reason at 0 and registers the commit
-// lag gauge (WithTracing).
+// lag gauge.
 func (w *Worker) startMetrics() error {
-	if w.cfg.tracer == nil {
-		return nil
-	}
 	w.cfg.tracer.Metrics().ZeroDeadLettered(deadletter.Reasons()...)
 	reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
 		return w.offs.commitLag(w.cl.CommittedOffsets())
@@ -399,6 +406,11 @@ func (w *Worker) startMetrics() error {
 	w.lagReg = reg
 	return nil
 }
+
+// finalCommitTimeout bounds a shutdown's final commit and the lease
+// manager's release, after the drain (they run even when the shutdown
+// context is done: a commit skipped would only rerun finished records).
+const finalCommitTimeout = 10 * time.Second
 
 // Shutdown stops the worker gracefully (see [Worker] for the order). It is
 // idempotent; later calls return the first call's result.
@@ -432,7 +444,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	}
 
 	// 4. Commit what is finished.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	defer cancel()
 	if err := w.cfg.commitMarked(cctx, w.cl); err != nil {
 		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
@@ -452,13 +464,11 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// newObservers builds the worker's observers: counting, logging, tracing
-// (WithTracing), then the user's hooks in the order given.
+// newObservers builds the worker's observers: counting, logging, tracing,
+// then the user's hooks in the order given.
 func (w *Worker) newObservers() *observers {
-	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, newHistoryObserver(w)}
-	if w.cfg.tracer != nil {
-		os = append(os, traceObserver{tr: w.cfg.tracer, base: w.baseCtx})
-	}
+	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, newHistoryObserver(w),
+		traceObserver{tr: w.cfg.tracer, base: w.baseCtx}}
 	for _, h := range w.cfg.hooks {
 		os = append(os, h)
 	}
@@ -506,9 +516,11 @@ func (w *Worker) Started() <-chan struct{} { return w.startCh }
 
 // Ready reports whether the worker can make progress: started, not shutting
 // down, Redis answering and fetching not paused, and a Kafka broker answering.
-// It is safe to call at any time, from any goroutine, also while Start or
-// Run is starting the worker (it then reports that the worker has not
-// started).
+// Before the worker has started it returns [ErrNotStarted], after Shutdown
+// [ErrClosed]; any other error is a started worker that is broken for now
+// (errors matching [ErrUnavailable]: Redis, or fetching paused; a Kafka
+// error). It is safe to call at any time, from any goroutine, also while
+// Start or Run is starting the worker.
 func (w *Worker) Ready(ctx context.Context) error {
 	w.mu.Lock()
 	live, closed := w.live, w.closed
@@ -517,7 +529,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 	case closed:
 		return ErrClosed
 	case !live:
-		return errors.New("leasehold: worker not started")
+		return ErrNotStarted
 	case w.paused.Load():
 		return fmt.Errorf("%w: fetching paused", ErrUnavailable)
 	}

@@ -13,6 +13,21 @@ type optFunc func(*cfg)
 
 func (f optFunc) apply(c *cfg) { f(c) }
 
+// setting is an option that names the one setting it makes and its value
+// (Setting), so that a program that builds this layer with options of its
+// own (the leasehold Worker) can refuse two different values for one
+// setting instead of letting the later silently win.
+type setting struct {
+	name  string
+	value any
+	fn    func(*cfg)
+}
+
+func (s setting) apply(c *cfg) { s.fn(c) }
+
+// Setting names the setting the option makes and its value.
+func (s setting) Setting() (name string, value any) { return s.name, s.value }
+
 type cfg struct {
 	prefix          string
 	attempts        int
@@ -33,7 +48,7 @@ type cfg struct {
 }
 
 // WithPrefix sets the prefix of every Redis key the Runner writes. Default "lh:".
-func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
+func WithPrefix(p string) Opt { return setting{"prefix", p, func(c *cfg) { c.prefix = p }} }
 
 // WithAttempts sets how many times a step's compensation is tried before it
 // is dead-lettered. Default 5.

@@ -12,6 +12,21 @@ type optFunc func(*cfg)
 
 func (f optFunc) apply(c *cfg) { f(c) }
 
+// setting is an option that names the one setting it makes and its value
+// (Setting), so that a program that builds this layer with options of its
+// own (the leasehold Worker) can refuse two different values for one
+// setting instead of letting the later silently win.
+type setting struct {
+	name  string
+	value any
+	fn    func(*cfg)
+}
+
+func (s setting) apply(c *cfg) { s.fn(c) }
+
+// Setting names the setting the option makes and its value.
+func (s setting) Setting() (name string, value any) { return s.name, s.value }
+
 type cfg struct {
 	prefix        string
 	retention     time.Duration
@@ -32,7 +47,7 @@ type cfg struct {
 
 // WithPrefix sets the prefix of every key the Store writes (not of lease keys,
 // which the lease.Manager names). It must not contain '{' or '}'. Default "lh:".
-func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
+func WithPrefix(p string) Opt { return setting{"prefix", p, func(c *cfg) { c.prefix = p }} }
 
 // WithRetention sets how long a COMPLETED or FAILED record is kept after it
 // was written: a duplicate arriving within the retention is replayed; after
@@ -41,7 +56,9 @@ func WithPrefix(p string) Opt { return optFunc(func(c *cfg) { c.prefix = p }) }
 // records written under an earlier retention are still found by claims, and
 // replayed, until they expire under the retention they were written with.
 // Default 24h.
-func WithRetention(d time.Duration) Opt { return optFunc(func(c *cfg) { c.retention = d }) }
+func WithRetention(d time.Duration) Opt {
+	return setting{"retention", d, func(c *cfg) { c.retention = d }}
+}
 
 // WithWindows sets into how many time windows the retention is cut. Records
 // are grouped in buckets per window; a claim looks at windows+1 buckets, and a

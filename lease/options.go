@@ -39,12 +39,15 @@ func WithLogger(l *slog.Logger) Opt { return leasing.WithLogger(l) }
 func WithClock(cl Clock) Opt { return leasing.WithClock(cl) }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the acquire,
-// release, fenced and renew spans. Default a no-op provider.
+// release, fenced and renew spans. Default: otel.GetTracerProvider(), the
+// OpenTelemetry global, as in every leasehold layer.
 func WithTracerProvider(tp trace.TracerProvider) Opt { return leasing.WithTracerProvider(tp) }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the lease
 // metrics (leasehold.lease.held, leasehold.lease.renew.duration,
-// leasehold.lease.lost, leasehold.lease.acquire). Default a no-op provider.
+// leasehold.lease.lost, leasehold.lease.acquire). Default:
+// otel.GetMeterProvider(), the OpenTelemetry global, as in every leasehold
+// layer.
 func WithMeterProvider(mp metric.MeterProvider) Opt { return leasing.WithMeterProvider(mp) }
 
 // WithLeaveOnShutdown makes Shutdown leave held leases in Redis to expire

@@ -84,7 +84,7 @@ type Attempt struct {
 func (a *Attempt) Job() *leasehold.Job { return a.job }
 
 // Outcome tells how a worker would settle the attempt, before its retry
-// policy: a job type's WithRetryable and WithMaxAttempts can turn Retry into
+// policy: a job type's WithRetryClassifier and WithMaxAttempts can turn Retry into
 // Failed.
 func (a *Attempt) Outcome() Outcome {
 	switch {

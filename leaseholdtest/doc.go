@@ -23,7 +23,7 @@
 //
 // What is not modelled: heartbeat throttling (every call is recorded),
 // leases and their renewals, the idempotency record (a duplicate is not
-// replayed), Kafka, the worker's retry policy per job type (WithRetryable,
+// replayed), Kafka, the worker's retry policy per job type (WithRetryClassifier,
 // WithMaxAttempts) and the compensation runner's retries and dead letters.
 // Whole-worker tests run a real Worker against Redis and an in-process Kafka
 // (franz-go's kfake): see docs/testing.md.

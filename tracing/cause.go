@@ -6,11 +6,11 @@ import (
 	"github.com/leasehold/leasehold/lease"
 )
 
-// LeaseLostCause classifies why a lease was lost, with the same codes as the
+// leaseLostCause classifies why a lease was lost, with the same codes as the
 // cause label of leasehold.lease.lost: "stolen" (another owner holds it),
 // "expired" (it ran out in Redis), "renew_deadline" (renewals failed until the
 // local deadline), "fenced" (a fenced write found it gone) or "other".
-func LeaseLostCause(err error) string {
+func leaseLostCause(err error) string {
 	switch {
 	case err == nil:
 		return "other"

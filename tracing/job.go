@@ -122,10 +122,10 @@ func (j *Job) Heartbeat() {
 }
 
 // LeaseLost adds the lease-lost event with the cause of err (stolen,
-// expired, renew_deadline, fenced or other; see [LeaseLostCause]) and err's
+// expired, renew_deadline, fenced or other; see leaseLostCause) and err's
 // message.
 func (j *Job) LeaseLost(err error) {
-	attrs := []attribute.KeyValue{attribute.String(AttrCause, LeaseLostCause(err))}
+	attrs := []attribute.KeyValue{attribute.String(AttrCause, leaseLostCause(err))}
 	if err != nil {
 		attrs = append(attrs, attribute.String(AttrErrorMessage, j.errMessage(err)),
 			attribute.String(AttrErrorType, errType(err)))
@@ -212,7 +212,7 @@ func (s *Span) SetFence(fence uint64) { s.span.SetAttributes(fenceAttr(AttrFence
 // End ends the span with its outcome and marks it as an error if err is not
 // nil. A claim span's outcome is counted in leasehold.claims, a compensation
 // span's in leasehold.compensations. Only the first call has an effect; on a
-// nil *Span (SpanFromContext of a context without one) it does nothing.
+// nil *Span (as found in a context without one) it does nothing.
 func (s *Span) End(outcome string, err error) {
 	if s == nil || !s.ended.CompareAndSwap(false, true) {
 		return

@@ -107,12 +107,12 @@ func PrometheusNames() []string {
 
 // ClaimOutcomes are the outcome labels of leasehold.claims: the claim
 // outcomes of package idempotency as the worker names them, and "error".
-// [NewMetrics] records each at 0, so that a scrape right after start shows
+// [New] records each at 0, so that a scrape right after start shows
 // every series and rate() sees the first claim.
 var ClaimOutcomes = []string{"acquired", "takeover", "held", "duplicate", "mismatch", "undecodable", OutcomeError}
 
 // CompensationOutcomes are the outcome labels of leasehold.compensations
-// (package compensation's outcomes), each recorded at 0 by [NewMetrics].
+// (package compensation's outcomes), each recorded at 0 by [New].
 var CompensationOutcomes = []string{OutcomeCompensated, OutcomeRetry, OutcomeDeadLettered, "superseded"}
 
 // jobDurationBuckets suit jobs from tens of milliseconds to two hours.
@@ -126,7 +126,7 @@ const maxJobTypes = 256
 // OtherJobType is the job_type label of job types beyond the first 256 seen.
 const OtherJobType = "other"
 
-// Metrics records the worker's metrics. Create it with [NewMetrics]; a nil
+// Metrics records the worker's metrics. [Tracer.Metrics] returns it; a nil
 // *Metrics records nothing.
 type Metrics struct {
 	claims        metric.Int64Counter
@@ -140,11 +140,11 @@ type Metrics struct {
 	types map[string]attribute.KeyValue
 }
 
-// NewMetrics creates the worker's instruments on mp's meter named
+// newMetrics creates the worker's instruments on mp's meter named
 // "github.com/leasehold/leasehold".
 //
 //nolint:contextcheck // the zero series are set once at construction, under no caller's request
-func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+func newMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m := &Metrics{meter: mp.Meter(instrumentationName), types: make(map[string]attribute.KeyValue)}
 	info := make(map[string]MetricInfo)
 	for _, c := range Catalog() {

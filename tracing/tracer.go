@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -149,7 +150,7 @@ func New(opts ...Opt) (*Tracer, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	m, err := NewMetrics(c.mp)
+	m, err := newMetrics(c.mp)
 	if err != nil {
 		return nil, &ConfigError{Setting: "meter provider", Err: err}
 	}
@@ -175,12 +176,51 @@ func New(opts ...Opt) (*Tracer, error) {
 	}
 	kt := kotel.NewTracer(topts...)
 	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
-	return &Tracer{
+	t := &Tracer{
 		cfg:     c,
 		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildinfo.Version()), trace.WithSchemaURL(semconv.SchemaURL)),
-		hooks:   kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(),
 		metrics: m,
-	}, nil
+	}
+	t.hooks = append(kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(), clientHook{t})
+	return t, nil
+}
+
+// clientHook marks a Kafka client built with [Tracer.KgoOpt], so that
+// [FromClient] finds the Tracer again.
+type clientHook struct{ t *Tracer }
+
+// OnNewClient makes clientHook a kgo hook; it does nothing.
+func (clientHook) OnNewClient(*kgo.Client) {}
+
+var _ kgo.HookNewClient = clientHook{}
+
+// FromClient returns the Tracer whose [Tracer.KgoOpt] cl was built with (the
+// first, if several), or nil. leasehold.Enqueue starts its producer span with
+// it, so that a producer client and the worker's own client trace with the
+// providers they were built with.
+func FromClient(cl *kgo.Client) *Tracer {
+	if cl == nil {
+		return nil
+	}
+	for _, v := range cl.OptValues(kgo.WithHooks) {
+		// franz-go returns its own slice type of kgo.Hook.
+		hs := reflect.ValueOf(v)
+		if hs.Kind() != reflect.Slice {
+			continue
+		}
+		for i := range hs.Len() {
+			if ch, ok := hs.Index(i).Interface().(clientHook); ok {
+				return ch.t
+			}
+		}
+	}
+	return nil
+}
+
+// OTelProviders returns the tracer provider, meter provider and propagator
+// t uses; a Tracer is itself a [Providers].
+func (t *Tracer) OTelProviders() (trace.TracerProvider, metric.MeterProvider, propagation.TextMapPropagator) {
+	return t.cfg.tp, t.cfg.mp, t.cfg.prop
 }
 
 // errKeyOmitted tells kotel's key formatter to leave the key out.
@@ -273,16 +313,21 @@ type (
 	spanKey struct{}
 )
 
-// JobFromContext returns the job whose context (from [Tracer.StartJob] or a
+// jobFromContext returns the job whose context (from [Tracer.StartJob] or a
 // child span's start) ctx derives from, or nil.
-func JobFromContext(ctx context.Context) *Job {
+func jobFromContext(ctx context.Context) *Job {
 	j, _ := ctx.Value(jobKey{}).(*Job)
 	return j
 }
 
-// SpanFromContext returns the leasehold span (claim, handler, commit,
+// InJob reports whether ctx derives from a job's context (from
+// [Tracer.StartJob] or one of its spans): a compensation started there is the
+// job span's child.
+func InJob(ctx context.Context) bool { return jobFromContext(ctx) != nil }
+
+// spanFromContext returns the leasehold span (claim, handler, commit,
 // compensation step, enqueue) most recently started into ctx, or nil.
-func SpanFromContext(ctx context.Context) *Span {
+func spanFromContext(ctx context.Context) *Span {
 	s, _ := ctx.Value(spanKey{}).(*Span)
 	return s
 }
@@ -292,20 +337,12 @@ func SpanFromContext(ctx context.Context) *Span {
 // from a job's context (the owner compensating after a lost lease or a
 // rejected commit), else a child of whatever span ctx carries (a takeover or
 // the recovery sweep compensating another attempt's journal). End it with the
-// step's outcome; that also counts it in leasehold.compensations. It fits
-// compensation.ObserverFuncs:
-//
-//	compensation.WithObserver(compensation.ObserverFuncs{
-//		Start: func(ctx context.Context, s compensation.StepInfo) context.Context {
-//			ctx, _ = tr.StartCompensationStep(ctx, s.Name, s.Ref.Fence)
-//			return ctx
-//		},
-//		End: func(ctx context.Context, _ compensation.StepInfo, o compensation.Outcome, err error) {
-//			tracing.SpanFromContext(ctx).End(string(o), err)
-//		},
-//	})
+// step's outcome; that also counts it in leasehold.compensations. The
+// worker's compensation runner (leasehold.WithCompensation) calls it for
+// every step; a runner of your own can from a compensation.ObserverFuncs,
+// keeping the returned Span to end it.
 func (t *Tracer) StartCompensationStep(ctx context.Context, step string, fence uint64) (context.Context, *Span) {
-	if j := JobFromContext(ctx); j != nil && j.t == t {
+	if j := jobFromContext(ctx); j != nil && j.t == t {
 		return j.StartCompensation(ctx, step, fence)
 	}
 	step = truncate(step, maxNameLen)
@@ -324,7 +361,7 @@ func (t *Tracer) StartCompensationStep(ctx context.Context, step string, fence u
 // attempt's trace, as its child, and links to it; else it is a root span.
 // It carries the key attribute in the form the job spans use.
 func (t *Tracer) StartAttemptCompensation(ctx context.Context, step, key string, fence uint64, attempt trace.SpanContext) (context.Context, *Span) {
-	if j := JobFromContext(ctx); j != nil && j.t == t {
+	if j := jobFromContext(ctx); j != nil && j.t == t {
 		return j.StartCompensation(ctx, step, fence)
 	}
 	step = truncate(step, maxNameLen)

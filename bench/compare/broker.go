@@ -103,7 +103,7 @@ func runBroker(spec string) error {
 	for i := 0; i < n; i += chunk {
 		recs := make([]*kgo.Record, 0, chunk)
 		for j := i; j < min(i+chunk, n); j++ {
-			r, err := leasehold.Record(ctx, leasehold.NewJob{Type: typ, Key: fmt.Sprintf("%s-%d", prefix, j), Payload: []byte(`{}`)})
+			r, err := leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: typ, Key: fmt.Sprintf("%s-%d", prefix, j), Payload: []byte(`{}`)})
 			if err != nil {
 				return err
 			}

@@ -252,7 +252,7 @@ func produce(ctx context.Context, brokers []string, name string, n int, payload 
 					job.Key = fmt.Sprintf("ordered-%d", j)
 				}
 			}
-			r, err := leasehold.Record(ctx, job)
+			r, err := leasehold.KafkaRecord(ctx, job)
 			if err != nil {
 				return err
 			}

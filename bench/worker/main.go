@@ -76,7 +76,7 @@ func run(n int, partitions int32, concurrency int) error {
 	}
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		recs[i], err = leasehold.Record(ctx, leasehold.NewJob{Type: "bench.noop", Key: fmt.Sprintf("b-%d", i), Payload: []byte(`{}`)})
+		recs[i], err = leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: "bench.noop", Key: fmt.Sprintf("b-%d", i), Payload: []byte(`{}`)})
 		if err != nil {
 			return err
 		}

@@ -264,7 +264,7 @@ func produceJob(t *testing.T, brokers []string, topic, key string) {
 	payload, _ := json.Marshal(cli.SleepJob{DurationMS: 6000, Steps: 6})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	r, err := leasehold.Record(ctx, leasehold.NewJob{Type: "demo.sleep", Key: key, Payload: payload})
+	r, err := leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: "demo.sleep", Key: key, Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,7 +262,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 	var late []*kgo.Record
 	mk := func(p planned) *kgo.Record {
 		b, _ := json.Marshal(p.job)
-		r, _ := leasehold.Record(ctx, leasehold.NewJob{Type: "demo.sleep", Key: p.key, Payload: b})
+		r, _ := leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: "demo.sleep", Key: p.key, Payload: b})
 		return r
 	}
 	for i, p := range plan {
@@ -275,7 +275,7 @@ func runDemo(ctx context.Context, e *Env, c demoConfig) error {
 			}
 		}
 	}
-	poison, _ := leasehold.Record(ctx, leasehold.NewJob{Type: "demo.unknown", Key: "poison-" + run})
+	poison, _ := leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: "demo.unknown", Key: "poison-" + run})
 	recs = append(recs, poison)
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("produce: %w", err)

@@ -272,7 +272,7 @@ func enqueueJobs(ctx context.Context, cl *kgo.Client, tr *tracing.Tracer, c enqu
 
 // enqueueRecord builds the record Enqueue would produce.
 func enqueueRecord(ctx context.Context, j leasehold.NewJob) (*kgo.Record, error) {
-	return leasehold.Record(ctx, j)
+	return leasehold.KafkaRecord(ctx, j)
 }
 
 // progress draws a bar on a terminal, or a line per 10% elsewhere.

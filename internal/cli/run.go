@@ -16,7 +16,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/httpserve"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -239,7 +238,6 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	}
 	opts := []leasehold.Opt{
 		leasehold.WithTracing(tracer),
-		leasehold.WithLeaseOptions(lease.WithTracerProvider(tel.TracerProvider), lease.WithMeterProvider(tel.MeterProvider)),
 		leasehold.WithKafka(kopts...),
 		leasehold.WithTopics(topics...),
 		leasehold.WithGroup(c.group),

@@ -145,16 +145,17 @@ func (v *demoView) hooks(worker string) leasehold.Hooks {
 			}
 			v.event(fmt.Sprintf("%s: duplicate of %s (offset %d) replayed: %s", worker, info.Key, info.Offset, truncate(what, 60)))
 		},
+		OnHeld: func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration) {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.held++
+			if v.held <= 6 || !v.tty {
+				v.event(fmt.Sprintf("%s: %s is held by another attempt: parked %v, offset %d not committed", worker, info.Key, delay.Round(time.Millisecond), info.Offset))
+			}
+		},
 		OnRetry: func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration, err error) {
 			v.mu.Lock()
 			defer v.mu.Unlock()
-			if err == nil {
-				v.held++
-				if v.held <= 6 || !v.tty {
-					v.event(fmt.Sprintf("%s: %s is held by another attempt: parked %v, offset %d not committed", worker, info.Key, delay.Round(time.Millisecond), info.Offset))
-				}
-				return
-			}
 			if errors.Is(err, leasehold.ErrLeaseLost) {
 				v.event(fmt.Sprintf("%s: claims %s again in %v (a takeover, or a replay if another worker finished it)", worker, info.Key, delay.Round(time.Millisecond)))
 				return

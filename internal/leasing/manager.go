@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
@@ -99,10 +98,10 @@ func buildCfg(opts []Opt) cfg {
 		c.clock = SystemClock{}
 	}
 	if c.tracerProv == nil {
-		c.tracerProv = tracenoop.NewTracerProvider()
+		c.tracerProv = otel.GetTracerProvider()
 	}
 	if c.meterProv == nil {
-		c.meterProv = metricnoop.NewMeterProvider()
+		c.meterProv = otel.GetMeterProvider()
 	}
 	c.batch = cmp.Or(c.batch, 1000)
 	c.parallel = cmp.Or(c.parallel, 4)

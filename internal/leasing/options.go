@@ -15,6 +15,21 @@ type optFunc func(*cfg)
 
 func (f optFunc) apply(c *cfg) { f(c) }
 
+// setting is an option that names the one setting it makes and its value
+// (Setting), so that a program that builds this layer with options of its
+// own (the leasehold Worker) can refuse two different values for one
+// setting instead of letting the later silently win.
+type setting struct {
+	name  string
+	value any
+	fn    func(*cfg)
+}
+
+func (s setting) apply(c *cfg) { s.fn(c) }
+
+// Setting names the setting the option makes and its value.
+func (s setting) Setting() (name string, value any) { return s.name, s.value }
+
 type cfg struct {
 	ttl        time.Duration
 	interval   time.Duration
@@ -33,7 +48,9 @@ type cfg struct {
 
 // WithTTL sets the lease TTL: how long a lease lives in Redis without a
 // renewal. Default 15s.
-func WithTTL(d time.Duration) Opt { return optFunc(func(c *cfg) { c.ttl = d }) }
+func WithTTL(d time.Duration) Opt {
+	return setting{"ttl", d, func(c *cfg) { c.ttl = d }}
+}
 
 // WithRenewInterval sets how often the renewer renews every held lease.
 // Default TTL/3. It must be shorter than TTL minus the drift.
@@ -50,7 +67,7 @@ func WithDrift(d time.Duration) Opt {
 // ([NewManagerWithBackend] ignores it: the backend owns its keys).
 // Default "lh:".
 func WithPrefix(p string) Opt {
-	return optFunc(func(c *cfg) { c.prefix, c.prefixSet = p, true })
+	return setting{"prefix", p, func(c *cfg) { c.prefix, c.prefixSet = p, true }}
 }
 
 // WithLogger sets the logger. Default slog.Default().
@@ -61,16 +78,19 @@ func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *cfg) { c.logger = l
 func WithClock(cl Clock) Opt { return optFunc(func(c *cfg) { c.clock = cl }) }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the acquire,
-// release, fenced and renew spans. Default a no-op provider.
+// release, fenced and renew spans. Default: otel.GetTracerProvider(), the
+// OpenTelemetry global, as in every leasehold layer.
 func WithTracerProvider(tp trace.TracerProvider) Opt {
-	return optFunc(func(c *cfg) { c.tracerProv = tp })
+	return setting{"tracer provider", tp, func(c *cfg) { c.tracerProv = tp }}
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the lease
 // metrics (leasehold.lease.held, leasehold.lease.renew.duration,
-// leasehold.lease.lost, leasehold.lease.acquire). Default a no-op provider.
+// leasehold.lease.lost, leasehold.lease.acquire). Default:
+// otel.GetMeterProvider(), the OpenTelemetry global, as in every leasehold
+// layer.
 func WithMeterProvider(mp metric.MeterProvider) Opt {
-	return optFunc(func(c *cfg) { c.meterProv = mp })
+	return setting{"meter provider", mp, func(c *cfg) { c.meterProv = mp }}
 }
 
 // WithLeaveOnShutdown makes Shutdown leave held leases in Redis to expire

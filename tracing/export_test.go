@@ -1,0 +1,8 @@
+package tracing
+
+// Unexported helpers the external tests call.
+var (
+	JobFromContext  = jobFromContext
+	SpanFromContext = spanFromContext
+	LeaseLostCause  = leaseLostCause
+)
