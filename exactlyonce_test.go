@@ -177,9 +177,21 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	w1claims, reclaims := &positionLog{pos: map[position]bool{}}, &positionLog{pos: map[position]bool{}}
 	w1claims.on.Store(true)
 	crashOpt, crashed := crashable()
-	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour), WithHooks(w1claims.hooks()), crashOpt)
-	w2 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
-	w3 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
+	// A handler whose lease was lost (its renewals starved on a loaded
+	// machine past the 2s TTL) may have had its effect before another
+	// worker ran the job again: that is at-least-once for an unfenced
+	// effect, as documented. Each such attempt excuses one more effect of
+	// its key; duplicates and redelivery must excuse none.
+	var lostMu sync.Mutex
+	lost := map[string]int{}
+	lostHooks := WithHooks(Hooks{OnLeaseLost: func(_ context.Context, j *Job, _ error) {
+		lostMu.Lock()
+		lost[j.Key]++
+		lostMu.Unlock()
+	}})
+	w1 := h.start(t, h.rdb, reg, WithConcurrency(8), WithCommitInterval(time.Hour), WithHooks(w1claims.hooks()), crashOpt, lostHooks)
+	w2 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()), lostHooks)
+	w3 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()), lostHooks)
 	done := func() int {
 		s := fx.snapshot()
 		return len(s)
@@ -216,7 +228,7 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 	before := w1.Stats().Succeeded
 	reclaims.on.Store(true)
 	crash(t, w1, crashed)
-	w4 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()))
+	w4 := h.start(t, h.rdb, reg, WithConcurrency(8), WithHooks(reclaims.hooks()), lostHooks)
 
 	testkit.Progressing(t, 30*time.Second, "every job's effect", func() (int, bool) { n := done(); return n, n >= jobs })
 	h.waitCommitted(t, 30*time.Second)
@@ -231,12 +243,20 @@ func TestExactlyOnceUnderDuplicatesAndRedelivery(t *testing.T) {
 		}
 	}
 	reclaims.mu.Unlock()
+	lostMu.Lock()
+	excused := 0
 	for i := range jobs {
 		k := fmt.Sprintf("job-%05d", i)
-		if n := fx.count(k); n != 1 {
-			t.Errorf("effect of %s happened %d times, want 1", k, n)
+		n := fx.count(k)
+		if n < 1 || n > 1+lost[k] {
+			t.Errorf("effect of %s happened %d times, want 1 (or up to %d: %d attempts lost their lease)", k, n, 1+lost[k], lost[k])
+		}
+		if n > 1 {
+			excused++
 		}
 	}
+	lostMu.Unlock()
+	t.Logf("keys whose effect ran again after an attempt lost its lease: %d", excused)
 	for i := range permanent {
 		if n := fx.count(fmt.Sprintf("poison-%d", i)); n != 0 {
 			t.Errorf("poison job had an effect %d times", n)

@@ -50,7 +50,6 @@ var longFuncDebt = map[string]int{
 	"internal/cli/ops.go cmdCompensations":      69,
 	"internal/cli/run.go runWorker":             133,
 	"internal/cli/ui.go cmdUI":                  88,
-	"internal/cli/view.go hooks":                74,
 	"tracing/otelsetup/setup.go Setup":          79,
 }
 

@@ -144,26 +144,8 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	if err := c.kafkaAndTelemetry(); err != nil {
 		return nil, err
 	}
-	if c.concurrency < 1 {
-		return nil, fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
-	}
-	gp, err := ParseGroupProtocol(string(c.groupProtocol))
-	if err != nil {
+	if err := c.check(); err != nil {
 		return nil, err
-	}
-	c.groupProtocol = gp
-	if err := c.budgetDefaults(); err != nil {
-		return nil, err
-	}
-	for _, t := range append([]string{c.dlqTopic}, c.topics...) {
-		if t == "" {
-			return nil, errors.New("leasehold: empty topic name")
-		}
-	}
-	for _, t := range c.topics {
-		if t == c.dlqTopic {
-			return nil, fmt.Errorf("leasehold: dead-letter topic %q is also consumed", t)
-		}
 	}
 	w := &Worker{
 		cfg:      c,
@@ -178,6 +160,32 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 		return nil, errors.New("leasehold: nil redis client")
 	}
 	return w, nil
+}
+
+// check refuses settings New cannot run with, after their defaults are set.
+func (c *config) check() error {
+	if c.concurrency < 1 {
+		return fmt.Errorf("leasehold: concurrency %d < 1", c.concurrency)
+	}
+	gp, err := ParseGroupProtocol(string(c.groupProtocol))
+	if err != nil {
+		return err
+	}
+	c.groupProtocol = gp
+	if err := c.budgetDefaults(); err != nil {
+		return err
+	}
+	for _, t := range append([]string{c.dlqTopic}, c.topics...) {
+		if t == "" {
+			return errors.New("leasehold: empty topic name")
+		}
+	}
+	for _, t := range c.topics {
+		if t == c.dlqTopic {
+			return fmt.Errorf("leasehold: dead-letter topic %q is also consumed", t)
+		}
+	}
+	return nil
 }
 
 // Register binds a handler to a job type. It must be called before

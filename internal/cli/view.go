@@ -135,24 +135,8 @@ func (v *demoView) hooks(worker string) leasehold.Hooks {
 				}
 			}
 		},
-		OnReplay: func(_ context.Context, info leasehold.ClaimInfo, result []byte, failure string) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			v.replays++
-			what := "result " + string(result)
-			if failure != "" {
-				what = "failure " + failure
-			}
-			v.event(fmt.Sprintf("%s: duplicate of %s (offset %d) replayed: %s", worker, info.Key, info.Offset, truncate(what, 60)))
-		},
-		OnHeld: func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			v.held++
-			if v.held <= 6 || !v.tty {
-				v.event(fmt.Sprintf("%s: %s is held by another attempt: parked %v, offset %d not committed", worker, info.Key, delay.Round(time.Millisecond), info.Offset))
-			}
-		},
+		OnReplay: v.onReplay(worker),
+		OnHeld:   v.onHeld(worker),
 		OnRetry: func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration, err error) {
 			v.mu.Lock()
 			defer v.mu.Unlock()
@@ -175,6 +159,33 @@ func (v *demoView) hooks(worker string) leasehold.Hooks {
 			v.dead++
 			v.event(fmt.Sprintf("%s: dead-lettered offset %d (%s)", worker, info.Offset, reason))
 		},
+	}
+}
+
+// onReplay counts and shows a duplicate answered from its record.
+func (v *demoView) onReplay(worker string) func(context.Context, leasehold.ClaimInfo, []byte, string) {
+	return func(_ context.Context, info leasehold.ClaimInfo, result []byte, failure string) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.replays++
+		what := "result " + string(result)
+		if failure != "" {
+			what = "failure " + failure
+		}
+		v.event(fmt.Sprintf("%s: duplicate of %s (offset %d) replayed: %s", worker, info.Key, info.Offset, truncate(what, 60)))
+	}
+}
+
+// onHeld counts a record parked behind its key's running attempt, and shows
+// the first few.
+func (v *demoView) onHeld(worker string) func(context.Context, leasehold.ClaimInfo, time.Duration) {
+	return func(_ context.Context, info leasehold.ClaimInfo, delay time.Duration) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.held++
+		if v.held <= 6 || !v.tty {
+			v.event(fmt.Sprintf("%s: %s is held by another attempt: parked %v, offset %d not committed", worker, info.Key, delay.Round(time.Millisecond), info.Offset))
+		}
 	}
 }
 

@@ -550,9 +550,9 @@ func enqueueTransfer(t *testing.T, j *testkit.Jaeger, broker, key string) {
 	}
 	defer cl.Close()
 	payload, _ := json.Marshal(demo.TransferArgs{From: "alice", To: "bob", Amount: 5})
-	ectx, sp := tr.StartEnqueue(ctx, demo.TransferType, key)
-	_, err = leasehold.Enqueue(ectx, cl, leasehold.NewJob{Type: demo.TransferType, Key: key, Payload: payload})
-	sp.End("produced", err)
+	// Enqueue makes the trace's root span, `enqueue <type>`, with the
+	// tracer of the client's hooks.
+	_, err = leasehold.Enqueue(ctx, cl, leasehold.NewJob{Type: demo.TransferType, Key: key, Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
