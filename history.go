@@ -155,10 +155,14 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 	return compensation.ObserverFuncs{
 		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
 			key := keyOfLease(st.Ref.Name)
-			var attempt trace.SpanContext
-			if !tracing.InJob(ctx) {
-				attempt = attemptSpan(ctx, s, key, st.Ref.Fence)
+			if tracing.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
+				// The owner after a lost lease or refused commit, or a
+				// takeover inside its own job: a child of that span.
+				ctx, sp := tr.StartCompensationStep(ctx, st.Name, st.Ref.Fence)
+				open.Store(st, sp)
+				return ctx
 			}
+			attempt := attemptSpan(ctx, s, key, st.Ref.Fence)
 			ctx, sp := tr.StartAttemptCompensation(ctx, st.Name, key, st.Ref.Fence, attempt)
 			open.Store(st, sp)
 			return ctx

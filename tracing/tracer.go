@@ -371,7 +371,11 @@ func (t *Tracer) StartAttemptCompensation(ctx context.Context, step, key string,
 	}
 	opts := []trace.SpanStartOption{trace.WithAttributes(attrs...)}
 	if attempt.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, attempt)
+		// The attempt's span is the parent only where ctx has none of its
+		// own (the sweep, an operator's retry); it is always linked.
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, attempt)
+		}
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: attempt}))
 	}
 	ctx, sp := t.tracer.Start(ctx, SpanCompensation+" "+step, opts...)
