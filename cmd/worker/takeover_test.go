@@ -25,6 +25,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/devkafka"
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -113,14 +114,12 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 
 	key := "takeover-" + topic
 	produceJob(t, brokers, topic, key)
-	insp, err := leasehold.New(rdb, leasehold.WithKeyPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inspect := func() leasehold.KeyInfo {
+	insp := inspect.New(rdb, inspect.WithPrefix(prefix))
+	t.Cleanup(func() { _ = insp.Close(context.Background()) })
+	readKey := func() leasehold.KeyInfo {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ki, err := insp.Inspect(ctx, key)
+		ki, err := insp.Key(ctx, key)
 		if err != nil {
 			t.Logf("inspect %s: %v", key, err)
 		}
@@ -128,7 +127,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 	}
 	var first leasehold.KeyInfo
 	testkit.Eventually(t, 30*time.Second, "the job running", func() bool {
-		first = inspect()
+		first = readKey()
 		return first.Leased
 	})
 	var runner, survivor *workerProc
@@ -145,7 +144,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 	runner.signal(t, sig)
 	signalled := time.Now()
 	testkit.Eventually(t, takeoverBound, fmt.Sprintf("the job taken over within %v of the %v", takeoverBound, sig), func() bool {
-		ki := inspect()
+		ki := readKey()
 		if ki.Leased && ki.LeaseFence > first.LeaseFence || ki.State == idempotency.Completed && ki.Fence > first.LeaseFence {
 			took = time.Since(signalled)
 			return true
@@ -158,7 +157,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 
 	var done leasehold.KeyInfo
 	testkit.Eventually(t, 60*time.Second, "the job completed by the survivor", func() bool {
-		done = inspect()
+		done = readKey()
 		return done.State == idempotency.Completed
 	})
 	if done.Fence <= first.LeaseFence {
@@ -175,7 +174,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 		testkit.Eventually(t, 30*time.Second, "the resumed worker's lease lost", func() bool {
 			return runner.logged(`"msg":"lease lost"`)
 		})
-		if after := inspect(); after.State != idempotency.Completed || after.Fence != done.Fence || string(after.Result) != string(done.Result) {
+		if after := readKey(); after.State != idempotency.Completed || after.Fence != done.Fence || string(after.Result) != string(done.Result) {
 			t.Fatalf("after the stalled worker resumed: state %v fence %d result %s, want the survivor's (fence %d, %s)",
 				after.State, after.Fence, after.Result, done.Fence, done.Result)
 		}
