@@ -37,6 +37,7 @@ type auditor struct {
 	total int64
 
 	lastProgress time.Time
+	began        time.Time // when the audit began: the retention counts back from it
 }
 
 // add notes r for the next flush.
@@ -140,6 +141,10 @@ func (a *auditor) account(p pending, info *idempotency.Info, lerr error) Entry {
 	}
 	if c, ok := a.c.Committed[e.Partition]; ok && e.Offset >= c {
 		e.Outcome, e.Reason = Pending, "not consumed yet: at or past the group's committed offset"
+		return e
+	}
+	if a.c.Retention > 0 && e.Time.Before(a.began.Add(-a.c.Retention)) {
+		e.Outcome, e.Reason = Expired, "no record in Redis, written longer ago than the retention: it may have lapsed"
 		return e
 	}
 	return unaccounted(e, "no record in Redis (never run, or past the retention) and no dead-letter copy")

@@ -48,6 +48,11 @@ const (
 	// Pending: no record yet, and the consumer group has not committed
 	// past the record: it waits to be consumed.
 	Pending Outcome = "pending"
+	// Expired: no record in Redis, no dead-letter copy, and the record was
+	// written longer ago than the workers' retention ([Config.Retention]):
+	// its key's record may have lapsed, so the audit cannot tell. Audit a
+	// range younger than the retention to account for every record.
+	Expired Outcome = "expired"
 	// Unaccounted: none of the above: no record in Redis though the group
 	// committed past the record (or no group was given), a record for
 	// another payload, or no key, and no dead-letter copy.
@@ -56,7 +61,7 @@ const (
 
 // Outcomes lists every outcome, in report order.
 func Outcomes() []Outcome {
-	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Running, Pending, Unaccounted}
+	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Running, Pending, Expired, Unaccounted}
 }
 
 // Entry is the account of one record.
@@ -106,6 +111,10 @@ type Config struct {
 	// Redis is Pending, not Unaccounted. Nil, or a partition it lacks:
 	// every such record is Unaccounted.
 	Committed map[int32]int64
+	// Retention is the workers' retention of finished keys: a record with
+	// no Redis record written longer ago than it (before the audit began)
+	// is Expired, not Unaccounted. 0: every such record is Unaccounted.
+	Retention time.Duration
 	// Batch is how many keys one Redis pipeline reads. Default DefaultBatch;
 	// at most idempotency.MaxLookupBatch.
 	Batch int
@@ -157,7 +166,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	a := &auditor{c: c, dead: dead, seen: make(map[uint64]struct{}), seed: maphash.MakeSeed(),
+	a := &auditor{c: c, dead: dead, seen: make(map[uint64]struct{}), seed: maphash.MakeSeed(), began: time.Now(),
 		rep: Report{Topic: c.Topic, From: from, To: to, Counts: map[Outcome]int64{}, Unaccounted: []Entry{}}}
 	for p, e := range to {
 		a.total += max(e-from[p], 0)

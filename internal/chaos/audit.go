@@ -36,7 +36,8 @@ func (r *run) audit(ctx context.Context) (*AuditFigures, error) {
 	defer func() { _ = logf.Close() }()
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, r.workerBin, "audit", "--json", //nolint:gosec // the run's own worker binary
-		"--brokers", r.brokerAdr, "--redis", "redis://"+r.redis.Addr()+"/0", "--topics", leasehold.DefaultTopic)
+		"--brokers", r.brokerAdr, "--redis", "redis://"+r.redis.Addr()+"/0", "--topics", leasehold.DefaultTopic,
+		"--retention", r.cfg.Retention.String())
 	cmd.Stdout, cmd.Stderr = &out, logf
 	err = cmd.Run()
 	var exit *exec.ExitError
@@ -76,6 +77,7 @@ func (f Figures) auditLines() []line {
 		{"audit_failed", a.Counts[audit.Failed], "records"},
 		{"audit_running", a.Counts[audit.Running], "records"},
 		{"audit_pending", a.Counts[audit.Pending], "records"},
+		{"audit_expired", a.Counts[audit.Expired], "records"},
 		{"audit_unaccounted", a.Counts[audit.Unaccounted], "records"},
 	}
 }

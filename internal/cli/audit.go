@@ -28,6 +28,7 @@ type auditFlags struct {
 	asJSON, records          bool
 	batch, listed            int
 	timeout                  time.Duration
+	retention                time.Duration
 }
 
 func (c *auditFlags) define(f *flags) {
@@ -43,6 +44,7 @@ func (c *auditFlags) define(f *flags) {
 	f.stringVar(&c.until, "until", "", "", "audit records written before this time: RFC 3339, or a duration ago")
 	f.BoolVar(&c.asJSON, "json", false, "print JSON: the report as one object (with --records, one object a record, then the report)")
 	f.BoolVar(&c.records, "records", false, "print every record's account, not only the unaccounted ones")
+	f.durationVar(&c.retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "the workers' --retention: a record with no Redis record written longer ago than this is expired (its record may have lapsed), not unaccounted; 0: unaccounted")
 	f.intVar(&c.batch, "batch", "", audit.DefaultBatch, "keys read from Redis in one pipeline, 1 to 1024")
 	f.intVar(&c.listed, "max-listed", "", audit.DefaultMaxListed, "unaccounted records listed at most (all are counted)")
 	f.durationVar(&c.timeout, "timeout", "", 30*time.Minute, "give up after this long")
@@ -62,6 +64,8 @@ func (c *auditFlags) check() error {
 		return usagef("max-listed %d: want at least 1", c.listed)
 	case c.timeout <= 0:
 		return usagef("timeout %v: want more than 0", c.timeout)
+	case c.retention < 0:
+		return usagef("retention %v: want 0 or more", c.retention)
 	}
 	if _, err := parseDialMap(c.dialMap); err != nil {
 		return err
@@ -93,7 +97,7 @@ func cmdAudit(ctx context.Context, e *Env, args []string) error {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer adm.Close()
-	cfg := audit.Config{Admin: adm, ConnOpts: conn, Topic: splitList(c.topics)[0], DLQ: c.dlq,
+	cfg := audit.Config{Admin: adm, ConnOpts: conn, Topic: splitList(c.topics)[0], DLQ: c.dlq, Retention: c.retention,
 		Batch: c.batch, MaxListed: c.listed}
 	if cfg.DLQ == "" {
 		cfg.DLQ = cfg.Topic + ".dlq"
