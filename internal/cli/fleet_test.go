@@ -56,7 +56,10 @@ func TestFleet(t *testing.T) {
 	}
 	stopA := start("3")
 	start("5")
-	testkit.Eventually(t, 30*time.Second, "both workers listed", func() bool { return len(list().Workers) == 2 })
+	testkit.Progressing(t, 30*time.Second, "both workers listed", func() (int, bool) {
+		n := len(list().Workers)
+		return n, n == 2
+	})
 	v := list()
 	for _, w := range v.Workers {
 		if w.Group != "g-"+topic || len(w.Topics) != 1 || w.Topics[0] != topic || (w.Concurrency != 3 && w.Concurrency != 5) ||

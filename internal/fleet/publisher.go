@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,10 +60,16 @@ func NewPublisher(c Config) (*Publisher, error) {
 		id.Started = time.Now().UTC()
 	}
 	if id.ID == "" {
-		id.ID = id.Host + "/" + strconv.Itoa(id.PID) + "/" + strconv.FormatInt(id.Started.UnixMilli(), 36)
+		// The sequence tells apart workers of one process started in the
+		// same millisecond (two Workers embedded in one service, or tests).
+		id.ID = id.Host + "/" + strconv.Itoa(id.PID) + "/" + strconv.FormatInt(id.Started.UnixMilli(), 36) +
+			"." + strconv.FormatInt(publishers.Add(1), 36)
 	}
 	return &Publisher{c: c, ttl: DefaultTTLIntervals * c.Interval, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
+
+// publishers counts the process's publishers, for their IDs.
+var publishers atomic.Int64
 
 // ID returns the worker's ID in the fleet.
 func (p *Publisher) ID() string { return p.c.Identity.ID }

@@ -3,6 +3,8 @@ package fleet
 import (
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRatesAndSeries: a worker's rates are its counters' growth since its
@@ -41,5 +43,25 @@ func TestRatesAndSeries(t *testing.T) {
 	}
 	if p2.Rated != 2 || p2.LeasesHeld != 8 || p2.Rates["succeeded"] != 5 || p2.Rates["leases_lost"] != 2.0/60 {
 		t.Errorf("minute 2: %+v, want 8 leases, rates 4+1 succeeded, 2/60 leases lost", p2)
+	}
+}
+
+// TestIDsOfOneProcessDiffer: two publishers of one process started in the
+// same millisecond (two Workers embedded in one service) get two IDs, so
+// that neither overwrites the other's status.
+func TestIDsOfOneProcessDiffer(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	at := time.Now()
+	ids := map[string]bool{}
+	for range 2 {
+		p, err := NewPublisher(Config{Redis: rdb, Load: func() Load { return Load{} }, Identity: Identity{Started: at}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[p.ID()] = true
+	}
+	if len(ids) != 2 {
+		t.Fatalf("IDs %v: want two distinct", ids)
 	}
 }
