@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strconv"
@@ -76,38 +75,8 @@ func (h historyObserver) observeEnd(ctx context.Context, _ *delivery, e attemptE
 	if s == nil || e.job == nil {
 		return
 	}
-	end := historyEnd(e, h.w.stopCtx.Err() != nil)
+	end := string(e.outcome(h.w.stopCtx.Err() != nil))
 	h.write(ctx, e.job.Key, func(ctx context.Context) error { return s.HistoryEnd(ctx, e.job.Key, e.job.fence, end) })
-}
-
-// historyEnd names how an attempt ended, for its history.
-func historyEnd(e attemptEnd, stopping bool) string {
-	switch e.kind {
-	case endCompleted:
-		return idempotency.EndCompleted
-	case endFailed:
-		return idempotency.EndFailed
-	case endRetry:
-		if stopping && errors.Is(e.err, context.Canceled) {
-			return idempotency.EndCancelled
-		}
-		return idempotency.EndFailed
-	case endLeaseLost:
-		if errors.Is(e.err, ErrShutdown) {
-			return idempotency.EndCancelled
-		}
-		// Redis refused the commit (the lease is another's or gone) before
-		// the worker saw the lease lost; a loss seen first cancelled the job.
-		if errors.Is(e.err, idempotency.ErrRefused) {
-			return idempotency.EndCommitRefused
-		}
-		return idempotency.EndLeaseLost
-	case endUnrecorded:
-		return idempotency.EndUnrecorded
-	case endDeadLettered:
-		return idempotency.EndDeadLettered
-	}
-	return e.kind.String()
 }
 
 func (h historyObserver) write(ctx context.Context, key string, f func(context.Context) error) {
@@ -173,7 +142,7 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 				return
 			}
 			// No span was started for it: count it all the same.
-			tr.Metrics().Compensation(ctx, string(o))
+			tr.Metrics().Compensation(ctx, o)
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/retry"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -97,7 +98,7 @@ func (w *Worker) compensatePrevious(job *Job) {
 // dead-lettered the record and died before recording the failure.
 func (w *Worker) runHandler(job *Job, reg *registration) (res []byte, err error) {
 	ctx, span := startChild(job.ctx, job, (*tracing.Job).StartHandler)
-	defer func() { span.End(spanOutcome(err, "ok", "error"), err) }()
+	defer func() { span.End(spanOutcome(err, outcome.OK, outcome.Error), err) }()
 	if job.Attempt > reg.cfg.maxAttempts {
 		return nil, fmt.Errorf("%w: attempt %d of %d", ErrAttemptsExhausted, job.Attempt, reg.cfg.maxAttempts)
 	}
@@ -129,7 +130,7 @@ func (w *Worker) commit(job *Job, res []byte) (err error) {
 	if err != nil && errors.Is(err, ErrLeaseLost) && w.commitLanded(job) {
 		err = nil
 	}
-	span.End(spanOutcome(err, "committed", "rejected"), err)
+	span.End(spanOutcome(err, outcome.Committed, outcome.Rejected), err)
 	if err == nil && jr != nil {
 		if cerr := jr.Close(context.WithoutCancel(job.ctx)); cerr != nil {
 			w.log.Warn("closing the saga journal failed; the sweep will see it sealed",
@@ -139,11 +140,12 @@ func (w *Worker) commit(job *Job, res []byte) (err error) {
 	return err
 }
 
-func spanOutcome(err error, ok, failed string) string {
+// spanOutcome is ok's name for a nil err, failed's otherwise.
+func spanOutcome(err error, ok, failed outcome.Name) string {
 	if err != nil {
-		return failed
+		return string(failed)
 	}
-	return ok
+	return string(ok)
 }
 
 // classify tells how an attempt that did not complete ended: its lease was

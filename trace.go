@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -16,8 +17,9 @@ import (
 // end; parking a held record keeps the span open, and a new attempt (after a
 // retry or a lost lease) starts a new span.
 type traceObserver struct {
-	tr   *tracing.Tracer
-	base context.Context // parents job spans
+	tr       *tracing.Tracer
+	base     context.Context // parents job spans
+	stopping func() bool     // whether the worker is shutting down
 }
 
 var (
@@ -39,11 +41,7 @@ func (t traceObserver) span(d *delivery) *tracing.Job {
 
 func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, start time.Time) {
 	tj := t.span(d)
-	outcome := c.Outcome.String()
-	if c.Err != nil && c.Outcome == 0 {
-		outcome = "error"
-	}
-	tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err) //nolint:contextcheck // the claim span is a child of the record's span
+	tj.RecordClaim(d.tctx, start, claimOutcome(c), c.Fence, c.Err) //nolint:contextcheck // the claim span is a child of the record's span
 	switch c.Outcome {
 	case OutcomeAcquired, OutcomeTakeover:
 		tj.SetFence(c.Fence)
@@ -52,9 +50,9 @@ func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, st
 			tj.Takeover(c.PrevFence)
 		}
 	case OutcomeDuplicate:
-		cached := "completed"
+		cached := outcome.Completed
 		if c.Failure != "" {
-			cached = "failed"
+			cached = outcome.Failed
 		}
 		tj.DuplicateReplay(cached)
 	}
@@ -73,7 +71,7 @@ func (t traceObserver) observeLeaseLost(_ context.Context, d *delivery, _ *Job, 
 }
 
 func (t traceObserver) observeEnd(_ context.Context, d *delivery, e attemptEnd) {
-	endSpan(d, e.kind.String(), e.err) //nolint:contextcheck // End counts the outcome under the span's own context
+	endSpan(d, e.outcome(t.stopping()), e.err) //nolint:contextcheck // End counts the outcome under the span's own context
 }
 
 // observeDeadLetterDecided records the decision on d's span (starting one
@@ -85,7 +83,7 @@ func (t traceObserver) observeDeadLetterDecided(ctx context.Context, d *delivery
 	tj := t.span(d)
 	ctx = trace.ContextWithSpan(ctx, tj.Span())
 	tj.Span().AddEvent(tracing.EventDeadLettered, trace.WithAttributes(attribute.String(tracing.AttrReason, reason)))
-	endSpan(d, endDeadLettered.String(), err)
+	endSpan(d, outcome.DeadLettered, err)
 	return ctx
 }
 
@@ -93,12 +91,21 @@ func (t traceObserver) observeDeadLettered(ctx context.Context, _ *delivery, dl 
 	t.tr.Metrics().DeadLettered(ctx, dl.reason)
 }
 
+// claimOutcome names a claim's outcome: outcome.Error for one that could
+// not be made.
+func claimOutcome(c *claim) outcome.Name {
+	if c.Err != nil && c.Outcome == 0 {
+		return outcome.Error
+	}
+	return c.Outcome.Name()
+}
+
 // endSpan ends d's attempt span, if it has one.
-func endSpan(d *delivery, outcome string, err error) {
+func endSpan(d *delivery, o outcome.Name, err error) {
 	if d.tj == nil {
 		return
 	}
-	d.tj.End(outcome, err)
+	d.tj.End(o, err)
 	d.tj, d.tctx = nil, nil
 }
 
@@ -114,7 +121,7 @@ func traceContext(ctx context.Context, d *delivery) context.Context {
 // childSpan is a child of a job span (handler, commit): an operation's
 // span, not an event.
 type childSpan interface {
-	End(outcome string, err error)
+	End(o string, err error)
 }
 
 type noSpan struct{}

@@ -476,7 +476,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 // then the user's hooks in the order given.
 func (w *Worker) newObservers() *observers {
 	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, newHistoryObserver(w),
-		traceObserver{tr: w.cfg.tracer, base: w.baseCtx}}
+		traceObserver{tr: w.cfg.tracer, base: w.baseCtx, stopping: func() bool { return w.stopCtx.Err() != nil }}}
 	for _, h := range w.cfg.hooks {
 		os = append(os, h)
 	}

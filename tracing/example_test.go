@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -38,7 +39,7 @@ func ExampleTracer_StartJob() {
 
 	_, commit := job.StartCommit(ctx)
 	commit.End(tracing.OutcomeCommitted, nil)
-	job.End(tracing.OutcomeCompleted, nil)
+	job.End(outcome.Completed, nil)
 
 	for _, s := range exp.GetSpans() {
 		fmt.Println(s.Name)

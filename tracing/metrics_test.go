@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -67,7 +68,7 @@ func TestMetricsFromSpans(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	f := setup(t, tracing.WithClock(clock))
 
-	run := func(typ, claimOutcome, outcome string, d time.Duration, comps ...string) {
+	run := func(typ, claimOutcome, out string, d time.Duration, comps ...string) {
 		ctx, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, typ, "k")
 		if claimOutcome != "" {
 			_, c := job.StartClaim(ctx)
@@ -77,11 +78,11 @@ func TestMetricsFromSpans(t *testing.T) {
 			_, s := job.StartCompensation(ctx, "undo", 1)
 			s.End(o, nil)
 		}
-		if outcome == tracing.OutcomeDeadLettered {
+		if out == tracing.OutcomeDeadLettered {
 			job.DeadLettered("retries_exhausted")
 		}
 		advance(d)
-		job.End(outcome, nil)
+		job.End(outcome.Name(out), nil)
 	}
 	run("transcode", "acquired", tracing.OutcomeCompleted, 3*time.Second)
 	run("transcode", "acquired", tracing.OutcomeCompleted, 5*time.Second)
@@ -120,11 +121,11 @@ func TestMetricsFromSpans(t *testing.T) {
 	}
 	// Claim and compensation outcomes that never happened read 0 (they exist
 	// from the start; see TestMetricsAtStart).
-	for _, o := range tracing.ClaimOutcomes {
-		want["leasehold.claims{outcome="+o+"}"] += 0
+	for _, o := range outcome.Claims() {
+		want["leasehold.claims{outcome="+string(o)+"}"] += 0
 	}
-	for _, o := range tracing.CompensationOutcomes {
-		want["leasehold.compensations{outcome="+o+"}"] += 0
+	for _, o := range outcome.CompensationSteps() {
+		want["leasehold.compensations{outcome="+string(o)+"}"] += 0
 	}
 	if diff := cmp.Diff(want, f.collect(t)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
@@ -143,7 +144,7 @@ func TestMetricsFromSpans(t *testing.T) {
 func TestMetricsJobTypeCardinality(t *testing.T) {
 	f := setup(t)
 	for i := range 300 {
-		f.tr.Metrics().JobDone(context.Background(), "type-"+strconv.Itoa(i), tracing.OutcomeCompleted, time.Millisecond)
+		f.tr.Metrics().JobDone(context.Background(), "type-"+strconv.Itoa(i), outcome.Completed, time.Millisecond)
 	}
 	types := map[string]bool{}
 	for k := range f.collect(t) {

@@ -1,5 +1,7 @@
 package tracing
 
+import "github.com/leasehold/leasehold/outcome"
+
 // Span names. A job span is named "process <topic>" (the OpenTelemetry
 // messaging conventions' "{operation} {destination}"; its job type is the
 // leasehold.job.type attribute), an enqueue span "enqueue <job type>", a
@@ -41,17 +43,19 @@ const (
 	AttrErrorMessage     = "exception.message"
 )
 
-// Outcomes recorded by the worker. Claim outcomes are those of the
-// idempotency store (acquired, held, duplicate, takeover, mismatch).
+// Outcomes recorded by the worker: the names of package outcome, where
+// each is documented with the others (the one outcome vocabulary).
+//
+// Deprecated: use the outcome constants (outcome.Completed, ...).
 const (
-	OutcomeCompleted    = "completed"
-	OutcomeFailed       = "failed"
-	OutcomeRetry        = "retry"
-	OutcomeLeaseLost    = "lease_lost"
-	OutcomeDuplicate    = "duplicate"
-	OutcomeHeld         = "held"
-	OutcomeDeadLettered = "dead_lettered"
-	OutcomeCommitted    = "committed"
-	OutcomeCompensated  = "compensated"
-	OutcomeError        = "error"
+	OutcomeCompleted    = string(outcome.Completed)
+	OutcomeFailed       = string(outcome.Failed)
+	OutcomeRetry        = string(outcome.Retry)
+	OutcomeLeaseLost    = string(outcome.LeaseLost)
+	OutcomeDuplicate    = string(outcome.Duplicate)
+	OutcomeHeld         = string(outcome.Held)
+	OutcomeDeadLettered = string(outcome.DeadLettered)
+	OutcomeCommitted    = string(outcome.Committed)
+	OutcomeCompensated  = string(outcome.Compensated)
+	OutcomeError        = string(outcome.Error)
 )

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -37,7 +38,7 @@ func TestKeyRedaction(t *testing.T) {
 			err := fmt.Errorf("send to %s: %w", key, errors.New("mailbox full"))
 			h.End(tracing.OutcomeFailed, err)
 			job.LeaseLost(fmt.Errorf("lease %q: gone", key))
-			job.End(tracing.OutcomeFailed, err)
+			job.End(outcome.Failed, err)
 
 			spans := f.spans.GetSpans()
 			ja := attrs(tree(spans).one(t, "process jobs").Attributes)
@@ -67,7 +68,7 @@ func TestKeyHashStable(t *testing.T) {
 	get := func(opts ...tracing.Opt) string {
 		f := setup(t, opts...)
 		_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "t", "order-7")
-		job.End(tracing.OutcomeCompleted, nil)
+		job.End(outcome.Completed, nil)
 		return attrs(f.spans.GetSpans()[0].Attributes)[tracing.AttrIdempotencyKey]
 	}
 	a, b := get(), get()
@@ -105,7 +106,7 @@ func TestBoundedAttributes(t *testing.T) {
 	f := setup(t, tracing.WithKeyRedaction(tracing.KeyFull))
 	long := strings.Repeat("é", 1000)
 	_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, long, long+"\xff")
-	job.End(strings.Repeat("x", 500), errors.New(strings.Repeat("e", 5000)))
+	job.End(outcome.Name(strings.Repeat("x", 500)), errors.New(strings.Repeat("e", 5000)))
 	s := f.spans.GetSpans()[0]
 	a := attrs(s.Attributes)
 	if n := len(a[tracing.AttrJobType]); n > 64 {

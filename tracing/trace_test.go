@@ -24,6 +24,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -179,7 +180,7 @@ func TestJobTrace(t *testing.T) {
 	comp.End(tracing.OutcomeCompensated, nil)
 	_, commit := job.StartCommit(jctx)
 	commit.End(tracing.OutcomeLeaseLost, lost)
-	job.End(tracing.OutcomeLeaseLost, lost)
+	job.End(outcome.LeaseLost, lost)
 
 	st := tree(f.spans.GetSpans())
 	jobSpan := st.one(t, "process "+topic)
@@ -291,7 +292,7 @@ func TestStartJobWithoutHooks(t *testing.T) {
 	r := &kgo.Record{Topic: "jobs"}
 	propagation.TraceContext{}.Inject(ctx, propagationRecordCarrier{r})
 	_, job := f.tr.StartJob(context.Background(), r, "t", "k")
-	job.End(tracing.OutcomeCompleted, nil)
+	job.End(outcome.Completed, nil)
 	s := f.spans.GetSpans()
 	if len(s) != 1 {
 		t.Fatalf("%d spans", len(s))
@@ -324,13 +325,13 @@ func TestJobEvents(t *testing.T) {
 	}
 	advance(6 * time.Second)
 	job.Heartbeat() // 11s after the first: an event counting 4 skipped
-	job.DuplicateReplay(tracing.OutcomeCompleted)
+	job.DuplicateReplay(outcome.Completed)
 	job.DeadLettered("retries_exhausted")
 	job.LeaseLost(lease.ErrRenewDeadline)
 	job.LeaseLost(errors.New("some other failure"))
 	advance(90 * time.Second)
-	job.End(tracing.OutcomeDeadLettered, nil)
-	job.End(tracing.OutcomeCompleted, nil) // ignored
+	job.End(outcome.DeadLettered, nil)
+	job.End(outcome.Completed, nil) // ignored
 
 	spans := f.spans.GetSpans()
 	if len(spans) != 1 {
@@ -397,7 +398,7 @@ func TestCompensationStep(t *testing.T) {
 	// The observer gets a context derived from the job's, without its cancellation.
 	sctx, _ := f.tr.StartCompensationStep(context.WithoutCancel(jctx), "refund", 9)
 	tracing.SpanFromContext(sctx).End(tracing.OutcomeCompensated, nil)
-	job.End(tracing.OutcomeLeaseLost, nil)
+	job.End(outcome.LeaseLost, nil)
 
 	octx, other := sdktrace.NewTracerProvider().Tracer("sweep").Start(context.Background(), "sweep")
 	s2ctx, _ := f.tr.StartCompensationStep(octx, "release", 3)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
@@ -62,11 +63,11 @@ func TestMetricsAtStart(t *testing.T) {
 	body := scrape(t, tel)
 	type sample struct{ name, label string }
 	want := []sample{{"leasehold_dead_lettered_total", `reason="missing-key"`}}
-	for _, o := range tracing.ClaimOutcomes {
-		want = append(want, sample{"leasehold_claims_total", `outcome="` + o + `"`})
+	for _, o := range outcome.Claims() {
+		want = append(want, sample{"leasehold_claims_total", `outcome="` + string(o) + `"`})
 	}
-	for _, o := range tracing.CompensationOutcomes {
-		want = append(want, sample{"leasehold_compensations_total", `outcome="` + o + `"`})
+	for _, o := range outcome.CompensationSteps() {
+		want = append(want, sample{"leasehold_compensations_total", `outcome="` + string(o) + `"`})
 	}
 	for _, c := range []string{"stolen", "expired", "renew_deadline", "fenced", "other"} {
 		want = append(want, sample{"leasehold_lease_lost_total", `cause="` + c + `"`})
@@ -83,7 +84,7 @@ func TestMetricsAtStart(t *testing.T) {
 	// even if none is made at start.
 	_, job := tr.StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
 	job.DeadLettered("no_key")
-	job.End(tracing.OutcomeDeadLettered, nil)
+	job.End(outcome.DeadLettered, nil)
 	body = scrape(t, tel)
 	if !hasSample(body, "leasehold_dead_lettered_total", `reason="no_key"`, "1") {
 		t.Errorf("/metrics has no leasehold_dead_lettered_total{reason=\"no_key\"} 1")
@@ -118,7 +119,7 @@ func TestPrometheusNames(t *testing.T) {
 	_, s := job.StartCompensation(jctx, "undo", 1)
 	s.End(tracing.OutcomeCompensated, nil)
 	job.DeadLettered("no_key")
-	job.End(tracing.OutcomeDeadLettered, nil)
+	job.End(outcome.DeadLettered, nil)
 	reg, err := tr.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
 		return []tracing.PartitionLag{{Topic: "jobs", Partition: 1, Lag: 3}}
 	})
