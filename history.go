@@ -14,8 +14,8 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/inspect"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/leasing"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // historyTimeout bounds one history write, and historyReadTimeout the read
@@ -90,7 +90,7 @@ func (h historyObserver) write(ctx context.Context, key string, f func(context.C
 // compensationObserver runs each compensation step under a span (with
 // WithTracing; see compensationSpans) and writes its outcome into the
 // attempt's history.
-func compensationObserver(tr *tracing.Tracer, s *idempotency.Store, log *slog.Logger) compensation.ObserverFuncs {
+func compensationObserver(tr *jobtrace.Tracer, s *idempotency.Store, log *slog.Logger) compensation.ObserverFuncs {
 	spans := compensationSpans(tr, s)
 	return compensation.ObserverFuncs{
 		Start: spans.StepStart,
@@ -116,15 +116,15 @@ func compensationObserver(tr *tracing.Tracer, s *idempotency.Store, log *slog.Lo
 // its own context rather than the one StepStart returned, so the span is
 // found again by the step's identity (journal, step, attempt, generation:
 // unique per claimed attempt). Without a tracer it does nothing.
-func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.ObserverFuncs {
+func compensationSpans(tr *jobtrace.Tracer, s *idempotency.Store) compensation.ObserverFuncs {
 	if tr == nil {
 		return compensation.ObserverFuncs{}
 	}
-	var open sync.Map // compensation.StepInfo -> *tracing.Span
+	var open sync.Map // compensation.StepInfo -> *jobtrace.Span
 	return compensation.ObserverFuncs{
 		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
 			key := keyOfLease(st.Ref.Name)
-			if tracing.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
+			if jobtrace.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
 				// The owner after a lost lease or refused commit, or a
 				// takeover inside its own job: a child of that span.
 				ctx, sp := tr.StartCompensationStep(ctx, st.Name, st.Ref.Fence)
@@ -138,7 +138,7 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 		},
 		End: func(ctx context.Context, st compensation.StepInfo, o compensation.Outcome, err error) {
 			if v, ok := open.LoadAndDelete(st); ok {
-				v.(*tracing.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
+				v.(*jobtrace.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
 				return
 			}
 			// No span was started for it: count it all the same.

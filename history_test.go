@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/outcome"
@@ -100,7 +101,7 @@ func TestSweepCompensationJoinsLostAttemptTrace(t *testing.T) {
 	reg := compensation.NewRegistry()
 	compensation.MustRegister(reg, "test.refund", func(context.Context, refundArgs) error { return nil })
 	r, err := compensation.NewRunner(rdb, m, reg, compensation.WithPrefix(prefix),
-		compensation.WithObserver(compensationObserver(tr, s, slog.New(slog.NewTextHandler(io.Discard, nil)))))
+		compensation.WithObserver(compensationObserver(jobtrace.Of(tr), s, slog.New(slog.NewTextHandler(io.Discard, nil)))))
 	must(t, err)
 	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
 

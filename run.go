@@ -8,9 +8,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/outcome"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // Running a claimed record: run, then report (River's job executor shape).
@@ -97,7 +97,7 @@ func (w *Worker) compensatePrevious(job *Job) {
 // the job type's limit does not run: an earlier owner used the last attempt,
 // dead-lettered the record and died before recording the failure.
 func (w *Worker) runHandler(job *Job, reg *registration) (res []byte, err error) {
-	ctx, span := startChild(job.ctx, job, (*tracing.Job).StartHandler)
+	ctx, span := startChild(job.ctx, job, (*jobtrace.Job).StartHandler)
 	defer func() { span.End(spanOutcome(err, outcome.OK, outcome.Error), err) }()
 	if job.Attempt > reg.cfg.maxAttempts {
 		return nil, fmt.Errorf("%w: attempt %d of %d", ErrAttemptsExhausted, job.Attempt, reg.cfg.maxAttempts)
@@ -125,7 +125,7 @@ func (w *Worker) commit(job *Job, res []byte) (err error) {
 			return err
 		}
 	}
-	ctx, span := startChild(job.ctx, job, (*tracing.Job).StartCommit)
+	ctx, span := startChild(job.ctx, job, (*jobtrace.Job).StartCommit)
 	err = w.retryStore(ctx, func(ctx context.Context) error { return job.c.run.Complete(ctx, res) })
 	if err != nil && errors.Is(err, ErrLeaseLost) && w.commitLanded(job) {
 		err = nil

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -17,7 +18,7 @@ import (
 // end; parking a held record keeps the span open, and a new attempt (after a
 // retry or a lost lease) starts a new span.
 type traceObserver struct {
-	tr       *tracing.Tracer
+	tr       *jobtrace.Tracer
 	base     context.Context // parents job spans
 	stopping func() bool     // whether the worker is shutting down
 }
@@ -32,7 +33,7 @@ var (
 )
 
 // span returns d's attempt span, starting it if the attempt has none yet.
-func (t traceObserver) span(d *delivery) *tracing.Job {
+func (t traceObserver) span(d *delivery) *jobtrace.Job {
 	if d.tj == nil {
 		d.tctx, d.tj = t.tr.StartJob(t.base, d.rec, d.typ, d.key)
 	}
@@ -130,7 +131,7 @@ func (noSpan) End(string, error) {}
 
 // startChild starts the handler or commit span of job's attempt (noSpan
 // without tracing).
-func startChild(ctx context.Context, job *Job, start func(*tracing.Job, context.Context) (context.Context, *tracing.Span)) (context.Context, childSpan) {
+func startChild(ctx context.Context, job *Job, start func(*jobtrace.Job, context.Context) (context.Context, *jobtrace.Span)) (context.Context, childSpan) {
 	if job.tj == nil {
 		return ctx, noSpan{}
 	}

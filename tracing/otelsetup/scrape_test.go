@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/outcome"
@@ -48,7 +49,7 @@ func TestMetricsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Metrics().ZeroDeadLettered("missing-key")
+	jobtrace.Of(tr).Metrics().ZeroDeadLettered("missing-key")
 	rc, prefix := testkit.SharedRedis(t)
 	m, err := lease.NewManager(rc, lease.WithPrefix(prefix), lease.WithTTL(time.Second),
 		lease.WithMeterProvider(tel.MeterProvider))
@@ -82,7 +83,7 @@ func TestMetricsAtStart(t *testing.T) {
 	}
 	// One series that was counted, so that the check below sees a series
 	// even if none is made at start.
-	_, job := tr.StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
+	_, job := jobtrace.Of(tr).StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
 	job.DeadLettered("no_key")
 	job.End(outcome.DeadLettered, nil)
 	body = scrape(t, tel)
@@ -113,15 +114,15 @@ func TestPrometheusNames(t *testing.T) {
 	}
 
 	// Worker metrics.
-	jctx, job := tr.StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
+	jctx, job := jobtrace.Of(tr).StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
 	_, c := job.StartClaim(jctx)
 	c.End("acquired", nil)
 	_, s := job.StartCompensation(jctx, "undo", 1)
 	s.End(tracing.OutcomeCompensated, nil)
 	job.DeadLettered("no_key")
 	job.End(outcome.DeadLettered, nil)
-	reg, err := tr.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
-		return []tracing.PartitionLag{{Topic: "jobs", Partition: 1, Lag: 3}}
+	reg, err := jobtrace.Of(tr).Metrics().ObserveCommitLag(func() []jobtrace.PartitionLag {
+		return []jobtrace.PartitionLag{{Topic: "jobs", Partition: 1, Lag: 3}}
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 import "github.com/leasehold/leasehold/outcome"
 
@@ -43,10 +43,8 @@ const (
 	AttrErrorMessage     = "exception.message"
 )
 
-// Outcomes recorded by the worker: the names of package outcome, where
-// each is documented with the others (the one outcome vocabulary).
-//
-// Deprecated: use the outcome constants (outcome.Completed, ...).
+// Outcomes as strings, for the tests and callers that end spans with a
+// string: the names of package outcome.
 const (
 	OutcomeCompleted    = string(outcome.Completed)
 	OutcomeFailed       = string(outcome.Failed)
