@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -62,16 +63,12 @@ func Enqueue(ctx context.Context, cl *kgo.Client, job NewJob) (string, error) {
 	}
 	r.Context = ctx
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		sp.End(tracing.OutcomeError, err) //nolint:contextcheck // End ends the span under its own context
+		sp.End(string(outcome.Error), err) //nolint:contextcheck // End ends the span under its own context
 		return "", fmt.Errorf("leasehold: enqueue %s %q: %w", job.Type, job.Key, err)
 	}
-	sp.End(outcomeEnqueued, nil) //nolint:contextcheck // End ends the span under its own context
+	sp.End(string(outcome.Enqueued), nil) //nolint:contextcheck // End ends the span under its own context
 	return key, nil
 }
-
-// outcomeEnqueued is the outcome of an enqueue span whose record the broker
-// acknowledged.
-const outcomeEnqueued = "enqueued"
 
 // globalTracer traces producers whose client has no tracing hooks, with the
 // OpenTelemetry globals (which forward to providers set later).

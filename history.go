@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strconv"
@@ -15,8 +14,8 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/inspect"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/leasing"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // historyTimeout bounds one history write, and historyReadTimeout the read
@@ -76,38 +75,8 @@ func (h historyObserver) observeEnd(ctx context.Context, _ *delivery, e attemptE
 	if s == nil || e.job == nil {
 		return
 	}
-	end := historyEnd(e, h.w.stopCtx.Err() != nil)
+	end := string(e.outcome(h.w.stopCtx.Err() != nil))
 	h.write(ctx, e.job.Key, func(ctx context.Context) error { return s.HistoryEnd(ctx, e.job.Key, e.job.fence, end) })
-}
-
-// historyEnd names how an attempt ended, for its history.
-func historyEnd(e attemptEnd, stopping bool) string {
-	switch e.kind {
-	case endCompleted:
-		return idempotency.EndCompleted
-	case endFailed:
-		return idempotency.EndFailed
-	case endRetry:
-		if stopping && errors.Is(e.err, context.Canceled) {
-			return idempotency.EndCancelled
-		}
-		return idempotency.EndFailed
-	case endLeaseLost:
-		if errors.Is(e.err, ErrShutdown) {
-			return idempotency.EndCancelled
-		}
-		// Redis refused the commit (the lease is another's or gone) before
-		// the worker saw the lease lost; a loss seen first cancelled the job.
-		if errors.Is(e.err, idempotency.ErrRefused) {
-			return idempotency.EndCommitRefused
-		}
-		return idempotency.EndLeaseLost
-	case endUnrecorded:
-		return idempotency.EndUnrecorded
-	case endDeadLettered:
-		return idempotency.EndDeadLettered
-	}
-	return e.kind.String()
 }
 
 func (h historyObserver) write(ctx context.Context, key string, f func(context.Context) error) {
@@ -121,7 +90,7 @@ func (h historyObserver) write(ctx context.Context, key string, f func(context.C
 // compensationObserver runs each compensation step under a span (with
 // WithTracing; see compensationSpans) and writes its outcome into the
 // attempt's history.
-func compensationObserver(tr *tracing.Tracer, s *idempotency.Store, log *slog.Logger) compensation.ObserverFuncs {
+func compensationObserver(tr *jobtrace.Tracer, s *idempotency.Store, log *slog.Logger) compensation.ObserverFuncs {
 	spans := compensationSpans(tr, s)
 	return compensation.ObserverFuncs{
 		Start: spans.StepStart,
@@ -147,15 +116,15 @@ func compensationObserver(tr *tracing.Tracer, s *idempotency.Store, log *slog.Lo
 // its own context rather than the one StepStart returned, so the span is
 // found again by the step's identity (journal, step, attempt, generation:
 // unique per claimed attempt). Without a tracer it does nothing.
-func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.ObserverFuncs {
+func compensationSpans(tr *jobtrace.Tracer, s *idempotency.Store) compensation.ObserverFuncs {
 	if tr == nil {
 		return compensation.ObserverFuncs{}
 	}
-	var open sync.Map // compensation.StepInfo -> *tracing.Span
+	var open sync.Map // compensation.StepInfo -> *jobtrace.Span
 	return compensation.ObserverFuncs{
 		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
 			key := keyOfLease(st.Ref.Name)
-			if tracing.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
+			if jobtrace.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
 				// The owner after a lost lease or refused commit, or a
 				// takeover inside its own job: a child of that span.
 				ctx, sp := tr.StartCompensationStep(ctx, st.Name, st.Ref.Fence)
@@ -169,11 +138,11 @@ func compensationSpans(tr *tracing.Tracer, s *idempotency.Store) compensation.Ob
 		},
 		End: func(ctx context.Context, st compensation.StepInfo, o compensation.Outcome, err error) {
 			if v, ok := open.LoadAndDelete(st); ok {
-				v.(*tracing.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
+				v.(*jobtrace.Span).End(string(o), err) //nolint:contextcheck // End counts the outcome under the span's own context
 				return
 			}
 			// No span was started for it: count it all the same.
-			tr.Metrics().Compensation(ctx, string(o))
+			tr.Metrics().Compensation(ctx, o)
 		},
 	}
 }

@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -98,7 +101,7 @@ func TestSweepCompensationJoinsLostAttemptTrace(t *testing.T) {
 	reg := compensation.NewRegistry()
 	compensation.MustRegister(reg, "test.refund", func(context.Context, refundArgs) error { return nil })
 	r, err := compensation.NewRunner(rdb, m, reg, compensation.WithPrefix(prefix),
-		compensation.WithObserver(compensationObserver(tr, s, slog.New(slog.NewTextHandler(io.Discard, nil)))))
+		compensation.WithObserver(compensationObserver(jobtrace.Of(tr), s, slog.New(slog.NewTextHandler(io.Discard, nil)))))
 	must(t, err)
 	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
 
@@ -154,26 +157,41 @@ func TestSweepCompensationJoinsLostAttemptTrace(t *testing.T) {
 	}
 }
 
-// TestHistoryEndNames: how an attempt's end is named in its history.
-func TestHistoryEndNames(t *testing.T) {
+// TestAttemptOutcomeNames: how an attempt's end is named in its span, the
+// job duration metric and its history.
+func TestAttemptOutcomeNames(t *testing.T) {
 	t.Parallel()
 	refused := &LeaseLostError{Key: "k", Fence: 1, Err: fmt.Errorf("commit: %w", idempotency.ErrRefused)}
 	for _, c := range []struct {
 		e        attemptEnd
 		stopping bool
-		want     string
+		want     outcome.Name
 	}{
-		{attemptEnd{kind: endCompleted}, false, idempotency.EndCompleted},
-		{attemptEnd{kind: endRetry, err: context.Canceled}, false, idempotency.EndFailed},
-		{attemptEnd{kind: endRetry, err: context.Canceled}, true, idempotency.EndCancelled},
-		{attemptEnd{kind: endFailed}, false, idempotency.EndFailed},
-		{attemptEnd{kind: endLeaseLost, err: &LeaseLostError{Key: "k", Fence: 1, Err: lease.ErrExpired}}, false, idempotency.EndLeaseLost},
-		{attemptEnd{kind: endLeaseLost, err: refused}, false, idempotency.EndCommitRefused},
-		{attemptEnd{kind: endLeaseLost, err: ErrShutdown}, true, idempotency.EndCancelled},
-		{attemptEnd{kind: endUnrecorded}, false, idempotency.EndUnrecorded},
+		{attemptEnd{kind: endCompleted}, false, outcome.Completed},
+		{attemptEnd{kind: endDuplicate}, false, outcome.Duplicate},
+		{attemptEnd{kind: endRetry, err: context.Canceled}, false, outcome.Retry},
+		{attemptEnd{kind: endRetry, err: context.Canceled}, true, outcome.Cancelled},
+		{attemptEnd{kind: endRetry, err: errors.New("flaky")}, true, outcome.Retry},
+		{attemptEnd{kind: endFailed}, false, outcome.Failed},
+		{attemptEnd{kind: endLeaseLost, err: &LeaseLostError{Key: "k", Fence: 1, Err: lease.ErrExpired}}, false, outcome.LeaseLost},
+		{attemptEnd{kind: endLeaseLost, err: refused}, false, outcome.CommitRefused},
+		{attemptEnd{kind: endLeaseLost, err: ErrShutdown}, true, outcome.Cancelled},
+		{attemptEnd{kind: endUnrecorded}, false, outcome.Unrecorded},
+		{attemptEnd{kind: endRevoked}, false, outcome.Revoked},
+		{attemptEnd{kind: endDeadLettered}, false, outcome.DeadLettered},
 	} {
-		if got := historyEnd(c.e, c.stopping); got != c.want {
-			t.Errorf("historyEnd(%v, %v, stopping %v) = %q, want %q", c.e.kind, c.e.err, c.stopping, got, c.want)
+		got := c.e.outcome(c.stopping)
+		if got != c.want {
+			t.Errorf("outcome(%v, %v, stopping %v) = %q, want %q", c.e.kind, c.e.err, c.stopping, got, c.want)
+		}
+		if !outcome.Known(string(got)) {
+			t.Errorf("outcome %q is not in package outcome's set", got)
+		}
+	}
+	// Every kind has a name in the set (a new kind without one fails here).
+	for k := endCompleted; k <= endDeadLettered; k++ {
+		if !outcome.Known(k.String()) {
+			t.Errorf("end kind %d is named %q, not in package outcome's set", k, k)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/jobenv"
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 )
 
 // MaxHeartbeatDetails bounds the size of the details a heartbeat stores.
@@ -50,7 +50,7 @@ type Job struct {
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step
 
-	tj *tracing.Job // the attempt's span
+	tj *jobtrace.Job // the attempt's span
 
 	env jobenv.Env // set instead of w for a job built by package leaseholdtest
 }

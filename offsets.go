@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 )
 
 // Offset tracking. Records of one partition finish out of order (a bounded
@@ -226,10 +226,10 @@ func (o *offsets) highWatermarks(fs kgo.Fetches) {
 // watermark, the high watermark minus the committed offset (committed, from
 // the client's view of the group's commits; a partition without a commit yet
 // counts from the first offset fetched on this assignment).
-func (o *offsets) commitLag(committed map[string]map[int32]kgo.EpochOffset) []tracing.PartitionLag {
+func (o *offsets) commitLag(committed map[string]map[int32]kgo.EpochOffset) []jobtrace.PartitionLag {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]tracing.PartitionLag, 0, len(o.parts))
+	out := make([]jobtrace.PartitionLag, 0, len(o.parts))
 	for tp, t := range o.parts {
 		if t.hw < 0 {
 			continue
@@ -238,7 +238,7 @@ func (o *offsets) commitLag(committed map[string]map[int32]kgo.EpochOffset) []tr
 		if eo, ok := committed[tp.topic][tp.partition]; ok && eo.Offset >= 0 {
 			at = eo.Offset
 		}
-		out = append(out, tracing.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: max(t.hw-at, 0)})
+		out = append(out, jobtrace.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: max(t.hw-at, 0)})
 	}
 	return out
 }

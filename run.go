@@ -8,8 +8,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/retry"
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // Running a claimed record: run, then report (River's job executor shape).
@@ -96,8 +97,8 @@ func (w *Worker) compensatePrevious(job *Job) {
 // the job type's limit does not run: an earlier owner used the last attempt,
 // dead-lettered the record and died before recording the failure.
 func (w *Worker) runHandler(job *Job, reg *registration) (res []byte, err error) {
-	ctx, span := startChild(job.ctx, job, (*tracing.Job).StartHandler)
-	defer func() { span.End(spanOutcome(err, "ok", "error"), err) }()
+	ctx, span := startChild(job.ctx, job, (*jobtrace.Job).StartHandler)
+	defer func() { span.End(spanOutcome(err, outcome.OK, outcome.Error), err) }()
 	if job.Attempt > reg.cfg.maxAttempts {
 		return nil, fmt.Errorf("%w: attempt %d of %d", ErrAttemptsExhausted, job.Attempt, reg.cfg.maxAttempts)
 	}
@@ -124,12 +125,12 @@ func (w *Worker) commit(job *Job, res []byte) (err error) {
 			return err
 		}
 	}
-	ctx, span := startChild(job.ctx, job, (*tracing.Job).StartCommit)
+	ctx, span := startChild(job.ctx, job, (*jobtrace.Job).StartCommit)
 	err = w.retryStore(ctx, func(ctx context.Context) error { return job.c.run.Complete(ctx, res) })
 	if err != nil && errors.Is(err, ErrLeaseLost) && w.commitLanded(job) {
 		err = nil
 	}
-	span.End(spanOutcome(err, "committed", "rejected"), err)
+	span.End(spanOutcome(err, outcome.Committed, outcome.Rejected), err)
 	if err == nil && jr != nil {
 		if cerr := jr.Close(context.WithoutCancel(job.ctx)); cerr != nil {
 			w.log.Warn("closing the saga journal failed; the sweep will see it sealed",
@@ -139,11 +140,12 @@ func (w *Worker) commit(job *Job, res []byte) (err error) {
 	return err
 }
 
-func spanOutcome(err error, ok, failed string) string {
+// spanOutcome is ok's name for a nil err, failed's otherwise.
+func spanOutcome(err error, ok, failed outcome.Name) string {
 	if err != nil {
-		return failed
+		return string(failed)
 	}
-	return ok
+	return string(ok)
 }
 
 // classify tells how an attempt that did not complete ended: its lease was

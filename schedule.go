@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 )
 
 // delivery is one polled record on its way through claim, run and commit.
@@ -23,7 +23,7 @@ type delivery struct {
 	due      time.Time
 	index    int // heap index
 
-	tj   *tracing.Job    // the current attempt's span
+	tj   *jobtrace.Job   // the current attempt's span
 	tctx context.Context // its context
 }
 

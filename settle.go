@@ -2,12 +2,17 @@ package leasehold
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/outcome"
 )
 
-// endKind is how an attempt at a record ended. Its name is the outcome the
-// attempt's span and the leasehold.jobs metric report.
+// endKind is how an attempt at a record ended; its outcome (attemptEnd.outcome)
+// is what the attempt's span, the leasehold.job.duration metric and the
+// key's history report.
 type endKind uint8
 
 const (
@@ -21,16 +26,40 @@ const (
 	endDeadLettered                    // rejected and dead-lettered: finished
 )
 
-var endNames = [...]string{
-	endCompleted: "completed", endDuplicate: "duplicate", endRetry: "retry", endLeaseLost: "lease_lost",
-	endFailed: "failed", endUnrecorded: "error", endRevoked: "revoked", endDeadLettered: "dead_lettered",
+var endNames = [...]outcome.Name{
+	endCompleted: outcome.Completed, endDuplicate: outcome.Duplicate, endRetry: outcome.Retry,
+	endLeaseLost: outcome.LeaseLost, endFailed: outcome.Failed, endUnrecorded: outcome.Unrecorded,
+	endRevoked: outcome.Revoked, endDeadLettered: outcome.DeadLettered,
 }
 
-func (k endKind) String() string {
+// name is the kind's outcome, before outcome tells a lost lease or a
+// retry apart by its cause.
+func (k endKind) name() outcome.Name {
 	if int(k) < len(endNames) && endNames[k] != "" {
 		return endNames[k]
 	}
-	return "unknown"
+	return outcome.Error
+}
+
+func (k endKind) String() string { return string(k.name()) }
+
+// outcome names how the attempt ended, for its span, the job duration
+// metric and its history (one name for all three); stopping tells that the
+// worker was shutting down. A retry cancelled by the shutdown, or a lease
+// given up for it, is cancelled; a commit Redis refused before the worker
+// saw the lease lost (the lease is another's or gone) is commit_refused.
+func (e attemptEnd) outcome(stopping bool) outcome.Name {
+	switch {
+	case e.kind == endRetry && stopping && errors.Is(e.err, context.Canceled):
+		return outcome.Cancelled
+	case e.kind != endLeaseLost:
+		return e.kind.name()
+	case errors.Is(e.err, ErrShutdown):
+		return outcome.Cancelled
+	case errors.Is(e.err, idempotency.ErrRefused):
+		return outcome.CommitRefused
+	}
+	return outcome.LeaseLost
 }
 
 // attemptEnd is what one attempt at a record came to: execute (run.go) or

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -60,7 +61,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 	// commit against the idempotency record (commitLanded).
 	copts := []compensation.Opt{compensation.WithPrefix(c.keyPrefix), compensation.WithLogger(c.logger),
 		compensation.WithCommitted(rs.commitLanded)}
-	copts = append(copts, compensation.WithObserver(compensationObserver(c.tracer, s, c.logger)))
+	copts = append(copts, compensation.WithObserver(compensationObserver(jobtrace.Of(c.tracer), s, c.logger)))
 	r, err := compensation.NewRunner(rdb, m, c.compReg, append(copts, c.compOpts...)...)
 	if err == nil {
 		err = r.Start(ctx)

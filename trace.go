@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -16,8 +18,9 @@ import (
 // end; parking a held record keeps the span open, and a new attempt (after a
 // retry or a lost lease) starts a new span.
 type traceObserver struct {
-	tr   *tracing.Tracer
-	base context.Context // parents job spans
+	tr       *jobtrace.Tracer
+	base     context.Context // parents job spans
+	stopping func() bool     // whether the worker is shutting down
 }
 
 var (
@@ -30,7 +33,7 @@ var (
 )
 
 // span returns d's attempt span, starting it if the attempt has none yet.
-func (t traceObserver) span(d *delivery) *tracing.Job {
+func (t traceObserver) span(d *delivery) *jobtrace.Job {
 	if d.tj == nil {
 		d.tctx, d.tj = t.tr.StartJob(t.base, d.rec, d.typ, d.key)
 	}
@@ -39,11 +42,7 @@ func (t traceObserver) span(d *delivery) *tracing.Job {
 
 func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, start time.Time) {
 	tj := t.span(d)
-	outcome := c.Outcome.String()
-	if c.Err != nil && c.Outcome == 0 {
-		outcome = "error"
-	}
-	tj.RecordClaim(d.tctx, start, outcome, c.Fence, c.Err) //nolint:contextcheck // the claim span is a child of the record's span
+	tj.RecordClaim(d.tctx, start, claimOutcome(c), c.Fence, c.Err) //nolint:contextcheck // the claim span is a child of the record's span
 	switch c.Outcome {
 	case OutcomeAcquired, OutcomeTakeover:
 		tj.SetFence(c.Fence)
@@ -52,9 +51,9 @@ func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, st
 			tj.Takeover(c.PrevFence)
 		}
 	case OutcomeDuplicate:
-		cached := "completed"
+		cached := outcome.Completed
 		if c.Failure != "" {
-			cached = "failed"
+			cached = outcome.Failed
 		}
 		tj.DuplicateReplay(cached)
 	}
@@ -73,7 +72,7 @@ func (t traceObserver) observeLeaseLost(_ context.Context, d *delivery, _ *Job, 
 }
 
 func (t traceObserver) observeEnd(_ context.Context, d *delivery, e attemptEnd) {
-	endSpan(d, e.kind.String(), e.err) //nolint:contextcheck // End counts the outcome under the span's own context
+	endSpan(d, e.outcome(t.stopping()), e.err) //nolint:contextcheck // End counts the outcome under the span's own context
 }
 
 // observeDeadLetterDecided records the decision on d's span (starting one
@@ -85,7 +84,7 @@ func (t traceObserver) observeDeadLetterDecided(ctx context.Context, d *delivery
 	tj := t.span(d)
 	ctx = trace.ContextWithSpan(ctx, tj.Span())
 	tj.Span().AddEvent(tracing.EventDeadLettered, trace.WithAttributes(attribute.String(tracing.AttrReason, reason)))
-	endSpan(d, endDeadLettered.String(), err)
+	endSpan(d, outcome.DeadLettered, err)
 	return ctx
 }
 
@@ -93,12 +92,21 @@ func (t traceObserver) observeDeadLettered(ctx context.Context, _ *delivery, dl 
 	t.tr.Metrics().DeadLettered(ctx, dl.reason)
 }
 
+// claimOutcome names a claim's outcome: outcome.Error for one that could
+// not be made.
+func claimOutcome(c *claim) outcome.Name {
+	if c.Err != nil && c.Outcome == 0 {
+		return outcome.Error
+	}
+	return c.Outcome.Name()
+}
+
 // endSpan ends d's attempt span, if it has one.
-func endSpan(d *delivery, outcome string, err error) {
+func endSpan(d *delivery, o outcome.Name, err error) {
 	if d.tj == nil {
 		return
 	}
-	d.tj.End(outcome, err)
+	d.tj.End(o, err)
 	d.tj, d.tctx = nil, nil
 }
 
@@ -114,7 +122,7 @@ func traceContext(ctx context.Context, d *delivery) context.Context {
 // childSpan is a child of a job span (handler, commit): an operation's
 // span, not an event.
 type childSpan interface {
-	End(outcome string, err error)
+	End(o string, err error)
 }
 
 type noSpan struct{}
@@ -123,7 +131,7 @@ func (noSpan) End(string, error) {}
 
 // startChild starts the handler or commit span of job's attempt (noSpan
 // without tracing).
-func startChild(ctx context.Context, job *Job, start func(*tracing.Job, context.Context) (context.Context, *tracing.Span)) (context.Context, childSpan) {
+func startChild(ctx context.Context, job *Job, start func(*jobtrace.Job, context.Context) (context.Context, *jobtrace.Span)) (context.Context, childSpan) {
 	if job.tj == nil {
 		return ctx, noSpan{}
 	}

@@ -247,6 +247,7 @@ func TestOneTelemetrySetting(t *testing.T) {
 			t.Errorf("no %s from the worker's meter provider (got %v)", m, names)
 		}
 	}
+	checkOutcomes(t, rec.Ended(), &rm)
 	if err := globalReader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}

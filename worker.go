@@ -17,8 +17,8 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/deadletter"
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/tracing"
 )
 
 // Worker consumes jobs from Kafka and runs each job's effect once: it claims
@@ -404,8 +404,8 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 // startMetrics shows every dead-letter reason at 0 and registers the commit
 // lag gauge.
 func (w *Worker) startMetrics() error {
-	w.cfg.tracer.Metrics().ZeroDeadLettered(deadletter.Reasons()...)
-	reg, err := w.cfg.tracer.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
+	jobtrace.Of(w.cfg.tracer).Metrics().ZeroDeadLettered(deadletter.Reasons()...)
+	reg, err := jobtrace.Of(w.cfg.tracer).Metrics().ObserveCommitLag(func() []jobtrace.PartitionLag {
 		return w.offs.commitLag(w.cl.CommittedOffsets())
 	})
 	if err != nil {
@@ -476,7 +476,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 // then the user's hooks in the order given.
 func (w *Worker) newObservers() *observers {
 	os := []any{statsObserver{c: &w.stats}, logObserver{log: w.log}, newHistoryObserver(w),
-		traceObserver{tr: w.cfg.tracer, base: w.baseCtx}}
+		traceObserver{tr: jobtrace.Of(w.cfg.tracer), base: w.baseCtx, stopping: func() bool { return w.stopCtx.Err() != nil }}}
 	for _, h := range w.cfg.hooks {
 		os = append(os, h)
 	}

@@ -3,17 +3,20 @@ package compensation
 import (
 	"context"
 	"strconv"
+
+	"github.com/leasehold/leasehold/outcome"
 )
 
-// Outcome is how one compensation attempt ended.
-type Outcome string
+// Outcome is how one compensation attempt ended: a name of leasehold's one
+// outcome vocabulary (package outcome).
+type Outcome = outcome.Name
 
-// Outcomes of a compensation attempt.
+// Outcomes of a compensation attempt (outcome.CompensationSteps).
 const (
-	OutcomeCompensated  Outcome = "compensated"   // the handler succeeded
-	OutcomeRetry        Outcome = "retry"         // it failed and will be tried again after a backoff
-	OutcomeDeadLettered Outcome = "dead_lettered" // it failed on its last attempt
-	OutcomeSuperseded   Outcome = "superseded"    // the step was reopened meanwhile (late effect) or the lease lost
+	OutcomeCompensated  = outcome.Compensated  // the handler succeeded
+	OutcomeRetry        = outcome.Retry        // it failed and will be tried again after a backoff
+	OutcomeDeadLettered = outcome.DeadLettered // it failed on its last attempt
+	OutcomeSuperseded   = outcome.Superseded   // the step was reopened meanwhile (late effect) or the lease lost
 )
 
 // StepInfo describes the step a compensation handler is undoing. Handlers

@@ -8,22 +8,28 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // DefaultHistory is how many attempts of a key its history keeps by default
 // ([WithHistory]).
 const DefaultHistory = 16
 
-// How an attempt ended, as its history tells ([Attempt.End]).
+// How an attempt ended, as its history tells ([Attempt.End]): the names of
+// package outcome, where each is documented.
+//
+// Deprecated: use the outcome constants (outcome.Completed, ...); these
+// are kept as strings for one release. EndFailed now means a terminal
+// failure only: a retryable one ends with outcome.Retry.
 const (
-	EndCompleted     = "completed"      // its commit landed
-	EndFailed        = "failed"         // its handler failed (retried, or for good: see the record)
-	EndLeaseLost     = "lease_lost"     // its lease was lost (expired, stolen, or not renewed in time)
-	EndCommitRefused = "commit_refused" // its commit was refused: another owner's fence is newer
-	EndTakenOver     = "taken_over"     // another worker took the key over before it ended
-	EndCancelled     = "cancelled"      // the worker shut down while it ran
-	EndDeadLettered  = "dead_lettered"  // it ended for good and the record went to the dead-letter topic
-	EndUnrecorded    = "unrecorded"     // its end could not be written to Redis
+	EndCompleted     = string(outcome.Completed)
+	EndFailed        = string(outcome.Failed)
+	EndLeaseLost     = string(outcome.LeaseLost)
+	EndCommitRefused = string(outcome.CommitRefused)
+	EndTakenOver     = string(outcome.TakenOver)
+	EndCancelled     = string(outcome.Cancelled)
+	EndDeadLettered  = string(outcome.DeadLettered)
+	EndUnrecorded    = string(outcome.Unrecorded)
 )
 
 // Attempt is one attempt of a key, as its history keeps it.
@@ -49,7 +55,7 @@ type Attempt struct {
 type CompensationStep struct {
 	Step    string `json:"n"`
 	Handler string `json:"h,omitempty"`
-	Outcome string `json:"o"` // compensated, retry, dead_lettered, superseded
+	Outcome string `json:"o"` // outcome.CompensationSteps: compensated, retry, dead_lettered, superseded
 }
 
 // stored is an attempt as the script keeps it.

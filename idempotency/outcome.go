@@ -1,6 +1,10 @@
 package idempotency
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/leasehold/leasehold/outcome"
+)
 
 // Outcome is the answer to a claim. It is the module's one claim outcome:
 // leasehold.Outcome is this type, and its constants are these.
@@ -30,24 +34,24 @@ const (
 	Undecodable
 )
 
-// String returns the outcome's lower-case name, "error" for the zero
-// Outcome of a claim that could not be made.
+// String returns the outcome's name ([Outcome.Name]), or "outcome(n)" for
+// a value out of range.
 func (o Outcome) String() string {
-	switch o {
-	case 0:
-		return "error"
-	case Acquired:
-		return "acquired"
-	case Takeover:
-		return "takeover"
-	case Held:
-		return "held"
-	case Duplicate:
-		return "duplicate"
-	case Mismatch:
-		return "mismatch"
-	case Undecodable:
-		return "undecodable"
+	if n := o.Name(); n != "" {
+		return string(n)
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
+
+// Name returns the outcome's name in leasehold's one outcome vocabulary
+// (package outcome): outcome.Error for the zero Outcome of a claim that
+// could not be made, "" for a value out of range.
+func (o Outcome) Name() outcome.Name {
+	if int(o) < len(claimNames) {
+		return claimNames[o]
+	}
+	return ""
+}
+
+var claimNames = [...]outcome.Name{0: outcome.Error, Acquired: outcome.Acquired, Takeover: outcome.Takeover,
+	Held: outcome.Held, Duplicate: outcome.Duplicate, Mismatch: outcome.Mismatch, Undecodable: outcome.Undecodable}

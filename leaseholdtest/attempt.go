@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/jobenv"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // maxArgs is the bound on a step's encoded arguments, the compensation
@@ -36,17 +37,19 @@ const (
 	LeaseLost
 )
 
-// String returns the outcome's name.
+// String returns the outcome's name, as the worker's span, metric and
+// history name such an attempt (package outcome: completed, retry, failed,
+// lease_lost).
 func (o Outcome) String() string {
 	switch o {
 	case Completed:
-		return "completed"
+		return string(outcome.Completed)
 	case Retry:
-		return "retry"
+		return string(outcome.Retry)
 	case Failed:
-		return "failed"
+		return string(outcome.Failed)
 	case LeaseLost:
-		return "lease-lost"
+		return string(outcome.LeaseLost)
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }

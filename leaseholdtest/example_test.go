@@ -81,7 +81,7 @@ func Example() {
 		fmt.Printf("attempt 2 step %q: done %v, undo %s %s\n", s.Name, s.Done, s.Handler, s.Args)
 	}
 	// Output:
-	// attempt 1: lease-lost after 2 heartbeats
+	// attempt 1: lease_lost after 2 heartbeats
 	// undo: release import-7/1 (in doubt: false)
 	// attempt 2: completed "4000 rows (resumed: true)", fence 2, takeover true, first checkpoint 3000
 	// attempt 2 step "reserve quota": done true, undo quota.release {"batch":"import-7/2"}

@@ -12,7 +12,8 @@
 // [New] returns a [Tracer] that wires franz-go's kotel plugin into Kafka
 // clients ([Tracer.KgoOpt]): kotel creates the publish and receive spans and
 // carries the trace context in record headers. Under kotel's receive span,
-// [Tracer.StartJob] makes the job's span `process <topic>` (the OpenTelemetry
+// the worker (given the Tracer with leasehold.WithTracing, or the providers
+// with leasehold.WithTracerProvider, ...) makes the job's span `process <topic>` (the OpenTelemetry
 // messaging conventions' consumer span; the job type is an attribute), whose
 // children are the claim, the handler, the fenced commit and each
 // compensation step, and whose events mark heartbeats (throttled), a lost
@@ -22,7 +23,7 @@
 //	enqueue video.transcode            (producer, StartEnqueue)
 //	└─ jobs publish                    (kotel)
 //	   └─ jobs receive                 (kotel)
-//	      └─ process jobs              (StartJob; leasehold.job.type=video.transcode)
+//	      └─ process jobs              (the worker; leasehold.job.type=video.transcode)
 //	         ├─ claim                  outcome=acquired fence=...
 //	         ├─ handler                events: heartbeat, lease lost
 //	         ├─ compensate refund      outcome=compensated
@@ -39,7 +40,11 @@
 // [NewLogHandler] puts the trace_id and span_id of the span in a log call's
 // context on the line (logger.InfoContext(ctx, ...)).
 //
-// [Metrics] holds the worker's instruments; [Catalog] lists every leasehold
+// The span, event, attribute and metric names are constants here, and every
+// outcome they carry is a name of package outcome. The worker's own use of
+// the Tracer (job spans, metric instruments) is internal to the module.
+//
+// [Catalog] lists every leasehold
 // metric with its unit and Prometheus name, including the lease metrics that
 // package lease records through the MeterProvider given to its Manager.
 package tracing

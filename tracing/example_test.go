@@ -2,50 +2,41 @@ package tracing_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
-func ExampleTracer_StartJob() {
+// A Tracer over the program's providers: its KgoOpt goes to every Kafka
+// client (leasehold.Enqueue on such a client makes the enqueue span
+// itself), and leasehold.WithTracing gives it to the worker, which makes
+// the job spans. Here a producer span is made by hand.
+func ExampleNew() {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	tr, err := tracing.New(tracing.WithTracerProvider(tp))
+	tr, err := tracing.New(tracing.WithTracerProvider(tp), tracing.WithKeyRedaction(tracing.KeyOmitted))
 	if err != nil {
 		log.Fatal(err)
 	}
+	_ = tr.KgoOpt() // kgo.NewClient(kgo.SeedBrokers(...), tr.KgoOpt())
 
-	// r comes from PollFetches on a client built with tr.KgoOpt().
-	r := &kgo.Record{Topic: "jobs", Partition: 0, Offset: 42}
-	ctx, job := tr.StartJob(context.Background(), r, "video.transcode", "order-1001")
-	job.SetAttempt(1)
-
-	_, claim := job.StartClaim(ctx)
-	claim.SetFence(7)
-	claim.End("acquired", nil)
-	job.SetFence(7)
-
-	hctx, h := job.StartHandler(ctx)
-	_ = hctx // the handler runs with hctx
-	job.Heartbeat()
-	h.End(tracing.OutcomeCompleted, nil)
-
-	_, commit := job.StartCommit(ctx)
-	commit.End(tracing.OutcomeCommitted, nil)
-	job.End(tracing.OutcomeCompleted, nil)
+	_, sp := tr.StartEnqueue(context.Background(), "video.transcode", "order-1001")
+	sp.End(string(outcome.Error), errors.New("broker unreachable"))
 
 	for _, s := range exp.GetSpans() {
-		fmt.Println(s.Name)
+		for _, a := range s.Attributes {
+			if a.Key == tracing.AttrOutcome {
+				fmt.Println(s.Name, a.Value.AsString(), s.Status.Description)
+			}
+		}
 	}
 	// Output:
-	// claim
-	// handler
-	// commit
-	// process jobs
+	// enqueue video.transcode error broker unreachable
 }

@@ -24,39 +24,41 @@ import (
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/deadletter"
+	"github.com/leasehold/leasehold/outcome"
 )
 
-// Outcome is what became of one record.
-type Outcome string
+// Outcome is what became of one record: a name of leasehold's one outcome
+// vocabulary (package outcome).
+type Outcome = outcome.Name
 
 // Outcomes, in the order a report lists them.
 const (
 	// Completed: the key's record is COMPLETED with this record's payload,
 	// and this is the first record of the key in the range.
-	Completed Outcome = "completed"
+	Completed = outcome.Completed
 	// Duplicate: a later record of a key already accounted for: its
 	// outcome was replayed, the job did not run again.
-	Duplicate Outcome = "duplicate"
+	Duplicate = outcome.Duplicate
 	// DeadLettered: a copy of the record is in the dead-letter topic.
-	DeadLettered Outcome = "dead-lettered"
+	DeadLettered = outcome.DeadLettered
 	// Failed: the key's record is FAILED (a terminal failure, replayed like
 	// a result) and no dead-letter copy of this record was found.
-	Failed Outcome = "failed"
+	Failed = outcome.Failed
 	// Running: the key is leased now, or its last attempt ended without
 	// an outcome and it waits for its next one.
-	Running Outcome = "running"
+	Running = outcome.Running
 	// Pending: no record yet, and the consumer group has not committed
 	// past the record: it waits to be consumed.
-	Pending Outcome = "pending"
+	Pending = outcome.Pending
 	// Expired: no record in Redis, no dead-letter copy, and the record was
 	// written longer ago than the workers' retention ([Config.Retention]):
 	// its key's record may have lapsed, so the audit cannot tell. Audit a
 	// range younger than the retention to account for every record.
-	Expired Outcome = "expired"
+	Expired = outcome.Expired
 	// Unaccounted: none of the above: no record in Redis though the group
 	// committed past the record (or no group was given), a record for
 	// another payload, or no key, and no dead-letter copy.
-	Unaccounted Outcome = "unaccounted"
+	Unaccounted = outcome.Unaccounted
 )
 
 // Outcomes lists every outcome, in report order.

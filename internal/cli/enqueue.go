@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 )
 
@@ -251,18 +252,18 @@ func enqueueJobs(ctx context.Context, cl *kgo.Client, tr *tracing.Tracer, c enqu
 		sctx, sp := tr.StartEnqueue(ctx, job.Type, job.Key)
 		r, err := enqueueRecord(sctx, job)
 		if err != nil {
-			sp.End(tracing.OutcomeFailed, err) //nolint:contextcheck // End counts the outcome under the span's own context
+			sp.End(string(outcome.Error), err) //nolint:contextcheck // End counts the outcome under the span's own context
 			return int(acked.Load()), dups, err
 		}
 		wg.Add(1)
 		cl.Produce(sctx, r, func(_ *kgo.Record, err error) { //nolint:contextcheck // End counts the outcome under the span's own context
 			defer wg.Done()
 			if err != nil {
-				sp.End(tracing.OutcomeFailed, err)
+				sp.End(string(outcome.Error), err)
 				errOnce.Do(func() { firstErr = err })
 				return
 			}
-			sp.End("produced", nil)
+			sp.End(string(outcome.Enqueued), nil)
 			p.set(int(acked.Add(1)))
 		})
 	}

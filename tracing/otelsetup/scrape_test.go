@@ -15,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/outcome"
 	"github.com/leasehold/leasehold/tracing"
 	"github.com/leasehold/leasehold/tracing/otelsetup"
 )
@@ -47,7 +49,7 @@ func TestMetricsAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Metrics().ZeroDeadLettered("missing-key")
+	jobtrace.Of(tr).Metrics().ZeroDeadLettered("missing-key")
 	rc, prefix := testkit.SharedRedis(t)
 	m, err := lease.NewManager(rc, lease.WithPrefix(prefix), lease.WithTTL(time.Second),
 		lease.WithMeterProvider(tel.MeterProvider))
@@ -62,11 +64,11 @@ func TestMetricsAtStart(t *testing.T) {
 	body := scrape(t, tel)
 	type sample struct{ name, label string }
 	want := []sample{{"leasehold_dead_lettered_total", `reason="missing-key"`}}
-	for _, o := range tracing.ClaimOutcomes {
-		want = append(want, sample{"leasehold_claims_total", `outcome="` + o + `"`})
+	for _, o := range outcome.Claims() {
+		want = append(want, sample{"leasehold_claims_total", `outcome="` + string(o) + `"`})
 	}
-	for _, o := range tracing.CompensationOutcomes {
-		want = append(want, sample{"leasehold_compensations_total", `outcome="` + o + `"`})
+	for _, o := range outcome.CompensationSteps() {
+		want = append(want, sample{"leasehold_compensations_total", `outcome="` + string(o) + `"`})
 	}
 	for _, c := range []string{"stolen", "expired", "renew_deadline", "fenced", "other"} {
 		want = append(want, sample{"leasehold_lease_lost_total", `cause="` + c + `"`})
@@ -81,9 +83,9 @@ func TestMetricsAtStart(t *testing.T) {
 	}
 	// One series that was counted, so that the check below sees a series
 	// even if none is made at start.
-	_, job := tr.StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
+	_, job := jobtrace.Of(tr).StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
 	job.DeadLettered("no_key")
-	job.End(tracing.OutcomeDeadLettered, nil)
+	job.End(outcome.DeadLettered, nil)
 	body = scrape(t, tel)
 	if !hasSample(body, "leasehold_dead_lettered_total", `reason="no_key"`, "1") {
 		t.Errorf("/metrics has no leasehold_dead_lettered_total{reason=\"no_key\"} 1")
@@ -112,15 +114,15 @@ func TestPrometheusNames(t *testing.T) {
 	}
 
 	// Worker metrics.
-	jctx, job := tr.StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
+	jctx, job := jobtrace.Of(tr).StartJob(ctx, &kgo.Record{Topic: "jobs"}, "t", "k")
 	_, c := job.StartClaim(jctx)
 	c.End("acquired", nil)
 	_, s := job.StartCompensation(jctx, "undo", 1)
 	s.End(tracing.OutcomeCompensated, nil)
 	job.DeadLettered("no_key")
-	job.End(tracing.OutcomeDeadLettered, nil)
-	reg, err := tr.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
-		return []tracing.PartitionLag{{Topic: "jobs", Partition: 1, Lag: 3}}
+	job.End(outcome.DeadLettered, nil)
+	reg, err := jobtrace.Of(tr).Metrics().ObserveCommitLag(func() []jobtrace.PartitionLag {
+		return []jobtrace.PartitionLag{{Topic: "jobs", Partition: 1, Lag: 3}}
 	})
 	if err != nil {
 		t.Fatal(err)

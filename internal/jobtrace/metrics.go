@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // Names of every leasehold metric instrument, as created through a
@@ -72,7 +74,7 @@ func Catalog() []MetricInfo {
 		{MetricLeaseHeld, "{lease}", KindGauge, nil, "leasehold_lease_held", "lease",
 			"Leases currently held by this process."},
 		{MetricLeaseRenewDuration, "s", KindHistogram, []string{LabelOutcome}, "leasehold_lease_renew_duration_seconds", "lease",
-			"Latency of one batched lease renewal round trip, by outcome (ok, error)."},
+			"Latency of one batched lease renewal round trip, by outcome (ok, error; package outcome)."},
 		{MetricLeaseLost, "{lease}", KindCounter, []string{LabelCause}, "leasehold_lease_lost_total", "lease",
 			"Leases lost, by cause (stolen, expired, renew_deadline, fenced, other)."},
 		{MetricLeaseAcquire, "{attempt}", KindCounter, []string{LabelOutcome}, "leasehold_lease_acquire_total", "lease",
@@ -104,16 +106,6 @@ func PrometheusNames() []string {
 	}
 	return names
 }
-
-// ClaimOutcomes are the outcome labels of leasehold.claims: the claim
-// outcomes of package idempotency as the worker names them, and "error".
-// [New] records each at 0, so that a scrape right after start shows
-// every series and rate() sees the first claim.
-var ClaimOutcomes = []string{"acquired", "takeover", "held", "duplicate", "mismatch", "undecodable", OutcomeError}
-
-// CompensationOutcomes are the outcome labels of leasehold.compensations
-// (package compensation's outcomes), each recorded at 0 by [New].
-var CompensationOutcomes = []string{OutcomeCompensated, OutcomeRetry, OutcomeDeadLettered, "superseded"}
 
 // jobDurationBuckets suit jobs from tens of milliseconds to two hours.
 var jobDurationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200}
@@ -173,11 +165,13 @@ func newMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		return nil, err
 	}
 	ctx := context.Background()
-	for _, o := range ClaimOutcomes {
-		m.claims.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, o)))
+	// Every claim and compensation outcome at 0, so that a scrape right
+	// after start shows every series and rate() sees the first one.
+	for _, o := range outcome.Claims() {
+		m.claims.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
 	}
-	for _, o := range CompensationOutcomes {
-		m.compensations.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, o)))
+	for _, o := range outcome.CompensationSteps() {
+		m.compensations.Add(ctx, 0, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
 	}
 	return m, nil
 }
@@ -197,27 +191,27 @@ func (m *Metrics) ZeroDeadLettered(reasons ...string) {
 }
 
 // Claim counts one idempotency claim with its outcome.
-func (m *Metrics) Claim(ctx context.Context, outcome string) {
+func (m *Metrics) Claim(ctx context.Context, o outcome.Name) {
 	if m == nil {
 		return
 	}
-	m.claims.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, outcome)))
+	m.claims.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
 }
 
 // JobDone records a finished job's duration by type and outcome.
-func (m *Metrics) JobDone(ctx context.Context, jobType, outcome string, d time.Duration) {
+func (m *Metrics) JobDone(ctx context.Context, jobType string, o outcome.Name, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.jobDuration.Record(ctx, d.Seconds(), metric.WithAttributes(m.jobType(jobType), attribute.String(LabelOutcome, outcome)))
+	m.jobDuration.Record(ctx, d.Seconds(), metric.WithAttributes(m.jobType(jobType), attribute.String(LabelOutcome, string(o))))
 }
 
 // Compensation counts one compensation step with its outcome.
-func (m *Metrics) Compensation(ctx context.Context, outcome string) {
+func (m *Metrics) Compensation(ctx context.Context, o outcome.Name) {
 	if m == nil {
 		return
 	}
-	m.compensations.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, outcome)))
+	m.compensations.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
 }
 
 // DeadLettered counts one record sent to the dead-letter topic.

@@ -1,4 +1,4 @@
-package tracing_test
+package jobtrace_test
 
 import (
 	"context"
@@ -22,20 +22,21 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // fixture is a Tracer whose spans land in an in-memory exporter and whose
 // metrics are read by a manual reader.
 type fixture struct {
-	tr     *tracing.Tracer
+	tr     *jobtrace.Tracer
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
 }
 
-func setup(t *testing.T, opts ...tracing.Opt) *fixture {
+func setup(t *testing.T, opts ...jobtrace.Opt) *fixture {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -46,8 +47,8 @@ func setup(t *testing.T, opts ...tracing.Opt) *fixture {
 		_ = mp.Shutdown(context.Background())
 	})
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-	tr, err := tracing.New(append([]tracing.Opt{
-		tracing.WithTracerProvider(tp), tracing.WithMeterProvider(mp), tracing.WithPropagator(prop),
+	tr, err := jobtrace.New(append([]jobtrace.Opt{
+		jobtrace.WithTracerProvider(tp), jobtrace.WithMeterProvider(mp), jobtrace.WithPropagator(prop),
 	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func setup(t *testing.T, opts ...tracing.Opt) *fixture {
 // kafka makes a topic named base plus a random suffix on the tests' Kafka
 // (kfake, or Apache Kafka with TEST_KAFKA=apache) and returns a producer and
 // a consumer of it built with the tracer's kotel hooks, and the topic.
-func kafka(t *testing.T, tr *tracing.Tracer, base string) (prod, cons *kgo.Client, topic string) {
+func kafka(t *testing.T, tr *jobtrace.Tracer, base string) (prod, cons *kgo.Client, topic string) {
 	t.Helper()
 	k := testkit.StartKafka(t)
 	topic = k.Topic(t, base, 1)
@@ -143,7 +144,7 @@ func attrs(kvs []attribute.KeyValue) map[string]string {
 // producer's enqueue span, kotel's publish and receive spans, and the job span
 // with its claim, handler, compensation and commit children form one trace.
 func TestJobTrace(t *testing.T) {
-	f := setup(t, tracing.WithKeyRedaction(tracing.KeyFull), tracing.WithConsumerGroup("workers"))
+	f := setup(t, jobtrace.WithKeyRedaction(jobtrace.KeyFull), jobtrace.WithConsumerGroup("workers"))
 	prod, cons, topic := kafka(t, f.tr, "jobs")
 	ctx := context.Background()
 
@@ -174,12 +175,12 @@ func TestJobTrace(t *testing.T) {
 	job.Heartbeat()
 	lost := fmt.Errorf("renew: %w", lease.ErrStolen)
 	job.LeaseLost(lost)
-	h.End(tracing.OutcomeLeaseLost, lost)
+	h.End(jobtrace.OutcomeLeaseLost, lost)
 	_, comp := job.StartCompensation(jctx, "refund", 1_700_000_000_000_123)
-	comp.End(tracing.OutcomeCompensated, nil)
+	comp.End(jobtrace.OutcomeCompensated, nil)
 	_, commit := job.StartCommit(jctx)
-	commit.End(tracing.OutcomeLeaseLost, lost)
-	job.End(tracing.OutcomeLeaseLost, lost)
+	commit.End(jobtrace.OutcomeLeaseLost, lost)
+	job.End(outcome.LeaseLost, lost)
 
 	st := tree(f.spans.GetSpans())
 	jobSpan := st.one(t, "process "+topic)
@@ -213,12 +214,12 @@ func TestJobTrace(t *testing.T) {
 		"messaging.kafka.offset":             "0",
 		"messaging.destination.partition.id": "0",
 		"messaging.message.body.size":        strconv.Itoa(len(payload)),
-		tracing.AttrJobType:                  "video.transcode",
-		tracing.AttrIdempotencyKey:           key,
-		tracing.AttrFence:                    "1700000000000123",
-		tracing.AttrAttempt:                  "1",
-		tracing.AttrOutcome:                  tracing.OutcomeLeaseLost,
-		tracing.AttrErrorType:                "*leasing.lostError",
+		jobtrace.AttrJobType:                 "video.transcode",
+		jobtrace.AttrIdempotencyKey:          key,
+		jobtrace.AttrFence:                   "1700000000000123",
+		jobtrace.AttrAttempt:                 "1",
+		jobtrace.AttrOutcome:                 jobtrace.OutcomeLeaseLost,
+		jobtrace.AttrErrorType:               "*leasing.lostError",
 	} {
 		if ja[k] != v {
 			t.Errorf("job span %s = %q, want %q", k, ja[k], v)
@@ -240,22 +241,22 @@ func TestJobTrace(t *testing.T) {
 	if jobSpan.Status.Code != codes.Error || !strings.Contains(jobSpan.Status.Description, "lease: stolen") {
 		t.Errorf("job span status %+v, want error with the cause", jobSpan.Status)
 	}
-	if got := attrs(st.one(t, "claim").Attributes); got[tracing.AttrOutcome] != "acquired" || got[tracing.AttrFence] != "1700000000000123" {
+	if got := attrs(st.one(t, "claim").Attributes); got[jobtrace.AttrOutcome] != "acquired" || got[jobtrace.AttrFence] != "1700000000000123" {
 		t.Errorf("claim attributes %v", got)
 	}
-	if got := attrs(st.one(t, "compensate refund").Attributes); got[tracing.AttrStep] != "refund" || got[tracing.AttrOutcome] != tracing.OutcomeCompensated {
+	if got := attrs(st.one(t, "compensate refund").Attributes); got[jobtrace.AttrStep] != "refund" || got[jobtrace.AttrOutcome] != jobtrace.OutcomeCompensated {
 		t.Errorf("compensation attributes %v", got)
 	}
 	var events []string
 	for _, e := range jobSpan.Events {
 		events = append(events, e.Name)
-		if e.Name == tracing.EventLeaseLost {
-			if got := attrs(e.Attributes)[tracing.AttrCause]; got != "stolen" {
+		if e.Name == jobtrace.EventLeaseLost {
+			if got := attrs(e.Attributes)[jobtrace.AttrCause]; got != "stolen" {
 				t.Errorf("lease lost cause = %q, want stolen", got)
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{tracing.EventHeartbeat, tracing.EventLeaseLost}, events); diff != "" {
+	if diff := cmp.Diff([]string{jobtrace.EventHeartbeat, jobtrace.EventLeaseLost}, events); diff != "" {
 		t.Errorf("job events (-want +got):\n%s", diff)
 	}
 	assertNoValue(t, f.spans.GetSpans(), payload)
@@ -291,7 +292,7 @@ func TestStartJobWithoutHooks(t *testing.T) {
 	r := &kgo.Record{Topic: "jobs"}
 	propagation.TraceContext{}.Inject(ctx, propagationRecordCarrier{r})
 	_, job := f.tr.StartJob(context.Background(), r, "t", "k")
-	job.End(tracing.OutcomeCompleted, nil)
+	job.End(outcome.Completed, nil)
 	s := f.spans.GetSpans()
 	if len(s) != 1 {
 		t.Fatalf("%d spans", len(s))
@@ -314,7 +315,7 @@ func TestJobEvents(t *testing.T) {
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	advance := func(d time.Duration) { now.Add(int64(d)) }
-	f := setup(t, tracing.WithClock(clock), tracing.WithHeartbeatEventInterval(10*time.Second))
+	f := setup(t, jobtrace.WithClock(clock), jobtrace.WithHeartbeatEventInterval(10*time.Second))
 
 	_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "report", "k1")
 	job.Takeover(41)
@@ -324,13 +325,13 @@ func TestJobEvents(t *testing.T) {
 	}
 	advance(6 * time.Second)
 	job.Heartbeat() // 11s after the first: an event counting 4 skipped
-	job.DuplicateReplay(tracing.OutcomeCompleted)
+	job.DuplicateReplay(outcome.Completed)
 	job.DeadLettered("retries_exhausted")
 	job.LeaseLost(lease.ErrRenewDeadline)
 	job.LeaseLost(errors.New("some other failure"))
 	advance(90 * time.Second)
-	job.End(tracing.OutcomeDeadLettered, nil)
-	job.End(tracing.OutcomeCompleted, nil) // ignored
+	job.End(outcome.DeadLettered, nil)
+	job.End(outcome.Completed, nil) // ignored
 
 	spans := f.spans.GetSpans()
 	if len(spans) != 1 {
@@ -343,23 +344,23 @@ func TestJobEvents(t *testing.T) {
 	var got []ev
 	for _, e := range spans[0].Events {
 		a := attrs(e.Attributes)
-		delete(a, tracing.AttrErrorMessage)
-		delete(a, tracing.AttrErrorType)
+		delete(a, jobtrace.AttrErrorMessage)
+		delete(a, jobtrace.AttrErrorType)
 		got = append(got, ev{e.Name, a})
 	}
 	want := []ev{
-		{tracing.EventTakeover, map[string]string{tracing.AttrPreviousFence: "41"}},
-		{tracing.EventHeartbeat, map[string]string{tracing.AttrHeartbeatSkipped: "0"}},
-		{tracing.EventHeartbeat, map[string]string{tracing.AttrHeartbeatSkipped: "4"}},
-		{tracing.EventDuplicateReplay, map[string]string{tracing.AttrOutcome: tracing.OutcomeCompleted}},
-		{tracing.EventDeadLettered, map[string]string{tracing.AttrReason: "retries_exhausted"}},
-		{tracing.EventLeaseLost, map[string]string{tracing.AttrCause: "renew_deadline"}},
-		{tracing.EventLeaseLost, map[string]string{tracing.AttrCause: "other"}},
+		{jobtrace.EventTakeover, map[string]string{jobtrace.AttrPreviousFence: "41"}},
+		{jobtrace.EventHeartbeat, map[string]string{jobtrace.AttrHeartbeatSkipped: "0"}},
+		{jobtrace.EventHeartbeat, map[string]string{jobtrace.AttrHeartbeatSkipped: "4"}},
+		{jobtrace.EventDuplicateReplay, map[string]string{jobtrace.AttrOutcome: jobtrace.OutcomeCompleted}},
+		{jobtrace.EventDeadLettered, map[string]string{jobtrace.AttrReason: "retries_exhausted"}},
+		{jobtrace.EventLeaseLost, map[string]string{jobtrace.AttrCause: "renew_deadline"}},
+		{jobtrace.EventLeaseLost, map[string]string{jobtrace.AttrCause: "other"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if got := attrs(spans[0].Attributes)[tracing.AttrOutcome]; got != tracing.OutcomeDeadLettered {
+	if got := attrs(spans[0].Attributes)[jobtrace.AttrOutcome]; got != jobtrace.OutcomeDeadLettered {
 		t.Errorf("outcome %q: a second End must not override the first", got)
 	}
 	if spans[0].Status.Code == codes.Error {
@@ -379,7 +380,7 @@ func TestLeaseLostCause(t *testing.T) {
 		{lease.ErrUnavailable, "other"},
 		{nil, "other"},
 	} {
-		if got := tracing.LeaseLostCause(tc.err); got != tc.want {
+		if got := jobtrace.LeaseLostCause(tc.err); got != tc.want {
 			t.Errorf("LeaseLostCause(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
@@ -391,19 +392,19 @@ func TestLeaseLostCause(t *testing.T) {
 func TestCompensationStep(t *testing.T) {
 	f := setup(t)
 	jctx, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "pay", "k")
-	if tracing.JobFromContext(jctx) != job {
+	if jobtrace.JobFromContext(jctx) != job {
 		t.Fatal("JobFromContext does not return the job")
 	}
 	// The observer gets a context derived from the job's, without its cancellation.
 	sctx, _ := f.tr.StartCompensationStep(context.WithoutCancel(jctx), "refund", 9)
-	tracing.SpanFromContext(sctx).End(tracing.OutcomeCompensated, nil)
-	job.End(tracing.OutcomeLeaseLost, nil)
+	jobtrace.SpanFromContext(sctx).End(jobtrace.OutcomeCompensated, nil)
+	job.End(outcome.LeaseLost, nil)
 
 	octx, other := sdktrace.NewTracerProvider().Tracer("sweep").Start(context.Background(), "sweep")
 	s2ctx, _ := f.tr.StartCompensationStep(octx, "release", 3)
-	tracing.SpanFromContext(s2ctx).End("retry", errors.New("provider down"))
+	jobtrace.SpanFromContext(s2ctx).End("retry", errors.New("provider down"))
 	other.End()
-	tracing.SpanFromContext(context.Background()).End("x", nil) // nil: no effect, no panic
+	jobtrace.SpanFromContext(context.Background()).End("x", nil) // nil: no effect, no panic
 
 	st := tree(f.spans.GetSpans())
 	refund := st.one(t, "compensate refund")
@@ -414,7 +415,7 @@ func TestCompensationStep(t *testing.T) {
 	if release.Parent.SpanID() != other.SpanContext().SpanID() {
 		t.Errorf("compensate release parent %v, want the sweep span", release.Parent.SpanID())
 	}
-	if got := attrs(release.Attributes); got[tracing.AttrStep] != "release" || got[tracing.AttrFence] != "3" || got[tracing.AttrOutcome] != "retry" {
+	if got := attrs(release.Attributes); got[jobtrace.AttrStep] != "release" || got[jobtrace.AttrFence] != "3" || got[jobtrace.AttrOutcome] != "retry" {
 		t.Errorf("compensate release attributes %v", got)
 	}
 	got := f.collect(t)

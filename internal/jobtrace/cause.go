@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 import (
 	"cmp"
@@ -129,6 +129,36 @@ type Tracer struct {
 	tracer  trace.Tracer
 	hooks   []kgo.Hook
 	metrics *Metrics
+	face    any // the public *tracing.Tracer over t (SetFace)
+}
+
+// SetFace records the public value (a *tracing.Tracer) that wraps t, so that
+// [FromClient] and [Of] find one from the other.
+func (t *Tracer) SetFace(f any) { t.face = f }
+
+// Face returns the value given to [Tracer.SetFace], or nil.
+func (t *Tracer) Face() any {
+	if t == nil {
+		return nil
+	}
+	return t.face
+}
+
+// unwrap finds the Tracer under a public *tracing.Tracer; package tracing
+// sets it (RegisterUnwrap), as it cannot be imported from here.
+var unwrap func(any) *Tracer
+
+// RegisterUnwrap sets how [Of] finds the Tracer under a public value.
+// Package tracing calls it at init.
+func RegisterUnwrap(f func(any) *Tracer) { unwrap = f }
+
+// Of returns the Tracer under the public *tracing.Tracer pub, or nil (for
+// a nil pub).
+func Of(pub any) *Tracer {
+	if unwrap == nil {
+		return nil
+	}
+	return unwrap(pub)
 }
 
 // New returns a Tracer.

@@ -1,4 +1,4 @@
-package tracing_test
+package jobtrace_test
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 func TestKeyRedaction(t *testing.T) {
@@ -20,14 +21,14 @@ func TestKeyRedaction(t *testing.T) {
 	hashed := "sha256:" + hex.EncodeToString(sum[:8])
 	for _, tc := range []struct {
 		name    string
-		opts    []tracing.Opt
+		opts    []jobtrace.Opt
 		want    string // "" = attribute absent
 		leakRaw bool
 	}{
 		{"hash", nil, hashed, false},
-		{"hmac", []tracing.Opt{tracing.WithKeyHashSecret([]byte("pepper"))}, "hmac-sha256:", false},
-		{"full", []tracing.Opt{tracing.WithKeyRedaction(tracing.KeyFull)}, key, true},
-		{"none", []tracing.Opt{tracing.WithKeyRedaction(tracing.KeyOmitted)}, "", false},
+		{"hmac", []jobtrace.Opt{jobtrace.WithKeyHashSecret([]byte("pepper"))}, "hmac-sha256:", false},
+		{"full", []jobtrace.Opt{jobtrace.WithKeyRedaction(jobtrace.KeyFull)}, key, true},
+		{"none", []jobtrace.Opt{jobtrace.WithKeyRedaction(jobtrace.KeyOmitted)}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup(t, tc.opts...)
@@ -35,13 +36,13 @@ func TestKeyRedaction(t *testing.T) {
 			ctx, job := f.tr.StartJob(context.Background(), r, "mail", key)
 			_, h := job.StartHandler(ctx)
 			err := fmt.Errorf("send to %s: %w", key, errors.New("mailbox full"))
-			h.End(tracing.OutcomeFailed, err)
+			h.End(jobtrace.OutcomeFailed, err)
 			job.LeaseLost(fmt.Errorf("lease %q: gone", key))
-			job.End(tracing.OutcomeFailed, err)
+			job.End(outcome.Failed, err)
 
 			spans := f.spans.GetSpans()
 			ja := attrs(tree(spans).one(t, "process jobs").Attributes)
-			for _, k := range []string{tracing.AttrIdempotencyKey, "messaging.kafka.message.key"} {
+			for _, k := range []string{jobtrace.AttrIdempotencyKey, "messaging.kafka.message.key"} {
 				got, ok := ja[k]
 				switch {
 				case tc.want == "" && ok:
@@ -64,14 +65,14 @@ func TestKeyRedaction(t *testing.T) {
 // Equal keys hash equally, so one job's attempts can be found; different
 // secrets give different hashes.
 func TestKeyHashStable(t *testing.T) {
-	get := func(opts ...tracing.Opt) string {
+	get := func(opts ...jobtrace.Opt) string {
 		f := setup(t, opts...)
 		_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, "t", "order-7")
-		job.End(tracing.OutcomeCompleted, nil)
-		return attrs(f.spans.GetSpans()[0].Attributes)[tracing.AttrIdempotencyKey]
+		job.End(outcome.Completed, nil)
+		return attrs(f.spans.GetSpans()[0].Attributes)[jobtrace.AttrIdempotencyKey]
 	}
 	a, b := get(), get()
-	s1, s2 := get(tracing.WithKeyHashSecret([]byte("one"))), get(tracing.WithKeyHashSecret([]byte("two")))
+	s1, s2 := get(jobtrace.WithKeyHashSecret([]byte("one"))), get(jobtrace.WithKeyHashSecret([]byte("two")))
 	if a != b || a == "" {
 		t.Errorf("hashes of one key differ: %q %q", a, b)
 	}
@@ -81,37 +82,37 @@ func TestKeyHashStable(t *testing.T) {
 }
 
 func TestParseRedaction(t *testing.T) {
-	for in, want := range map[string]tracing.Redaction{
-		"hash": tracing.KeyHashed, "FULL": tracing.KeyFull, "none": tracing.KeyOmitted, " omit ": tracing.KeyOmitted,
+	for in, want := range map[string]jobtrace.Redaction{
+		"hash": jobtrace.KeyHashed, "FULL": jobtrace.KeyFull, "none": jobtrace.KeyOmitted, " omit ": jobtrace.KeyOmitted,
 	} {
-		got, err := tracing.ParseRedaction(in)
+		got, err := jobtrace.ParseRedaction(in)
 		if err != nil || got != want {
 			t.Errorf("ParseRedaction(%q) = %v, %v; want %v", in, got, err, want)
 		}
-		if back, _ := tracing.ParseRedaction(got.String()); back != got {
+		if back, _ := jobtrace.ParseRedaction(got.String()); back != got {
 			t.Errorf("%v does not round-trip through String", got)
 		}
 	}
-	if _, err := tracing.ParseRedaction("partial"); !errors.Is(err, tracing.ErrConfig) {
+	if _, err := jobtrace.ParseRedaction("partial"); !errors.Is(err, jobtrace.ErrConfig) {
 		t.Errorf("ParseRedaction(partial) error %v, want ErrConfig", err)
 	}
-	if _, err := tracing.New(tracing.WithKeyRedaction(tracing.Redaction(9))); !errors.Is(err, tracing.ErrConfig) {
+	if _, err := jobtrace.New(jobtrace.WithKeyRedaction(jobtrace.Redaction(9))); !errors.Is(err, jobtrace.ErrConfig) {
 		t.Errorf("New with an unknown redaction: %v, want ErrConfig", err)
 	}
 }
 
 // Long job types and keys are bounded; invalid UTF-8 is replaced.
 func TestBoundedAttributes(t *testing.T) {
-	f := setup(t, tracing.WithKeyRedaction(tracing.KeyFull))
+	f := setup(t, jobtrace.WithKeyRedaction(jobtrace.KeyFull))
 	long := strings.Repeat("é", 1000)
 	_, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, long, long+"\xff")
-	job.End(strings.Repeat("x", 500), errors.New(strings.Repeat("e", 5000)))
+	job.End(outcome.Name(strings.Repeat("x", 500)), errors.New(strings.Repeat("e", 5000)))
 	s := f.spans.GetSpans()[0]
 	a := attrs(s.Attributes)
-	if n := len(a[tracing.AttrJobType]); n > 64 {
+	if n := len(a[jobtrace.AttrJobType]); n > 64 {
 		t.Errorf("job type attribute is %d bytes", n)
 	}
-	if n := len(a[tracing.AttrIdempotencyKey]); n > 256 || n == 0 {
+	if n := len(a[jobtrace.AttrIdempotencyKey]); n > 256 || n == 0 {
 		t.Errorf("key attribute is %d bytes", n)
 	}
 	if n := len(s.Name); n > 68 {
@@ -120,7 +121,7 @@ func TestBoundedAttributes(t *testing.T) {
 	if n := len(s.Status.Description); n > 256 {
 		t.Errorf("status description is %d bytes", n)
 	}
-	if n := len(a[tracing.AttrOutcome]); n > 64 {
+	if n := len(a[jobtrace.AttrOutcome]); n > 64 {
 		t.Errorf("outcome is %d bytes", n)
 	}
 }

@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // maxErrLen bounds an error message recorded as a span status.
@@ -62,12 +64,12 @@ func (j *Job) StartClaim(ctx context.Context) (context.Context, *Span) {
 
 // RecordClaim records a claim that ran in a batch (one pipelined round trip
 // for a poll's records) as a claim span from start to now.
-func (j *Job) RecordClaim(ctx context.Context, start time.Time, outcome string, fence uint64, err error) {
+func (j *Job) RecordClaim(ctx context.Context, start time.Time, o outcome.Name, fence uint64, err error) {
 	_, s := j.child(ctx, SpanClaim, kindClaim, nil, trace.WithTimestamp(start))
 	if fence != 0 {
 		s.SetFence(fence)
 	}
-	s.End(outcome, err) //nolint:contextcheck // the span's metrics need no request context
+	s.End(string(o), err) //nolint:contextcheck // the span's metrics need no request context
 }
 
 // StartHandler starts the span around the user's handler.
@@ -142,8 +144,8 @@ func (j *Job) Takeover(previousFence uint64) {
 // DuplicateReplay adds the duplicate-replay event: the record was already
 // done and its cached outcome (completed or failed) is replayed. The cached
 // result itself is never recorded.
-func (j *Job) DuplicateReplay(cachedOutcome string) {
-	j.span.AddEvent(EventDuplicateReplay, trace.WithAttributes(attribute.String(AttrOutcome, truncate(cachedOutcome, maxNameLen))))
+func (j *Job) DuplicateReplay(cached outcome.Name) {
+	j.span.AddEvent(EventDuplicateReplay, trace.WithAttributes(attribute.String(AttrOutcome, string(cached))))
 }
 
 // DeadLettered adds the dead-lettered event and counts the record in
@@ -160,15 +162,15 @@ func (j *Job) DeadLettered(reason string) {
 // takeover: not for a duplicate, a held record, or a record dead-lettered
 // before its claim), and marks the span as an error if err is not nil. Only
 // the first call has an effect.
-func (j *Job) End(outcome string, err error) {
+func (j *Job) End(o outcome.Name, err error) {
 	if !j.ended.CompareAndSwap(false, true) {
 		return
 	}
-	outcome = truncate(outcome, maxNameLen)
-	j.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+	o = outcome.Name(truncate(string(o), maxNameLen))
+	j.span.SetAttributes(attribute.String(AttrOutcome, string(o)))
 	setErr(j.span, err, j.errMessage)
 	if j.ran.Load() {
-		j.t.metrics.JobDone(j.metricCtx(), j.jobType, outcome, j.t.cfg.now().Sub(j.start))
+		j.t.metrics.JobDone(j.metricCtx(), j.jobType, o, j.t.cfg.now().Sub(j.start))
 	}
 	j.span.End()
 }
@@ -213,24 +215,24 @@ func (s *Span) SetFence(fence uint64) { s.span.SetAttributes(fenceAttr(AttrFence
 // nil. A claim span's outcome is counted in leasehold.claims, a compensation
 // span's in leasehold.compensations. Only the first call has an effect; on a
 // nil *Span (as found in a context without one) it does nothing.
-func (s *Span) End(outcome string, err error) {
+func (s *Span) End(o string, err error) {
 	if s == nil || !s.ended.CompareAndSwap(false, true) {
 		return
 	}
-	outcome = truncate(outcome, maxNameLen)
-	s.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+	o = truncate(o, maxNameLen)
+	s.span.SetAttributes(attribute.String(AttrOutcome, o))
 	setErr(s.span, err, func(err error) string {
 		return truncate(s.t.cfg.redact.scrub(err.Error(), s.key), maxErrLen)
 	})
 	mctx := trace.ContextWithSpan(context.Background(), s.span)
 	switch s.kind {
 	case kindClaim:
-		s.t.metrics.Claim(mctx, outcome)
-		if outcome == "acquired" || outcome == "takeover" {
+		s.t.metrics.Claim(mctx, outcome.Name(o))
+		if o == string(outcome.Acquired) || o == string(outcome.Takeover) {
 			s.job.ran.Store(true)
 		}
 	case kindCompensation:
-		s.t.metrics.Compensation(mctx, outcome)
+		s.t.metrics.Compensation(mctx, outcome.Name(o))
 	}
 	s.span.End()
 }

@@ -1,4 +1,6 @@
-package tracing
+package jobtrace
+
+import "github.com/leasehold/leasehold/outcome"
 
 // Span names. A job span is named "process <topic>" (the OpenTelemetry
 // messaging conventions' "{operation} {destination}"; its job type is the
@@ -41,17 +43,17 @@ const (
 	AttrErrorMessage     = "exception.message"
 )
 
-// Outcomes recorded by the worker. Claim outcomes are those of the
-// idempotency store (acquired, held, duplicate, takeover, mismatch).
+// Outcomes as strings, for the tests and callers that end spans with a
+// string: the names of package outcome.
 const (
-	OutcomeCompleted    = "completed"
-	OutcomeFailed       = "failed"
-	OutcomeRetry        = "retry"
-	OutcomeLeaseLost    = "lease_lost"
-	OutcomeDuplicate    = "duplicate"
-	OutcomeHeld         = "held"
-	OutcomeDeadLettered = "dead_lettered"
-	OutcomeCommitted    = "committed"
-	OutcomeCompensated  = "compensated"
-	OutcomeError        = "error"
+	OutcomeCompleted    = string(outcome.Completed)
+	OutcomeFailed       = string(outcome.Failed)
+	OutcomeRetry        = string(outcome.Retry)
+	OutcomeLeaseLost    = string(outcome.LeaseLost)
+	OutcomeDuplicate    = string(outcome.Duplicate)
+	OutcomeHeld         = string(outcome.Held)
+	OutcomeDeadLettered = string(outcome.DeadLettered)
+	OutcomeCommitted    = string(outcome.Committed)
+	OutcomeCompensated  = string(outcome.Compensated)
+	OutcomeError        = string(outcome.Error)
 )

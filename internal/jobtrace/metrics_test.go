@@ -1,4 +1,4 @@
-package tracing_test
+package jobtrace_test
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/leasehold/leasehold/tracing"
+	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // collect returns every data point of the manual reader as
@@ -65,9 +66,9 @@ func TestMetricsFromSpans(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	f := setup(t, tracing.WithClock(clock))
+	f := setup(t, jobtrace.WithClock(clock))
 
-	run := func(typ, claimOutcome, outcome string, d time.Duration, comps ...string) {
+	run := func(typ, claimOutcome, out string, d time.Duration, comps ...string) {
 		ctx, job := f.tr.StartJob(context.Background(), &kgo.Record{Topic: "jobs"}, typ, "k")
 		if claimOutcome != "" {
 			_, c := job.StartClaim(ctx)
@@ -77,22 +78,22 @@ func TestMetricsFromSpans(t *testing.T) {
 			_, s := job.StartCompensation(ctx, "undo", 1)
 			s.End(o, nil)
 		}
-		if outcome == tracing.OutcomeDeadLettered {
+		if out == jobtrace.OutcomeDeadLettered {
 			job.DeadLettered("retries_exhausted")
 		}
 		advance(d)
-		job.End(outcome, nil)
+		job.End(outcome.Name(out), nil)
 	}
-	run("transcode", "acquired", tracing.OutcomeCompleted, 3*time.Second)
-	run("transcode", "acquired", tracing.OutcomeCompleted, 5*time.Second)
-	run("transcode", "takeover", tracing.OutcomeLeaseLost, time.Second, tracing.OutcomeCompensated, tracing.OutcomeCompensated, tracing.OutcomeFailed)
-	run("report", "duplicate", tracing.OutcomeDuplicate, 0) // no duration: the job did not run
-	run("", "", tracing.OutcomeDeadLettered, time.Second)   // rejected before a claim: no duration
-	run("report", "acquired", tracing.OutcomeDeadLettered, 2*time.Second)
+	run("transcode", "acquired", jobtrace.OutcomeCompleted, 3*time.Second)
+	run("transcode", "acquired", jobtrace.OutcomeCompleted, 5*time.Second)
+	run("transcode", "takeover", jobtrace.OutcomeLeaseLost, time.Second, jobtrace.OutcomeCompensated, jobtrace.OutcomeCompensated, jobtrace.OutcomeFailed)
+	run("report", "duplicate", jobtrace.OutcomeDuplicate, 0) // no duration: the job did not run
+	run("", "", jobtrace.OutcomeDeadLettered, time.Second)   // rejected before a claim: no duration
+	run("report", "acquired", jobtrace.OutcomeDeadLettered, 2*time.Second)
 
-	lags := []tracing.PartitionLag{{Topic: "jobs", Partition: 0, Lag: 7}, {Topic: "jobs", Partition: 3, Lag: 0}}
+	lags := []jobtrace.PartitionLag{{Topic: "jobs", Partition: 0, Lag: 7}, {Topic: "jobs", Partition: 3, Lag: 0}}
 	var lagMu sync.Mutex
-	reg, err := f.tr.Metrics().ObserveCommitLag(func() []tracing.PartitionLag {
+	reg, err := f.tr.Metrics().ObserveCommitLag(func() []jobtrace.PartitionLag {
 		lagMu.Lock()
 		defer lagMu.Unlock()
 		return slices.Clone(lags)
@@ -120,11 +121,11 @@ func TestMetricsFromSpans(t *testing.T) {
 	}
 	// Claim and compensation outcomes that never happened read 0 (they exist
 	// from the start; see TestMetricsAtStart).
-	for _, o := range tracing.ClaimOutcomes {
-		want["leasehold.claims{outcome="+o+"}"] += 0
+	for _, o := range outcome.Claims() {
+		want["leasehold.claims{outcome="+string(o)+"}"] += 0
 	}
-	for _, o := range tracing.CompensationOutcomes {
-		want["leasehold.compensations{outcome="+o+"}"] += 0
+	for _, o := range outcome.CompensationSteps() {
+		want["leasehold.compensations{outcome="+string(o)+"}"] += 0
 	}
 	if diff := cmp.Diff(want, f.collect(t)); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)
@@ -143,7 +144,7 @@ func TestMetricsFromSpans(t *testing.T) {
 func TestMetricsJobTypeCardinality(t *testing.T) {
 	f := setup(t)
 	for i := range 300 {
-		f.tr.Metrics().JobDone(context.Background(), "type-"+strconv.Itoa(i), tracing.OutcomeCompleted, time.Millisecond)
+		f.tr.Metrics().JobDone(context.Background(), "type-"+strconv.Itoa(i), outcome.Completed, time.Millisecond)
 	}
 	types := map[string]bool{}
 	for k := range f.collect(t) {
@@ -151,7 +152,7 @@ func TestMetricsJobTypeCardinality(t *testing.T) {
 			types[strings.SplitN(k[i+len("job_type="):], ",", 2)[0]] = true
 		}
 	}
-	if len(types) != 257 || !types[tracing.OtherJobType] {
-		t.Errorf("%d job_type values (other present: %v), want 256 + %q", len(types), types[tracing.OtherJobType], tracing.OtherJobType)
+	if len(types) != 257 || !types[jobtrace.OtherJobType] {
+		t.Errorf("%d job_type values (other present: %v), want 256 + %q", len(types), types[jobtrace.OtherJobType], jobtrace.OtherJobType)
 	}
 }

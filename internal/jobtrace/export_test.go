@@ -1,4 +1,4 @@
-package tracing
+package jobtrace
 
 // Unexported helpers the external tests call.
 var (
