@@ -234,7 +234,8 @@ func apacheRound(ctx context.Context, c config, f *figures, rdb *redis.Client, a
 	}
 	for _, peer := range []string{"bare_consumer", "setnx"} {
 		if lh, p := rate["leasehold"], rate[peer]; lh > 0 && p > 0 {
-			f.add("leasehold_vs_"+peer+"_apache", lh/p, 2, "x")
+			f.add("leasehold_vs_"+peer+"_apache", lh/p, 4, "x")
+			f.add(peer+"_vs_leasehold_apache", p/lh, 1, "x")
 		}
 	}
 	return nil

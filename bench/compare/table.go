@@ -107,10 +107,13 @@ func writeApacheTable(file string, f *figures, loadStart, loadEnd float64, args 
 		}
 		ratio := "1"
 		if _, ok := f.median("leasehold_vs_" + key); ok {
-			ratio = spread(f, "leasehold_vs_"+key, "%.2fx")
+			ratio = spread(f, "leasehold_vs_"+key, "%.4fx")
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", s.name, spread(f, key+"_jobs_per_s", "%.0f"),
 			cell(f, key+"_worker_cpu_us_per_job", "%.1f µs"), cell(f, key+"_redis_cpu_us_per_job", "%.1f µs"), ratio)
+	}
+	if r, ok := f.median("bare_consumer_vs_leasehold_apache"); ok {
+		fmt.Fprintf(&b, "\nThe bare consumer reads %.1fx as many records a second as leasehold runs jobs (median of the rounds' ratios).\n", r)
 	}
 	return replaceSection(file, apacheBegin, apacheEnd, b.String())
 }
