@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 // leaseholdRun runs one worker (concurrency conc, no-op handler) over n
@@ -39,6 +40,7 @@ func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, top
 		leasehold.WithConcurrency(conc),
 		leasehold.WithCommitInterval(200*time.Millisecond),
 		leasehold.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		leasehold.WithIdempotencyOptions(idempotency.WithHistory(historyLen)),
 	)
 	if err != nil {
 		return window{}, err
@@ -57,3 +59,6 @@ func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, top
 	done := func() int64 { return w.Stats().Succeeded }
 	return steady(ctx, rdb, done, int64(warm), int64(n), 10*time.Minute)
 }
+
+// historyLen is the attempts the worker's store keeps per key (-history).
+var historyLen = idempotency.DefaultHistory
