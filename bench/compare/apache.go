@@ -48,8 +48,8 @@ func startApache(ctx context.Context, addrs string) (*apacheKafka, error) {
 }
 
 // stop deletes the seeded topics and stops a broker this program started.
-func (a *apacheKafka) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func (a *apacheKafka) stop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if cl, err := kgo.NewClient(kgo.SeedBrokers(a.addrs...)); err == nil {
 		for _, t := range a.topics {
@@ -250,7 +250,7 @@ func runApache(ctx context.Context, c config, rdb *redis.Client) error {
 	if err != nil {
 		return err
 	}
-	defer a.stop()
+	defer a.stop(ctx)
 	if c.cpuprofile != "" {
 		stop, err := startProfile(c.cpuprofile)
 		if err != nil {

@@ -22,9 +22,9 @@ import (
 // script, the commands it calls included), the Redis main thread's CPU and
 // this process's CPU over the round's window.
 type side struct {
-	wall, redisUsec, redisCPU, clientCPU time.Duration
-	calls                                int64         // top-level commands (EVALSHA or PEXPIRE) in the window
-	hmget, pexpire                       time.Duration // commandstats usec of HMGET and PEXPIRE (for a script: the calls it made)
+	wall, redisCmd, redisCPU, clientCPU time.Duration
+	calls                               int64         // top-level commands (EVALSHA or PEXPIRE) in the window
+	hmget, pexpire                      time.Duration // commandstats usec of HMGET and PEXPIRE (for a script: the calls it made)
 }
 
 // sideBySide alternates the Manager's renew rounds with pipelined PEXPIRE
@@ -146,7 +146,7 @@ func snap(ctx context.Context, c *redis.Client) (reading, error) {
 func (r reading) to(e reading, cmd string) side {
 	usec := func(c string) time.Duration { return time.Duration(e.stats[c][1]-r.stats[c][1]) * time.Microsecond }
 	return side{
-		redisUsec: usec(cmd),
+		redisCmd:  usec(cmd),
 		hmget:     usec("hmget"),
 		pexpire:   usec("pexpire"),
 		calls:     e.stats[cmd][0] - r.stats[cmd][0],
@@ -190,7 +190,7 @@ func printSides(fig *benchkit.Figures, lh, px []side) {
 		name string
 		ss   []side
 	}{{"leasehold", lh}, {"pexpire_pipelined", px}} {
-		fig.Millis("renew_10k_"+s.name+"_redis_cmd_ms", medianOf(s.ss, func(x side) time.Duration { return x.redisUsec }))
+		fig.Millis("renew_10k_"+s.name+"_redis_cmd_ms", medianOf(s.ss, func(x side) time.Duration { return x.redisCmd }))
 		fig.Millis("renew_10k_"+s.name+"_redis_cpu_ms", medianOf(s.ss, func(x side) time.Duration { return x.redisCPU }))
 		fig.Millis("renew_10k_"+s.name+"_client_cpu_ms", medianOf(s.ss, func(x side) time.Duration { return x.clientCPU }))
 		fig.Float("renew_10k_"+s.name+"_calls", float64(s.ss[len(s.ss)/2].calls), 0, "calls")
@@ -200,7 +200,7 @@ func printSides(fig *benchkit.Figures, lh, px []side) {
 	// converting replies).
 	fig.Millis("renew_10k_leasehold_script_hmget_ms", medianOf(lh, func(x side) time.Duration { return x.hmget }))
 	fig.Millis("renew_10k_leasehold_script_pexpire_ms", medianOf(lh, func(x side) time.Duration { return x.pexpire }))
-	fig.Millis("renew_10k_leasehold_script_own_ms", medianOf(lh, func(x side) time.Duration { return x.redisUsec - x.hmget - x.pexpire }))
+	fig.Millis("renew_10k_leasehold_script_own_ms", medianOf(lh, func(x side) time.Duration { return x.redisCmd - x.hmget - x.pexpire }))
 }
 
 func spreadOf(ss []side) (lo, hi time.Duration) {
