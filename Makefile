@@ -84,7 +84,7 @@ bench: ## benchmark programs of this module (not bench/compare: make compare); o
 	@for d in $$(ls -d bench/*/ 2>/dev/null); do [ -f $$d/go.mod ] && continue; [ -f $$d/main.go ] && $(GO) run ./$$d || exit 1; done
 
 .PHONY: compare
-compare: deps ## leasehold beside asynq, DBOS and the SET NX pattern in one run; rewrites the table in docs/benchmarks.md; ARGS passes flags
+compare: deps ## leasehold beside asynq, DBOS and the SET NX pattern in one run; rewrites the table in docs/benchmarks.md; ARGS passes flags (ARGS='-kafka apache': on Apache Kafka beside a bare consumer)
 	cd bench/compare && $(GO) run . -table=../../docs/benchmarks.md $(ARGS)
 
 .PHONY: jaeger

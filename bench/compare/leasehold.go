@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 // leaseholdRun runs one worker (concurrency conc, no-op handler) over n
@@ -23,14 +24,23 @@ func leaseholdRun(ctx context.Context, rdb *redis.Client, run, n, warm, partitio
 		return window{}, err
 	}
 	defer b.stop()
+	return leaseholdWorker(ctx, rdb, b.addrs, topic, topic, n, warm, conc)
+}
+
+// leaseholdWorker runs one worker (concurrency conc, no-op handler) over
+// the n jobs of topic on the brokers at addrs and measures between warm and
+// n jobs succeeded, as a member of group (new, so that it reads the topic
+// from its start).
+func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, topic, group string, n, warm, conc int) (window, error) {
 	w, err := leasehold.New(rdb,
-		leasehold.WithKafka(kgo.SeedBrokers(b.addrs...)),
+		leasehold.WithKafka(kgo.SeedBrokers(addrs...)),
 		leasehold.WithTopics(topic),
-		leasehold.WithGroup(topic),
+		leasehold.WithGroup(group),
 		leasehold.WithRetention(10*time.Minute),
 		leasehold.WithConcurrency(conc),
 		leasehold.WithCommitInterval(200*time.Millisecond),
 		leasehold.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		leasehold.WithIdempotencyOptions(idempotency.WithHistory(historyLen)),
 	)
 	if err != nil {
 		return window{}, err
@@ -49,3 +59,6 @@ func leaseholdRun(ctx context.Context, rdb *redis.Client, run, n, warm, partitio
 	done := func() int64 { return w.Stats().Succeeded }
 	return steady(ctx, rdb, done, int64(warm), int64(n), 10*time.Minute)
 }
+
+// historyLen is the attempts the worker's store keeps per key (-history).
+var historyLen = idempotency.DefaultHistory

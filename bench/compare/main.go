@@ -41,18 +41,21 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/benchkit"
 )
 
 type config struct {
 	rounds                       int
 	n, asynqN, dbosN, setnxN     int
+	bareN                        int
 	warm                         float64
 	conc, partitions             int
 	pg                           string
 	long                         longCfg
 	skipLong, skipDBOS, cmdstats bool
 	only                         string
+	kafka, kafkaBrokers          string
 	cpuprofile                   string
 	memprofile                   string
 	table                        string
@@ -71,6 +74,7 @@ func main() {
 	flag.IntVar(&c.asynqN, "asynq-n", 60_000, "asynq jobs a round")
 	flag.IntVar(&c.dbosN, "dbos-n", 3_000, "DBOS workflows a round")
 	flag.IntVar(&c.setnxN, "setnx-n", 100_000, "SET NX jobs a round")
+	flag.IntVar(&c.bareN, "bare-n", 1_000_000, "records the bare consumer reads a round (-kafka apache; it reads them ~50 times faster than leasehold runs jobs)")
 	flag.Float64Var(&c.warm, "warm", 0.1, "fraction of each run's jobs done before the measured window opens")
 	flag.IntVar(&c.conc, "concurrency", 64, "jobs run at once, for every system")
 	flag.IntVar(&c.partitions, "partitions", 6, "partitions of the leasehold topic")
@@ -84,14 +88,19 @@ func main() {
 	flag.BoolVar(&c.skipLong, "skip-long", false, "skip the long-job scenario")
 	flag.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS (no PostgreSQL)")
 	flag.BoolVar(&c.cmdstats, "commandstats", false, "also print Redis calls per leasehold job, by command (INFO commandstats)")
-	flag.StringVar(&c.only, "only", "", "run only these systems (comma-separated: leasehold,asynq,dbos,setnx,long)")
+	flag.StringVar(&c.only, "only", "", "run only these systems (comma-separated: leasehold,asynq,dbos,setnx,long; with -kafka apache: leasehold,bare_consumer,setnx)")
+	flag.StringVar(&c.kafka, "kafka", "kfake", "the broker: kfake (embedded, in a child process) or apache (Apache Kafka: leasehold, a bare consumer and the SET NX pattern on it)")
+	flag.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "with -kafka apache: the brokers to use (comma-separated; default: start one from $KAFKA_LIBS)")
+	flag.IntVar(&historyLen, "history", idempotency.DefaultHistory, "attempts leasehold's store keeps per key (idempotency.WithHistory; 0: no history writes, to measure what they cost)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file (at its end)")
 	flag.StringVar(&c.table, "table", "", "rewrite the section between the make-compare markers of this Markdown file with this run's figures")
 	flag.Parse()
-	if c.rounds < 1 || c.n < 100 || c.asynqN < 100 || c.dbosN < 100 || c.setnxN < 100 || c.conc < 1 ||
-		c.warm < 0 || c.warm >= 1 || c.long.jobs < 1 {
-		fmt.Fprintln(os.Stderr, "compare: want -rounds >= 1, job counts >= 100, -concurrency >= 1, 0 <= -warm < 1, -long-jobs >= 1")
+	if c.rounds < 1 || c.n < 100 || c.asynqN < 100 || c.dbosN < 100 || c.setnxN < 100 || c.bareN < 100 || c.conc < 1 ||
+		c.warm < 0 || c.warm >= 1 || c.long.jobs < 1 || (c.kafka != "kfake" && c.kafka != "apache") ||
+		(c.kafkaBrokers != "" && c.kafka != "apache") {
+		fmt.Fprintln(os.Stderr, "compare: want -rounds >= 1, job counts >= 100, -concurrency >= 1, 0 <= -warm < 1, -long-jobs >= 1, "+
+			"-kafka kfake or apache (-kafka-brokers only with -kafka apache)")
 		os.Exit(2)
 	}
 	if err := run(context.Background(), c); err != nil {
@@ -171,6 +180,9 @@ func run(ctx context.Context, c config) error {
 	addr := srv.Addr()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4 * c.conc})
 	defer func() { _ = rdb.Close() }()
+	if c.kafka == "apache" {
+		return runApache(ctx, c, rdb)
+	}
 	var dbURL string
 	if !c.skipDBOS && c.runs("dbos") {
 		if dbURL, err = dbosDatabase(ctx, c.pg, "leasehold_compare"); err != nil {

@@ -14,22 +14,16 @@ import (
 const (
 	tableBegin = "<!-- make compare: begin -->"
 	tableEnd   = "<!-- make compare: end -->"
+
+	apacheBegin = "<!-- make compare apache: begin -->"
+	apacheEnd   = "<!-- make compare apache: end -->"
 )
 
 // writeTable replaces the text between tableBegin and tableEnd in file with
 // the figures of this run as Markdown tables, with the date, the machine,
 // the load and the command.
 func writeTable(file string, f *figures, loadStart, loadEnd float64, args []string) error {
-	doc, err := os.ReadFile(file) //nolint:gosec // a path the user gave
-	if err != nil {
-		return err
-	}
-	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q section to rewrite", file, tableBegin, tableEnd)
-	}
 	var b strings.Builder
-	b.WriteString(tableBegin + "\n")
 	shared := ""
 	if loadStart >= 1 {
 		shared = " (other work shared the machine)"
@@ -71,9 +65,70 @@ func writeTable(file string, f *figures, loadStart, loadEnd float64, args []stri
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", s.name, cell(f, s.key+"_worker_cpu_pct", "%.2f"), cell(f, s.key+"_redis_cpu_pct", "%.2f"))
 		}
 	}
-	b.WriteString(tableEnd)
-	out := slices.Concat(doc[:i], []byte(b.String()), doc[j+len(tableEnd):])
+	return replaceSection(file, tableBegin, tableEnd, b.String())
+}
+
+// replaceSection replaces the text between the lines begin and end of file
+// with body.
+func replaceSection(file, begin, end, body string) error {
+	doc, err := os.ReadFile(file) //nolint:gosec // a path the user gave
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to rewrite", file, begin, end)
+	}
+	out := slices.Concat(doc[:i], []byte(begin+"\n"+body+end), doc[j+len(end):])
 	return os.WriteFile(file, out, 0o600) //nolint:gosec // the file the user named with -table
+}
+
+// writeApacheTable replaces the text between apacheBegin and apacheEnd in
+// file with the figures of a -kafka apache run.
+func writeApacheTable(file string, f *figures, loadStart, loadEnd float64, args []string) error {
+	var b strings.Builder
+	shared := ""
+	if loadStart >= 1 {
+		shared = " (other work shared the machine)"
+	}
+	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end%s; "+
+		"`make compare%s`; medians of %d rounds (spread: lowest to highest).\n\n",
+		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, shared, argText(args),
+		len(f.vals("leasehold_apache_jobs_per_s")))
+	b.WriteString("| system, on one Apache Kafka broker | jobs/s | worker CPU per job | Redis CPU per job | leasehold's rate ÷ this one |\n|---|---|---|---|---|\n")
+	for _, s := range []struct{ key, name string }{
+		{"leasehold", "leasehold (worker, claim + fenced complete)"},
+		{"bare_consumer", "bare franz-go group consumer, committing (no Redis)"},
+		{"setnx", "SET NX pattern on a franz-go group consumer"},
+	} {
+		key := s.key + "_apache"
+		if _, ok := f.median(key + "_jobs_per_s"); !ok {
+			continue
+		}
+		ratio := "1"
+		if _, ok := f.median("leasehold_vs_" + key); ok {
+			ratio = spread(f, "leasehold_vs_"+key, "%.4fx")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", s.name, spread(f, key+"_jobs_per_s", "%.0f"),
+			cell(f, key+"_worker_cpu_us_per_job", "%.1f µs"), cell(f, key+"_redis_cpu_us_per_job", "%.1f µs"), ratio)
+	}
+	if r, ok := f.median("bare_consumer_vs_leasehold_apache"); ok {
+		fmt.Fprintf(&b, "\nThe bare consumer reads %.1fx as many records a second as leasehold runs jobs (median of the rounds' ratios).\n", r)
+	}
+	return replaceSection(file, apacheBegin, apacheEnd, b.String())
+}
+
+// spread formats a figure's median with its lowest and highest round.
+func spread(f *figures, name, format string) string {
+	v, ok := f.median(name)
+	if !ok {
+		return "–"
+	}
+	vals := f.vals(name)
+	if len(vals) < 2 {
+		return fmt.Sprintf(format, v)
+	}
+	return fmt.Sprintf(format+" ("+format+" to "+format+")", v, slices.Min(vals), slices.Max(vals))
 }
 
 func cell(f *figures, name, format string) string {

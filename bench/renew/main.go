@@ -1,8 +1,14 @@
 // Command renew compares renewing 10,000 held leases with leasehold's renewer
-// (one pipelined round per renew interval) against go-redsync's
-// Mutex.ExtendContext on 10,000 mutexes (one round trip per lock), on the same
-// Redis, and measures how soon a stolen lease is noticed. It prints one
-// figure a line, name=value unit.
+// (one pipelined round per renew interval) against a pipelined PEXPIRE of the
+// same 10,000 keys (the floor: no owner check), rounds alternating on the same
+// Redis, and against go-redsync's Mutex.ExtendContext on 10,000 mutexes (one
+// round trip per lock), and measures how soon a stolen lease is noticed. It
+// prints one figure a line, name=value unit: for each side of the PEXPIRE
+// comparison the median wall time of a round and its spread, the time Redis
+// spent in its commands (INFO commandstats usec; a script's includes the
+// commands it calls), the Redis main thread's CPU and this process's CPU in
+// the round's window (a renew round's window also holds the idle time before
+// it, up to an interval, of which both CPU figures carry a little).
 //
 //	go run ./bench/renew [-n 10000] [-addr host:port]
 //
@@ -13,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -44,6 +51,7 @@ func main() {
 	steals := flag.Int("steals", 300, "leases stolen to measure loss detection")
 	flag.IntVar(&renewBatch, "batch", 0, "leases a renew batch (0: the Manager's default)")
 	flag.IntVar(&renewParallel, "parallel", 0, "renew batches in flight (0: the Manager's default)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the side-by-side rounds (renewer and PEXPIRE) to this file")
 	flag.Parse()
 	if err := bench(*addr, *n, *ttl, *rounds, *steals); err != nil {
 		fmt.Fprintln(os.Stderr, "renew:", err)
@@ -51,7 +59,10 @@ func main() {
 	}
 }
 
-var renewBatch, renewParallel int
+var (
+	renewBatch, renewParallel int
+	cpuProfile                string
+)
 
 func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	if addr == "" {
@@ -113,10 +124,27 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	}); err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
-	for rt.Rounds() < rounds {
+	// The renewer's rounds alternate with pipelined PEXPIRE rounds of the
+	// same keys, after one renew round for warm-up.
+	for rt.Rounds() < 1 {
 		time.Sleep(m.RenewInterval() / 4)
 	}
-	lh := benchkit.Median(rt.Durations()[:rounds])
+	keys := make([]string, n)
+	for i, l := range leases {
+		keys[i] = m.Key(l.Name())
+	}
+	// The PEXPIRE rounds take the Manager's batching: its defaults (1000 a
+	// batch, 4 in flight) unless -batch and -parallel set them.
+	stopProfile, err := startProfile(cpuProfile)
+	if err != nil {
+		return err
+	}
+	lhSides, pxSides, err := sideBySide(ctx, client, rt, keys, ttl, cmp.Or(renewBatch, 1000), cmp.Or(renewParallel, 4), rounds)
+	stopProfile()
+	if err != nil {
+		return fmt.Errorf("side by side: %w", err)
+	}
+	lh := medianOf(lhSides, func(s side) time.Duration { return s.wall })
 
 	// go-redsync: n mutexes, each extended with its own ExtendContext call,
 	// one after the other, as a single renewer goroutine would.
@@ -184,11 +212,10 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	}
 
 	fig := benchkit.NewFigures(os.Stdout)
-	fig.Millis("renew_10k_leasehold_ms", lh)
+	printSides(fig, lhSides, pxSides)
 	fig.Millis("renew_10k_redsync_ms", rsd)
 	fig.Millis("renew_10k_redsync_64goroutines_ms", rsPar)
 	fig.Float("renew_10k_speedup_vs_redsync", float64(rsd)/float64(lh), 1, "x")
-	fig.Millis("renew_10k_leasehold_min_ms", slices.Min(rt.Durations()[:rounds]))
 	fig.Millis("renew_10k_redsync_min_ms", slices.Min(rsTimes))
 	fig.Int("leases_lost_during_bench", lost.Load(), "leases")
 	fig.Millis("lost_detect_p50_ms", benchkit.Percentile(lat, 50))
