@@ -77,4 +77,24 @@
 // [LastHeartbeatAs] store and read back a checkpoint of the handler's own
 // type. Package leaseholdtest runs a handler without Redis or Kafka and
 // records its heartbeats, steps and outcome.
+//
+// # Where to look
+//
+// A job author writes a [Handler] over a [Job] ([Job.Heartbeat],
+// [RecordHeartbeat], [LastHeartbeatAs], [Job.Fence], [StepWith], [Job.Logger]),
+// returns [Permanent] for what no retry can fix, and tests it with package
+// leaseholdtest. A producer calls [Enqueue] or [EnqueueBatch] with a [NewJob].
+//
+// A worker owner builds a [Worker] with [New] and its options ([Opt]: Kafka,
+// topics, concurrency, the lease TTL, retention, telemetry with
+// [WithTracerProvider], [WithMeterProvider], [WithPropagator] and
+// [WithLogger]), registers handlers with job options ([JobOpt]), and runs it
+// ([Worker.Run], or [Worker.Start] and [Worker.Shutdown]), watching
+// [Worker.Ready], [Worker.Stats], [Worker.Running] and [Hooks]. Every
+// outcome a span, metric, history entry or hook names is a name of package
+// outcome.
+//
+// An operator reads and acts on keys, leases, journals and histories through
+// [Worker.Inspector] (package inspect), which the CLI and the console
+// present; [Worker.Inspect] and [Worker.Reset] are its deprecated forwards.
 package leasehold

@@ -29,9 +29,9 @@ func TestOutcomeVocabularies(t *testing.T) {
 		compensation.OutcomeDeadLettered, compensation.OutcomeSuperseded} {
 		names = append(names, string(o))
 	}
-	names = append(names, idempotency.EndCompleted, idempotency.EndFailed, idempotency.EndLeaseLost, //nolint:staticcheck // the deprecated names must stay in the set
-		idempotency.EndCommitRefused, idempotency.EndTakenOver, idempotency.EndCancelled, idempotency.EndDeadLettered, //nolint:staticcheck // idem
-		idempotency.EndUnrecorded) //nolint:staticcheck // idem
+	names = append(names, idempotency.EndCompleted, idempotency.EndFailed, idempotency.EndLeaseLost,
+		idempotency.EndCommitRefused, idempotency.EndTakenOver, idempotency.EndCancelled, idempotency.EndDeadLettered,
+		idempotency.EndUnrecorded)
 	for _, o := range audit.Outcomes() {
 		names = append(names, string(o))
 	}

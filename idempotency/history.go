@@ -16,11 +16,9 @@ import (
 const DefaultHistory = 16
 
 // How an attempt ended, as its history tells ([Attempt.End]): the names of
-// package outcome, where each is documented.
-//
-// Deprecated: use the outcome constants (outcome.Completed, ...); these
-// are kept as strings for one release. EndFailed now means a terminal
-// failure only: a retryable one ends with outcome.Retry.
+// package outcome, where each is documented, as strings. Prefer the outcome
+// constants; these stay for one release. EndFailed means a terminal failure
+// only: a retryable one ends with outcome.Retry.
 const (
 	EndCompleted     = string(outcome.Completed)
 	EndFailed        = string(outcome.Failed)

@@ -208,10 +208,9 @@ func Catalog() []MetricInfo { return jobtrace.Catalog() }
 // leasehold's metrics (a histogram's _bucket, _sum and _count).
 func PrometheusNames() []string { return jobtrace.PrometheusNames() }
 
-// Outcomes recorded by the worker: the names of package outcome, where
-// each is documented with the others (the one outcome vocabulary).
-//
-// Deprecated: use the outcome constants (outcome.Completed, ...).
+// Outcomes recorded by the worker, as strings: the names of package
+// outcome, where each is documented with the others (the one outcome
+// vocabulary). Prefer the outcome constants; these stay for one release.
 const (
 	OutcomeCompleted    = string(outcome.Completed)
 	OutcomeFailed       = string(outcome.Failed)
