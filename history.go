@@ -87,6 +87,8 @@ func historyEnd(e attemptEnd, stopping bool) string {
 		return idempotency.EndCompleted
 	case endFailed:
 		return idempotency.EndFailed
+	case endCancelled:
+		return idempotency.EndCancelled
 	case endRetry:
 		if stopping && errors.Is(e.err, context.Canceled) {
 			return idempotency.EndCancelled

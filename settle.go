@@ -19,11 +19,13 @@ const (
 	endUnrecorded                      // a terminal failure that could not be recorded: parked
 	endRevoked                         // the partition was revoked while the record was parked: dropped
 	endDeadLettered                    // rejected and dead-lettered: finished
+	endCancelled                       // an operator cancelled the run, recorded terminally: finished
 )
 
 var endNames = [...]string{
 	endCompleted: "completed", endDuplicate: "duplicate", endRetry: "retry", endLeaseLost: "lease_lost",
 	endFailed: "failed", endUnrecorded: "error", endRevoked: "revoked", endDeadLettered: "dead_lettered",
+	endCancelled: "cancelled",
 }
 
 func (k endKind) String() string {
@@ -64,6 +66,8 @@ func (w *Worker) settle(job *Job, e attemptEnd) {
 		w.settleRetry(job, e)
 	case endFailed:
 		w.settleFailed(job, e)
+	case endCancelled:
+		w.settleCancelled(job, e)
 	}
 }
 
@@ -133,7 +137,7 @@ func (w *Worker) compensate(job *Job) {
 func (w *Worker) report(ctx context.Context, d *delivery, e attemptEnd) {
 	w.obs.ended(ctx, d, e)
 	switch e.kind {
-	case endCompleted, endDuplicate, endFailed, endDeadLettered:
+	case endCompleted, endDuplicate, endFailed, endDeadLettered, endCancelled:
 		w.finish(d)
 	case endRetry, endLeaseLost, endUnrecorded:
 		if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner

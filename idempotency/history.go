@@ -21,7 +21,7 @@ const (
 	EndLeaseLost     = "lease_lost"     // its lease was lost (expired, stolen, or not renewed in time)
 	EndCommitRefused = "commit_refused" // its commit was refused: another owner's fence is newer
 	EndTakenOver     = "taken_over"     // another worker took the key over before it ended
-	EndCancelled     = "cancelled"      // the worker shut down while it ran
+	EndCancelled     = "cancelled"      // the worker shut down while it ran, or an operator cancelled it
 	EndDeadLettered  = "dead_lettered"  // it ended for good and the record went to the dead-letter topic
 	EndUnrecorded    = "unrecorded"     // its end could not be written to Redis
 )

@@ -51,6 +51,7 @@ func init() {
 		"inspect":       {"show one idempotency key: cluster tag, lease (owner digest, fence, TTL), record state, last heartbeat details", cmdInspect},
 		"history":       {"show every attempt of a key its history keeps: fence, owner, worker, start, end, how it ended, compensations, trace ID (--json)", cmdHistory},
 		"leases":        {"list the leases held now: key, owner digest, fence, remaining TTL, record state, attempt, details", cmdLeases},
+		"cancel":        {"cancel the running job of a key (--reason R): its worker stops it at its next lease renewal, compensates its saga steps and records it as cancelled until 'reset'", cmdCancel},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
 		"capacity":      {"measure bytes per record on the live Redis (it writes 20000 sample records there, then deletes them) and estimate memory for a rate and retention", cmdCapacity},
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
