@@ -57,6 +57,8 @@ func init() {
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
+		"pause":         {"pause a job type across the fleet: workers hold its new records (not run, offsets not committed) until 'resume'; running jobs finish; without TYPE, list the paused types", cmdPause},
+		"resume":        {"lift the pause of a job type: the workers run the records they held", cmdResume},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
 		"audit":         {"account for every record of a range of the jobs topic (offsets or --since/--until): completed with its fence, duplicate, dead-lettered, failed, running, or unaccounted (exit 1)", cmdAudit},
 		"fleet":         {"list the live workers (host, pid, version, group, topics, concurrency, running jobs, counters) and the fleet's rates", cmdFleet},
