@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/leasehold/leasehold/inspect"
 )
@@ -24,4 +25,18 @@ func (c *Console) cancel(ctx context.Context, req actionRequest) (actionResult, 
 	c.seen.add(req.Key, r.Fence)
 	return actionResult{Outcome: "cancel_requested", Message: fmt.Sprintf("asked the worker running %s (fence %d) to cancel it: "+
 		"it stops at its next lease renewal, compensates its saga and records the key as cancelled", req.Key, r.Fence)}, nil
+}
+
+// readPaused puts the job types paused across the fleet into ov.
+func (c *Console) readPaused(ctx context.Context, ov *overview) {
+	p, err := c.in.Paused(ctx)
+	if err != nil {
+		ov.PausedErr = oneLine(err)
+		return
+	}
+	ov.Paused = make([]string, 0, len(p))
+	for t := range p {
+		ov.Paused = append(ov.Paused, t)
+	}
+	sort.Strings(ov.Paused)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/console"
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -30,5 +31,22 @@ func TestCancelActionRefusesUnknownKey(t *testing.T) {
 	code, body := c.do("POST", "/api/actions/cancel", `{"key":"nobody","reason":"test"}`, csrf)
 	if code != http.StatusConflict || !strings.Contains(body, "no record of the key") {
 		t.Fatalf("cancel of an unknown key: %d %s, want 409 no record", code, body)
+	}
+}
+
+// TestOverviewShowsPausedTypes: a type paused through the Inspector is
+// listed in the overview.
+func TestOverviewShowsPausedTypes(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.SharedRedis(t)
+	in := inspect.New(rdb, inspect.WithPrefix(prefix))
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	if err := in.Pause(t.Context(), "video.transcode"); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, console.Config{Redis: rdb, KeyPrefix: prefix})
+	c := newClient(t, srv)
+	if code, body := c.do("GET", "/api/overview", "", nil); code != 200 || !strings.Contains(body, `"paused":["video.transcode"]`) {
+		t.Fatalf("overview: %d %s, want the paused type", code, body)
 	}
 }

@@ -170,6 +170,7 @@ async function pollOverview() {
     card("comp-dead", o.compensations_dead, "compensations dead-lettered"),
     card("dlq", o.dlq_records === undefined ? na : o.dlq_records, "records in " + o.dlq_topic));
   if (o.fleet) cards.append(card("workers", o.fleet.workers, "live workers (worker fleet)"));
+  if (o.paused && o.paused.length) cards.append(card("paused", o.paused.join(", "), "job types paused (worker resume TYPE)"));
   const rates = [];
   if (c) {
     const now = performance.now();
