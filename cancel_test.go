@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -67,10 +69,16 @@ func runCancels(t *testing.T, name string, workers, n int) {
 		}
 		return nil, context.Cause(ctx)
 	}
+	var hooked atomic.Int64
+	hooks := Hooks{OnCancel: func(_ context.Context, _ *Job, err error) {
+		if errors.Is(err, ErrCancelled) {
+			hooked.Add(1)
+		}
+	}}
 	var ws []*Worker
 	for range workers {
 		ws = append(ws, h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.cancel", handler)) },
-			WithCompensation(reg), WithConcurrency(n)))
+			WithCompensation(reg), WithConcurrency(n), WithHooks(hooks)))
 	}
 	stats := func() (s Stats) {
 		for _, w := range ws {
@@ -117,6 +125,9 @@ func runCancels(t *testing.T, name string, workers, n int) {
 	for i, w := range ws {
 		t.Logf("cancelled_on_worker_%d_%s=%d jobs", i, name, w.Stats().Cancelled)
 	}
+	if hooked.Load() != int64(n) {
+		t.Errorf("OnCancel ran %d times, want %d", hooked.Load(), n)
+	}
 	slices.Sort(took)
 	t.Logf("cancel_latency_p50_%s=%d ms", name, took[len(took)/2].Milliseconds())
 	t.Logf("cancel_latency_p99_%s=%d ms", name, took[min(len(took)-1, len(took)*99/100)].Milliseconds())
@@ -132,6 +143,12 @@ func runCancels(t *testing.T, name string, workers, n int) {
 		if !IsCancelledFailure(ki.Failure) || ki.Leased {
 			t.Errorf("%s: record %s %q (leased %v), want the cancel recorded", k, ki.State, ki.Failure, ki.Leased)
 		}
+		// The history is written by an observer of the end, maybe after
+		// the one that counts it.
+		testkit.Eventually(t, 10*time.Second, k+"'s history tells the cancel", func() bool {
+			hs, err := in.History(ctx, k)
+			return err == nil && len(hs) == 1 && hs[0].End == idempotency.EndCancelled
+		})
 	}
 
 	// A duplicate is answered from the record, not run; after a reset the
