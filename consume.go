@@ -180,7 +180,7 @@ func (w *Worker) accept(r *kgo.Record) *delivery {
 // every key it acquired and settles the rest. It returns how many pool slots
 // it used for handlers.
 func (w *Worker) dispatch(batch []*delivery) int {
-	batch = w.sched.join(w.dropRevoked(batch))
+	batch = w.holdPaused(w.sched.join(w.dropRevoked(batch)))
 	if len(batch) == 0 {
 		return 0
 	}

@@ -75,6 +75,13 @@ var (
 	// payload differs from the payload first processed under the same key.
 	ErrFingerprintMismatch = leasing.NewError("leasehold: payload differs from the one first processed under this key", leasing.ClassTerminal)
 
+	// ErrCancelled is matched by the cancellation cause (context.Cause) of a
+	// job that an operator cancelled (worker cancel, inspect's
+	// Inspector.Cancel): the handler must stop; its saga steps are
+	// compensated and the key ends terminally as cancelled until it is
+	// reset. The cause is a [*CancelledError].
+	ErrCancelled = leasing.NewError("leasehold: cancelled", leasing.ClassTerminal)
+
 	// ErrPermanent marks a handler error as terminal: the job is not retried,
 	// its failure is recorded and the record goes to the dead-letter topic.
 	// Wrap errors with [Permanent] rather than returning it bare.

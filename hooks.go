@@ -35,6 +35,10 @@ type Hooks struct {
 	// OnLeaseLost runs once when a running job's lease is lost, with the
 	// cancellation cause. Compensation runners hook in here.
 	OnLeaseLost func(ctx context.Context, job *Job, err error)
+	// OnCancel runs once when an operator cancelled a running job (see
+	// [ErrCancelled]), with the cancellation cause, before its saga steps
+	// are compensated.
+	OnCancel func(ctx context.Context, job *Job, err error)
 	// OnCompensated runs after the saga steps of a job's attempt were
 	// compensated (err nil) or their compensation failed (err, e.g. a
 	// dead-lettered journal). Only with WithCompensation.
@@ -101,7 +105,7 @@ func (h Hooks) observeEnd(ctx context.Context, d *delivery, e attemptEnd) {
 		if h.OnReplay != nil {
 			h.OnReplay(ctx, e.info, e.result, e.failure)
 		}
-	case endCompleted, endRetry, endLeaseLost, endFailed:
+	case endCompleted, endRetry, endLeaseLost, endFailed, endCancelled:
 		if h.OnDone != nil {
 			h.OnDone(ctx, e.job, e.result, e.err)
 		}

@@ -15,7 +15,7 @@ import (
 //
 // The events of a record, in order:
 //
-//	claimed -> [started -> heartbeat* -> leaseLost? -> compensated?] -> ended -> parked?
+//	claimed -> [started -> heartbeat* -> (leaseLost | cancelled)? -> compensated?] -> ended -> parked?
 //	claimed or accepted -> deadLetterDecided -> deadLettered (once the broker acknowledged the copy)
 
 // Each event is one interface with one method; see the emitting methods of
@@ -32,6 +32,9 @@ type (
 	}
 	leaseLostObserver interface {
 		observeLeaseLost(ctx context.Context, d *delivery, j *Job, cause error)
+	}
+	cancelObserver interface {
+		observeCancel(ctx context.Context, d *delivery, j *Job, cause error)
 	}
 	compensatedObserver interface {
 		observeCompensated(ctx context.Context, j *Job, err error)
@@ -67,6 +70,7 @@ type observers struct {
 	onHeartbeat         []heartbeatObserver
 	onLeaseLost         []leaseLostObserver
 	onCompensated       []compensatedObserver
+	onCancel            []cancelObserver
 	onEnd               []endObserver
 	onPark              []parkObserver
 	onDeadLetterDecided []deadLetterDecidedObserver
@@ -85,6 +89,7 @@ func newObservers(os ...any) *observers {
 		addTo(&o.onHeartbeat, x)
 		addTo(&o.onLeaseLost, x)
 		addTo(&o.onCompensated, x)
+		addTo(&o.onCancel, x)
 		addTo(&o.onEnd, x)
 		addTo(&o.onPark, x)
 		addTo(&o.onDeadLetterDecided, x)

@@ -41,6 +41,7 @@ func (w *Worker) newJob(d *delivery, c *claim) (job *Job, release func()) {
 		act: &activeJob{cancel: cancel, started: time.Now()},
 	}
 	job.hb.throttle, job.hb.passThrough = w.cfg.hbThrottle, w.hbRideRenewals
+	w.watchCancel(job, cancel)
 	if c.LastBeat != nil {
 		lb := c.LastBeat
 		job.act.progress.Store(&lb)
@@ -154,6 +155,10 @@ func spanOutcome(err error, ok, failed outcome.Name) string {
 func (w *Worker) classify(job *Job, reg *registration, herr error) attemptEnd {
 	e := attemptEnd{job: job, info: job.info(), err: herr,
 		delay: retry.Delay(job.Attempt, reg.cfg.backoffMin, reg.cfg.backoffMax)}
+	if cause := context.Cause(job.ctx); errors.Is(cause, ErrCancelled) {
+		e.kind, e.err = endCancelled, cause
+		return e
+	}
 	if cause := context.Cause(job.ctx); cause != nil && errors.Is(cause, ErrLeaseLost) || errors.Is(herr, ErrLeaseLost) {
 		e.kind, e.err = endLeaseLost, cause
 		if cause == nil {

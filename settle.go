@@ -24,12 +24,13 @@ const (
 	endUnrecorded                      // a terminal failure that could not be recorded: parked
 	endRevoked                         // the partition was revoked while the record was parked: dropped
 	endDeadLettered                    // rejected and dead-lettered: finished
+	endCancelled                       // an operator cancelled the run, recorded terminally: finished
 )
 
 var endNames = [...]outcome.Name{
 	endCompleted: outcome.Completed, endDuplicate: outcome.Duplicate, endRetry: outcome.Retry,
 	endLeaseLost: outcome.LeaseLost, endFailed: outcome.Failed, endUnrecorded: outcome.Unrecorded,
-	endRevoked: outcome.Revoked, endDeadLettered: outcome.DeadLettered,
+	endRevoked: outcome.Revoked, endDeadLettered: outcome.DeadLettered, endCancelled: outcome.Cancelled,
 }
 
 // name is the kind's outcome, before outcome tells a lost lease or a
@@ -93,6 +94,8 @@ func (w *Worker) settle(job *Job, e attemptEnd) {
 		w.settleRetry(job, e)
 	case endFailed:
 		w.settleFailed(job, e)
+	case endCancelled:
+		w.settleCancelled(job, e)
 	}
 }
 
@@ -162,7 +165,7 @@ func (w *Worker) compensate(job *Job) {
 func (w *Worker) report(ctx context.Context, d *delivery, e attemptEnd) {
 	w.obs.ended(ctx, d, e)
 	switch e.kind {
-	case endCompleted, endDuplicate, endFailed, endDeadLettered:
+	case endCompleted, endDuplicate, endFailed, endDeadLettered, endCancelled:
 		w.finish(d)
 	case endRetry, endLeaseLost, endUnrecorded:
 		if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner

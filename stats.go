@@ -20,6 +20,7 @@ type Stats struct {
 	DeadLettersTruncated int64
 	Replayed             int64
 	LeasesLost           int64
+	Cancelled            int64 // running jobs an operator cancelled, recorded as cancelled
 	Pauses               int64
 	// Parked counts records waiting to be claimed again: parked, queued
 	// behind their ordering key, or waiting on their key's probe.
@@ -41,6 +42,7 @@ type counters struct {
 	claimed                                    [OutcomeUndecodable + 1]atomic.Int64
 	started, succeeded, retried, failed        atomic.Int64
 	deadLettered, replayed, leasesLost, pauses atomic.Int64
+	cancelled                                  atomic.Int64
 	deadLettersTruncated                       atomic.Int64
 }
 
@@ -62,6 +64,7 @@ func (w *Worker) Stats() Stats {
 	s.DeadLettersTruncated = w.stats.deadLettersTruncated.Load()
 	s.Replayed = w.stats.replayed.Load()
 	s.LeasesLost = w.stats.leasesLost.Load()
+	s.Cancelled = w.stats.cancelled.Load()
 	s.Pauses = w.stats.pauses.Load()
 	if live { // sched and offs are set and no longer written
 		s.Parked = w.sched.len()
@@ -109,6 +112,8 @@ func (s statsObserver) observeEnd(_ context.Context, _ *delivery, e attemptEnd) 
 		s.c.retried.Add(1)
 	case endFailed:
 		s.c.failed.Add(1)
+	case endCancelled:
+		s.c.cancelled.Add(1)
 	}
 }
 

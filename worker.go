@@ -53,6 +53,11 @@ type Worker struct {
 	// lease renewer coalesces them at the throttle's pace (set by start).
 	hbRideRenewals bool
 
+	// typesPaused is the job types paused fleet-wide, read every renew round
+	// (pause.go); pauseEvery is how long a held record waits to look again.
+	typesPaused atomic.Pointer[pausedSet]
+	pauseEvery  time.Duration
+
 	// lifeMu serializes Start and Shutdown: a Shutdown called while Start
 	// runs waits for Start to end.
 	lifeMu sync.Mutex
@@ -327,6 +332,7 @@ func (w *Worker) start(ctx context.Context) error {
 		// per renew interval: the throttle the default asks for, with no
 		// timer of a job's own.
 		w.hbRideRenewals = w.cfg.hbThrottle == s.m.RenewInterval()
+		w.watchPaused(s.m)
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err

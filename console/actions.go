@@ -22,7 +22,7 @@ type actionRequest struct {
 	Key    string `json:"key"`
 	Fence  string `json:"fence,omitempty"`  // expire: the lease's fence the operator saw; another is refused
 	Force  bool   `json:"force,omitempty"`  // reset: also end a live lease
-	Reason string `json:"reason,omitempty"` // replay: only records of this reason
+	Reason string `json:"reason,omitempty"` // replay: only records of this reason; cancel: why (logged, traced)
 	Type   string `json:"type,omitempty"`   // replay: only records of this job type
 }
 
@@ -77,7 +77,7 @@ func (c *Console) serveAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, ok := map[string]func(context.Context, actionRequest) (actionResult, error){
-		"expire": c.expire, "reset": c.reset, "retry": c.retry, "replay": c.replay,
+		"expire": c.expire, "cancel": c.cancel, "reset": c.reset, "retry": c.retry, "replay": c.replay,
 	}[action]
 	if !ok {
 		c.fail(w, http.StatusNotFound, "unknown action "+strconv.Quote(action), nil)

@@ -41,6 +41,9 @@ type overview struct {
 	KafkaErr   string    `json:"kafka_error,omitempty"`
 
 	Unavailable []string `json:"unavailable,omitempty"` // what this console cannot show, in words
+
+	Paused    []string `json:"paused"` // job types paused across the fleet (worker pause), sorted
+	PausedErr string   `json:"paused_error,omitempty"`
 }
 
 type workerStats struct {
@@ -91,6 +94,7 @@ func (c *Console) readOverview(ctx context.Context) *overview {
 		ov.CompIndexed, ov.CompDead = cs.Indexed, cs.DeadLettered
 	}
 	c.readFleet(ctx, ov)
+	c.readPaused(ctx, ov)
 	if w := c.cfg.Worker; w != nil {
 		ov.Worker = statsOf(w)
 	} else {

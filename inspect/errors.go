@@ -26,3 +26,17 @@ var ErrClosed = errors.New("inspect: closed")
 // ErrBadCursor is returned by [Inspector.Leases] for a cursor it did not
 // return.
 var ErrBadCursor = errors.New("inspect: bad cursor")
+
+// ErrUnknownKey is returned by [Inspector.Cancel] for a key with no record:
+// never claimed, or its record left the retention.
+var ErrUnknownKey = errors.New("inspect: no record of the key (never run, or past its retention)")
+
+// ErrFinished is returned by [Inspector.Cancel] for a key that already
+// completed or failed terminally (or was cancelled): there is nothing to
+// cancel; reset the key to run it again.
+var ErrFinished = errors.New("inspect: the key has already finished")
+
+// ErrNotRunning is returned by [Inspector.Cancel] for a key that has a
+// record but no running attempt (it waits for a retry): cancel it while it
+// runs.
+var ErrNotRunning = errors.New("inspect: the key is not running now")

@@ -162,7 +162,8 @@ func (i *Inspector) endSpan(sp *tracing.Span, fence uint64, outcome string, err 
 	switch {
 	case err == nil:
 		sp.End(outcome, nil)
-	case errors.Is(err, ErrNoLease), errors.Is(err, ErrLeaseChanged), errors.Is(err, ErrNothingToRetry), errors.Is(err, ErrNoHandlers):
+	case errors.Is(err, ErrNoLease), errors.Is(err, ErrLeaseChanged), errors.Is(err, ErrNothingToRetry), errors.Is(err, ErrNoHandlers),
+		errors.Is(err, ErrUnknownKey), errors.Is(err, ErrFinished), errors.Is(err, ErrNotRunning):
 		sp.End("refused", err)
 	default:
 		sp.End(tracing.OutcomeError, err)

@@ -1,6 +1,8 @@
 -- lease_renew.lua: extend the leases that the caller still holds, one or many
 -- in one call (every key must be in one Cluster slot when run on a Cluster).
--- KEYS[i]      the i-th lease key (a hash: tok = owner token, fen = fence)
+-- KEYS[i]      the i-th lease key (a hash: tok = owner token, fen = fence,
+--              cx = fence of the attempt an operator asked to cancel, if any;
+--              see lease_cancel.lua)
 -- ARGV[3i-2]   the caller's owner token for KEYS[i]
 -- ARGV[3i-1]   the caller's fence for KEYS[i], as a decimal string
 -- ARGV[3i]     the new TTL of KEYS[i] in milliseconds
@@ -8,17 +10,23 @@
 --              1  renewed: the key now expires ARGV[3i] ms from now
 --              0  no owner: the key expired or was released
 --              2  another owner (token or fence differs): the lease was stolen
+--              3  renewed, and an operator asked to cancel this attempt (cx
+--                 equals its fence): the holder stops its work
 local out = {}
 for i = 1, #KEYS do
   local a = 3 * i
-  local cur = redis.call('HMGET', KEYS[i], 'tok', 'fen')
+  local cur = redis.call('HMGET', KEYS[i], 'tok', 'fen', 'cx')
   if not cur[1] then
     out[i] = 0
   elseif cur[1] ~= ARGV[a - 2] or cur[2] ~= ARGV[a - 1] then
     out[i] = 2
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[a])
-    out[i] = 1
+    if cur[3] == cur[2] then
+      out[i] = 3
+    else
+      out[i] = 1
+    end
   end
 end
 return out

@@ -65,8 +65,10 @@ const (
 	// TakenOver: another worker took the key over before this attempt
 	// recorded its end (written by the new owner into the history).
 	TakenOver Name = "taken_over"
-	// Cancelled: the worker shut down while the attempt ran; its steps were
-	// compensated and the key is claimed again by the next worker.
+	// Cancelled: the worker shut down while the attempt ran (its steps were
+	// compensated and the key is claimed again by the next worker), or an
+	// operator cancelled it with worker cancel (compensated, and the key
+	// recorded as failed until worker reset).
 	Cancelled Name = "cancelled"
 	// DeadLettered: the record went to the dead-letter topic (rejected, or
 	// failed for good); for a compensation step, it failed on its last

@@ -170,6 +170,7 @@ async function pollOverview() {
     card("comp-dead", o.compensations_dead, "compensations dead-lettered"),
     card("dlq", o.dlq_records === undefined ? na : o.dlq_records, "records in " + o.dlq_topic));
   if (o.fleet) cards.append(card("workers", o.fleet.workers, "live workers (worker fleet)"));
+  if (o.paused && o.paused.length) cards.append(card("paused", o.paused.join(", "), "job types paused (worker resume TYPE)"));
   const rates = [];
   if (c) {
     const now = performance.now();
@@ -242,6 +243,7 @@ async function pollJobs() {
   const rows = p.rows.map(r => {
     const acts = el("td");
     if (canAct() && r.idem) acts.append(actionButton("expire", "expire", {key: r.key, fence: r.fence}, true));
+    if (canAct() && r.idem) acts.append(actionButton("cancel", "cancel", {key: r.key, reason: "console"}, true));
     return el("tr", {"data-key": r.key},
       el("td", {}, r.idem ? keyLink(r.key) : el("span", {class: "mono", text: r.key})),
       el("td", {text: r.type || "-"}),
@@ -306,6 +308,7 @@ async function pollKey() {
   const acts = el("div", {class: "actions"});
   if (canAct()) {
     if (k.leased) acts.append(actionButton("Expire lease", "expire", {key: k.key, fence: k.lease_fence}, true));
+    if (k.leased) acts.append(actionButton("Cancel job", "cancel", {key: k.key, reason: "console"}, true));
     acts.append(actionButton("Reset key", "reset", {key: k.key}, true));
     if (k.leased) acts.append(actionButton("Reset key and end lease", "reset", {key: k.key, force: true}, true));
   } else if (session.actions) acts.append(el("span", {class: "muted", text: "sign in for actions"}));

@@ -102,4 +102,7 @@ type RenewResult struct {
 	// Valid is the validity the backend guarantees from the time the batch
 	// was sent; zero means the Renewal's TTL.
 	Valid time.Duration
+	// Cancelled is true when the lease was renewed and an operator asked
+	// to cancel the attempt that holds it (see [Lease.OnCancel]).
+	Cancelled bool
 }

@@ -42,6 +42,8 @@ type Lease struct {
 	deadline  time.Time
 	lastErr   error
 	onLost    []func(error)
+	cancelled bool     // a renewal answered that an operator cancelled the attempt
+	onCancel  []func() // run once, when cancelled is first set
 }
 
 // Name returns the lease name.
@@ -195,7 +197,14 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 		if l.state == stateHeld && nd.After(l.deadline) {
 			l.lastSent, l.deadline, l.lastErr = sent, nd, nil
 		}
+		var cbs []func()
+		if r.Cancelled && !l.cancelled && l.state == stateHeld {
+			l.cancelled, cbs, l.onCancel = true, l.onCancel, nil
+		}
 		l.mu.Unlock()
+		for _, f := range cbs {
+			f()
+		}
 		return false
 	case errors.Is(r.Err, ErrLost):
 		// While the holder's own script may be deleting the key (Release, or

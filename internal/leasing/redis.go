@@ -128,6 +128,10 @@ func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResu
 				out[i].Err = Classify(err)
 				continue
 			}
+			if codes[k] == scripts.LeaseCancelled {
+				out[i].Cancelled = true
+				continue
+			}
 			out[i].Err = ownerErr(codes[k])
 		}
 	}

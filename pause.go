@@ -1,0 +1,66 @@
+package leasehold
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/pause"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// Pausing job types (worker pause TYPE, inspect's Inspector.Pause). The
+// paused types are one Redis hash that the worker reads once per lease renew
+// round, in the renewer goroutine (leasing.OnRenewRound), so that a pause
+// costs one call per round whatever the number of records held. The
+// dispatcher holds the records of a paused type: parked, not claimed, their
+// offsets not committed, counted in the memory budget; it looks again one
+// renew interval later. Running jobs finish.
+
+// pausedSet is the paused job types as last read; nil before the first read.
+type pausedSet = map[string]time.Time
+
+// watchPaused reads the paused types with every renew round of m.
+func (w *Worker) watchPaused(m *lease.Manager) {
+	w.pauseEvery = m.RenewInterval()
+	leasing.OnRenewRound(m, func(ctx context.Context) {
+		p, err := pause.Read(ctx, w.rdb, w.cfg.keyPrefix)
+		if err != nil {
+			return // the last read stands until Redis answers
+		}
+		w.typesPaused.Store(&p)
+	})
+}
+
+// holdPaused parks the records of batch whose job type is paused, and
+// returns the others.
+func (w *Worker) holdPaused(batch []*delivery) []*delivery {
+	p := w.typesPaused.Load()
+	if p == nil || len(*p) == 0 {
+		return batch
+	}
+	keep := batch[:0]
+	due := time.Now().Add(w.pauseEvery)
+	for _, d := range batch {
+		if _, ok := (*p)[d.typ]; ok {
+			w.sched.park(d, due)
+			continue
+		}
+		keep = append(keep, d)
+	}
+	return keep
+}
+
+// PausedTypes returns the job types paused across the fleet, as the worker
+// last read them (at most one renew interval ago).
+func (w *Worker) PausedTypes() []string {
+	p := w.typesPaused.Load()
+	if p == nil {
+		return nil
+	}
+	out := make([]string, 0, len(*p))
+	for t := range *p {
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package leasehold
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+)
+
+// TestPauseHoldsAndResumeDrains: with test.paused paused, a worker holds
+// the 20 records of that type it polls (none runs, they stay in flight and
+// the committed offset does not pass them) while a record of another type
+// behind them runs; after the resume each held record runs once and the
+// offsets reach the end.
+func TestPauseHoldsAndResumeDrains(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	h := setup(t, 1)
+	runs := newEffects()
+	handler := func(_ context.Context, j *Job) ([]byte, error) {
+		runs.add(j.Key)
+		return []byte("ok"), nil
+	}
+	w := h.start(t, h.rdb, func(w *Worker) {
+		must(t, w.Register("test.paused", handler))
+		must(t, w.Register("test.other", handler))
+	})
+	in := w.Inspector()
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	ctx := t.Context()
+	must(t, in.Pause(ctx, "test.paused"))
+	testkit.Eventually(t, 10*time.Second, "the worker reads the pause", func() bool { return len(w.PausedTypes()) == 1 })
+
+	recs := make([]*kgo.Record, 0, n+1)
+	for i := range n {
+		recs = append(recs, jobRecord(t, NewJob{Type: "test.paused", Key: fmt.Sprintf("paused-%d", i)}))
+	}
+	recs = append(recs, jobRecord(t, NewJob{Type: "test.other", Key: "other"}))
+	h.produce(t, recs)
+	testkit.Eventually(t, 30*time.Second, "the other type runs", func() bool { return runs.count("other") == 1 })
+	testkit.Eventually(t, 30*time.Second, "the paused records held", func() bool { return w.Stats().Parked == n })
+	if got := len(runs.snapshot()); got != 1 {
+		t.Fatalf("%d keys ran while their type was paused", got-1)
+	}
+	if s := w.Stats(); s.InFlight != n || s.HeldBytes == 0 {
+		t.Fatalf("held records: in flight %d (want %d), held bytes %d (want them counted)", s.InFlight, n, s.HeldBytes)
+	}
+	if c := h.kafka.Committed(t, h.group, h.topic)[0]; c > 0 {
+		t.Fatalf("committed offset %d passed the held records (first at 0)", c)
+	}
+
+	was, err := in.Resume(ctx, "test.paused")
+	must(t, err)
+	if !was {
+		t.Fatal("Resume: the type was not paused")
+	}
+	testkit.Eventually(t, 30*time.Second, "the held records run", func() bool { return len(runs.snapshot()) == n+1 })
+	h.waitCommitted(t, 30*time.Second)
+	for k, c := range runs.snapshot() {
+		if c != 1 {
+			t.Errorf("%s ran %d times, want 1", k, c)
+		}
+	}
+	if len(w.PausedTypes()) != 0 {
+		t.Errorf("paused types after the resume: %v", w.PausedTypes())
+	}
+}
