@@ -26,3 +26,7 @@ var ErrClosed = errors.New("inspect: closed")
 // ErrBadCursor is returned by [Inspector.Leases] for a cursor it did not
 // return.
 var ErrBadCursor = errors.New("inspect: bad cursor")
+
+// ErrNoDeadLetters is returned by [Inspector.DeadLetters] when the
+// Inspector was built without a dead-letter source ([WithDeadLetters]).
+var ErrNoDeadLetters = errors.New("inspect: no dead-letter topic to read")
