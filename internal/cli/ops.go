@@ -392,8 +392,14 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
+	return printCompensations(e.Stdout, dls, *asJSON)
+}
+
+// printCompensations prints the Inspector's dead-lettered journals: a table
+// of their steps, or JSON (one journal a line, the console's field names).
+func printCompensations(w io.Writer, dls []inspect.Journal, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
 		for _, d := range dls {
 			if err := enc.Encode(d); err != nil {
 				return err
@@ -401,7 +407,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
 	for _, d := range dls {
 		for _, s := range d.Steps {
@@ -412,6 +418,6 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(e.Stdout, "%d dead-lettered compensations\n", len(dls))
-	return nil
+	_, err := fmt.Fprintf(w, "%d dead-lettered compensations\n", len(dls))
+	return err
 }
