@@ -3,7 +3,6 @@ package leasehold
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/idempotency"
@@ -114,16 +111,7 @@ func (w *Worker) readDeadLetters(ctx context.Context, cl *kgo.Client, f DeadLett
 	if limit <= 0 {
 		limit = DefaultDeadLetterLimit
 	}
-	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
-	if err != nil {
-		return nil, "", fmt.Errorf("leasehold: read the metadata of %s: %w", topic, err)
-	}
-	d, ok := details[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return nil, "", fmt.Errorf("%w: dead-letter topic %s", ErrTopicMissing, topic)
-	}
-	id := hex.EncodeToString(d.ID[:])
-	end, err := deadletter.EndOffsets(ctx, cl, topic)
+	id, end, err := w.deadLetterEnds(ctx, cl)
 	if err != nil {
 		return nil, "", err
 	}

@@ -47,7 +47,6 @@ var longFuncDebt = map[string]int{
 	"internal/chaos/verdict.go judgePartitions": 63,
 	"internal/cli/demo.go runDemo":              192,
 	"internal/cli/dlqcmd.go cmdDLQ":             65,
-	"internal/cli/ops.go cmdCompensations":      69,
 	"internal/cli/run.go runWorker":             133,
 	"internal/cli/ui.go cmdUI":                  88,
 	"tracing/otelsetup/setup.go Setup":          79,

@@ -18,14 +18,15 @@ type KeyInfo = inspect.KeyInfo
 func OwnerDigest(token string) string { return inspect.OwnerDigest(token) }
 
 // Inspector returns an [inspect.Inspector] over the worker's Redis client,
-// with its key prefix, store options, logger and tracer: the operator layer
+// with its key prefix, store options, logger and tracer, reading its
+// dead-letter topic with its Kafka options: the operator layer
 // that the CLI and the console present. It works before [Worker.Start],
 // while the worker runs and after it stopped; Close it when done.
 func (w *Worker) Inspector() *inspect.Inspector {
 	c := &w.cfg
 	opts := []inspect.Opt{inspect.WithPrefix(c.keyPrefix), inspect.WithLogger(w.log),
 		inspect.WithStoreOptions(append([]idempotency.Opt{idempotency.WithRetention(c.retention),
-			idempotency.WithMaxKeyLen(MaxKeyLen)}, c.idemOpts...)...)}
+			idempotency.WithMaxKeyLen(MaxKeyLen)}, c.idemOpts...)...), inspect.WithDeadLetters(deadLetterSource{w})}
 	if c.tracer != nil {
 		opts = append(opts, inspect.WithTracer(c.tracer))
 	}

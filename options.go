@@ -39,6 +39,7 @@ type optFunc func(*config)
 func (f optFunc) apply(c *config) { f(c) }
 
 type config struct {
+	noFleet         bool // WithFleet(false)
 	group           string
 	topics          []string
 	kafkaOpts       []kgo.Opt

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/deadletter"
+	"github.com/leasehold/leasehold/internal/fleet"
 	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -43,6 +44,7 @@ import (
 //  6. shut the lease manager down (releasing any lease still held).
 type Worker struct {
 	cfg   config
+	fleet *fleet.Publisher // set by Start (WithFleet)
 	rdb   redis.UniversalClient
 	store store
 	comp  *compensation.Runner // nil without WithCompensation
@@ -296,6 +298,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.live = true
 	close(w.startCh)
 	w.mu.Unlock()
+	w.startFleet(ctx)
 	w.log.Info("worker started", slog.String("group", w.cfg.group), slog.Any("topics", w.cfg.topics),
 		slog.Int("concurrency", w.cfg.concurrency))
 	return nil
@@ -445,6 +448,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	if !live {
 		return w.closeStore(ctx)
 	}
+	defer w.stopFleet(ctx)
 
 	// 1. Stop polling and claiming.
 	w.stopLoop()

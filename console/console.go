@@ -90,7 +90,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{cfg: cfg, view: view, in: newInspector(cfg), auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
+	c := &Console{cfg: cfg, view: view, in: newInspector(cfg, view), auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
 	c.routes()
 	return c, nil
 }
@@ -155,9 +155,10 @@ func (c *Console) serveIndex(w http.ResponseWriter, _ *http.Request) {
 }
 
 // newInspector returns the Inspector the console presents, over cfg's
-// Redis with the workers' prefix and store options.
-func newInspector(cfg Config) *inspect.Inspector {
-	opts := []inspect.Opt{inspect.WithPrefix(cfg.KeyPrefix), inspect.WithLogger(cfg.Logger),
+// Redis with the workers' prefix and store options, reading the dead-letter
+// topic through view.
+func newInspector(cfg Config, view *leasehold.Worker) *inspect.Inspector {
+	opts := []inspect.Opt{inspect.WithPrefix(cfg.KeyPrefix), inspect.WithLogger(cfg.Logger), inspect.WithDeadLetters(view.DeadLetterSource()),
 		inspect.WithStoreOptions(append([]idempotency.Opt{idempotency.WithMaxKeyLen(leasehold.MaxKeyLen)}, cfg.StoreOptions...)...)}
 	if cfg.Compensations != nil {
 		opts = append(opts, inspect.WithCompensations(cfg.Compensations))

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/inspect"
 )
@@ -142,9 +141,9 @@ type keyView struct {
 	Type      string `json:"type,omitempty"` // when a job of the key runs in this process
 	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
 
-	Journals   []journalView `json:"journals"`
-	JournalErr string        `json:"journals_error,omitempty"`
-	TraceURL   string        `json:"trace_url,omitempty"`
+	Journals   []inspect.Journal `json:"journals"`
+	JournalErr string            `json:"journals_error,omitempty"`
+	TraceURL   string            `json:"trace_url,omitempty"`
 
 	History    []attemptView `json:"history"` // oldest first
 	HistoryErr string        `json:"history_error,omitempty"`
@@ -186,25 +185,6 @@ func (c *Console) newAttemptViews(hs []idempotency.Attempt) []attemptView {
 	return out
 }
 
-type journalView struct {
-	Fence   uint64     `json:"fence,string"`
-	State   string     `json:"state"`
-	Created time.Time  `json:"created"`
-	Since   *time.Time `json:"dead_since,omitempty"`
-	Steps   []stepView `json:"steps"`
-	Key     string     `json:"key,omitempty"`
-}
-
-type stepView struct {
-	Step     int    `json:"step"`
-	Name     string `json:"name"`
-	Handler  string `json:"handler"`
-	State    string `json:"state"`
-	Done     bool   `json:"done"`
-	Attempts int    `json:"attempts"`
-	Error    string `json:"error,omitempty"`
-}
-
 // maxResult bounds the cached result a page receives, in bytes.
 const maxResult = 2048
 
@@ -224,7 +204,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 	v := keyView{Key: key, Tag: ki.Tag, State: ki.State.String(), Fence: ki.Fence, Attempt: ki.Attempt,
 		Failure: ki.Failure, Leased: ki.Leased, LeaseFence: ki.LeaseFence, Owner: ki.Owner,
 		RemainingMS: ki.Remaining.Milliseconds(), HasDetails: ki.HasDetails, DetailsSize: ki.DetailsSize,
-		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []journalView{},
+		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []inspect.Journal{},
 		History: c.newAttemptViews(ki.History)}
 	if ki.HistoryErr != nil {
 		v.HistoryErr = oneLine(ki.HistoryErr)
@@ -253,19 +233,9 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 		v.JournalErr = oneLine(err)
 	}
 	for _, j := range js {
-		v.Journals = append(v.Journals, newJournalView(j, nil))
+		v.Journals = append(v.Journals, inspect.NewJournal(j, nil))
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-func newJournalView(j compensation.JournalInfo, since *time.Time) journalView {
-	jv := journalView{Fence: j.Ref.Fence, State: string(j.State), Created: j.Created, Since: since,
-		Key: inspect.DisplayName(j.Ref.Name), Steps: make([]stepView, 0, len(j.Steps))}
-	for _, s := range j.Steps {
-		jv.Steps = append(jv.Steps, stepView{Step: s.Step, Name: s.Name, Handler: s.Handler, State: s.State,
-			Done: s.Done, Attempts: s.Attempts, Error: s.Error})
-	}
-	return jv
 }
 
 // maxCompensations bounds the dead-lettered journals one page lists.
@@ -274,64 +244,14 @@ const maxCompensations = 100
 func (c *Console) serveCompensations(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	dls, err := c.in.DeadCompensations(ctx, maxCompensations)
+	js, err := c.in.Compensations(ctx, maxCompensations)
 	if err != nil {
 		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered compensations", err)
 		return
 	}
-	out := struct {
-		Journals []journalView `json:"journals"`
-		Limit    int           `json:"limit"`
-		CanRetry bool          `json:"can_retry"` // handlers are registered (Config.Compensations)
-	}{Journals: make([]journalView, 0, len(dls)), Limit: maxCompensations, CanRetry: c.cfg.Compensations != nil}
-	for _, d := range dls {
-		since := d.Since
-		out.Journals = append(out.Journals, newJournalView(d.JournalInfo, &since))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// maxDeadLetters bounds the dead-letter records one read returns.
-const maxDeadLetters = 500
-
-type deadLetterRow struct {
-	Partition     int32     `json:"partition"`
-	Offset        int64     `json:"offset"`
-	Time          time.Time `json:"time"`
-	Reason        string    `json:"reason"`
-	Error         string    `json:"error"`
-	Key           string    `json:"key"`
-	Type          string    `json:"type"`
-	OrigTopic     string    `json:"orig_topic"`
-	OrigPartition int32     `json:"orig_partition"`
-	OrigOffset    int64     `json:"orig_offset"`
-	Replay        string    `json:"replay"`
-	TraceURL      string    `json:"trace_url,omitempty"`
-}
-
-func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := leasehold.DeadLetterFilter{Reason: q.Get("reason"), Type: q.Get("type"), Key: q.Get("key"), Limit: maxDeadLetters}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*timeout)
-	defer cancel()
-	dls, err := c.view.DeadLetters(ctx, f)
-	if err != nil {
-		c.fail(w, http.StatusServiceUnavailable, "read the dead-letter topic "+c.cfg.DLQ, err)
-		return
-	}
-	out := struct {
-		Topic    string          `json:"topic"`
-		Records  []deadLetterRow `json:"records"`
-		ByReason map[string]int  `json:"by_reason"`
-		ByType   map[string]int  `json:"by_type"`
-		Limit    int             `json:"limit"`
-	}{Topic: c.cfg.DLQ, Records: make([]deadLetterRow, 0, len(dls)), ByReason: map[string]int{}, ByType: map[string]int{}, Limit: maxDeadLetters}
-	for _, d := range dls {
-		out.ByReason[d.Reason]++
-		out.ByType[d.Type]++
-		out.Records = append(out.Records, deadLetterRow{Partition: d.Partition, Offset: d.Offset, Time: d.Time,
-			Reason: d.Reason, Error: cut([]byte(d.Error), 300), Key: d.Key, Type: d.Type, OrigTopic: d.OrigTopic,
-			OrigPartition: d.OrigPartition, OrigOffset: d.OrigOffset, Replay: d.Replay, TraceURL: c.traceURL(d.Key)})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, struct {
+		Journals []inspect.Journal `json:"journals"`
+		Limit    int               `json:"limit"`
+		CanRetry bool              `json:"can_retry"` // handlers are registered (Config.Compensations)
+	}{Journals: js, Limit: maxCompensations, CanRetry: c.cfg.Compensations != nil})
 }

@@ -40,3 +40,7 @@ var ErrFinished = errors.New("inspect: the key has already finished")
 // record but no running attempt (it waits for a retry): cancel it while it
 // runs.
 var ErrNotRunning = errors.New("inspect: the key is not running now")
+
+// ErrNoDeadLetters is returned by [Inspector.DeadLetters] when the
+// Inspector was built without a dead-letter source ([WithDeadLetters]).
+var ErrNoDeadLetters = errors.New("inspect: no dead-letter topic to read")

@@ -22,6 +22,7 @@ type cfg struct {
 	logger    *slog.Logger
 	tracer    *tracing.Tracer
 	reg       *compensation.Registry
+	dlq       DeadLetterSource
 }
 
 // WithPrefix sets the Redis key prefix the workers use. Default: "lh:".

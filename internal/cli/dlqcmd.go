@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 func cmdDLQ(ctx context.Context, e *Env, args []string) error {
@@ -33,6 +34,7 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	timeout := f.Duration("timeout", 30*time.Second, "give up reading the dead-letter topic after this long")
 	asJSON := f.Bool("json", false, "print JSON, one object a line")
 	dryRun := f.Bool("dry-run", false, "replay: show what would be replayed; produce and mark nothing")
+	cursor := f.String("cursor", "", "list: start at this cursor (printed at the end of a list cut by --limit)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -44,6 +46,8 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 		return usagef("want 'dlq list [flags]' or 'dlq replay [flags]'")
 	case sub == "list" && *dryRun:
 		return usagef("--dry-run is for dlq replay")
+	case sub == "replay" && *cursor != "":
+		return usagef("--cursor is for dlq list")
 	case filter.Limit < 1:
 		return usagef("limit %d: want at least 1", filter.Limit)
 	case len(splitList(*brokers)) == 0:
@@ -67,11 +71,8 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	if sub == "list" {
-		dls, err := w.DeadLetters(ctx, filter)
-		if err != nil {
-			return err
-		}
-		return printDeadLetters(e.Stdout, dls, *asJSON)
+		q := inspect.DeadLetterQuery{Reason: filter.Reason, Type: filter.Type, Key: filter.Key, Cursor: *cursor}
+		return listDeadLetters(ctx, e.Stdout, w.Inspector(), q, filter.Limit, *asJSON)
 	}
 	res, err := w.ReplayDeadLetters(ctx, filter, *dryRun)
 	if err != nil {
@@ -80,7 +81,33 @@ func cmdDLQ(ctx context.Context, e *Env, args []string) error {
 	return printReplays(e.Stdout, res, *asJSON, e.application().name)
 }
 
-func printDeadLetters(w io.Writer, dls []leasehold.DeadLetter, asJSON bool) error {
+// listDeadLetters prints up to limit records matching q, reading pages of
+// the Inspector; when more remain, it ends with the cursor to go on from.
+func listDeadLetters(ctx context.Context, w io.Writer, in *inspect.Inspector, q inspect.DeadLetterQuery, limit int, asJSON bool) error {
+	defer func() { _ = in.Close(context.WithoutCancel(ctx)) }()
+	var dls []inspect.DeadLetter
+	for {
+		q.Limit = min(limit-len(dls), inspect.MaxDeadLetterPage)
+		page, err := in.DeadLetters(ctx, q)
+		if err != nil {
+			return err
+		}
+		dls = append(dls, page.Records...)
+		q.Cursor = page.Next
+		if q.Cursor == "" || len(dls) >= limit {
+			break
+		}
+	}
+	if err := printDeadLetters(w, dls, asJSON); err != nil || q.Cursor == "" || asJSON {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "more: --cursor %s\n", q.Cursor)
+	return err
+}
+
+// printDeadLetters prints the Inspector's dead letters: a table, or JSON
+// (one object a line, the console's field names).
+func printDeadLetters(w io.Writer, dls []inspect.DeadLetter, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, d := range dls {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -66,18 +67,18 @@ func TestDLQListReplay(t *testing.T) {
 
 	env := map[string]string{"REDIS_URL": url, "LEASEHOLD_PREFIX": prefix, "LEASEHOLD_BROKERS": strings.Join(k.Brokers(), ","),
 		"LEASEHOLD_TOPICS": topic}
-	list := func(args ...string) []leasehold.DeadLetter {
+	list := func(args ...string) []inspect.DeadLetter {
 		t.Helper()
 		r := run(ctx, t, env, append([]string{"dlq", "list", "--json"}, args...)...)
 		if r.code != 0 {
 			t.Fatalf("dlq list %v: %+v", args, r)
 		}
-		var out []leasehold.DeadLetter
+		var out []inspect.DeadLetter
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 			if line == "" {
 				continue
 			}
-			var d leasehold.DeadLetter
+			var d inspect.DeadLetter
 			if err := json.Unmarshal([]byte(line), &d); err != nil {
 				t.Fatalf("dlq list --json line %q: %v", line, err)
 			}
@@ -98,6 +99,17 @@ func TestDLQListReplay(t *testing.T) {
 	if got := list("--key", "pay-1", "--reason", leasehold.ReasonUnknownType); len(got) != 0 {
 		t.Fatalf("dlq list with filters matching nothing: %+v", got)
 	}
+	// Pages: --limit 1 names the cursor of the rest; the two pages hold both records once.
+	r := run(ctx, t, env, "dlq", "list", "--limit", "1")
+	_, cur, ok := strings.Cut(r.stdout, "more: --cursor ")
+	if r.code != 0 || !ok || !strings.Contains(r.stdout, "1 dead-lettered records") {
+		t.Fatalf("dlq list --limit 1: want one record and a cursor: %+v", r)
+	}
+	first, rest := list("--limit", "1"), list("--cursor", strings.TrimSpace(cur))
+	if len(first) != 1 || len(rest) != 1 || first[0].Key == rest[0].Key {
+		t.Fatalf("dlq list by pages: %+v then %+v", first, rest)
+	}
+	wantFailure(t, run(ctx, t, env, "dlq", "list", "--cursor", "x"), 1, "bad cursor")
 	if r := run(ctx, t, env, "dlq", "list"); r.code != 0 || !strings.Contains(r.stdout, "2 dead-lettered records") ||
 		!strings.Contains(r.stdout, "pay-1") {
 		t.Fatalf("dlq list (table): %+v", r)
@@ -107,7 +119,7 @@ func TestDLQListReplay(t *testing.T) {
 	fixed.Store(true)
 	end := k.EndOffsets(t, topic)
 	// The hint names the program it runs in (a team's own binary here).
-	r := runAs(ctx, t, "acme-worker", env, "dlq", "replay", "--key", "pay-1")
+	r = runAs(ctx, t, "acme-worker", env, "dlq", "replay", "--key", "pay-1")
 	if r.code != 0 || !strings.Contains(r.stdout, "needs-reset") || !strings.Contains(r.stdout, "acme-worker reset pay-1") {
 		t.Fatalf("dlq replay of a FAILED key: %+v", r)
 	}

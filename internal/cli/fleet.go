@@ -5,50 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/internal/fleet"
 )
-
-// startFleet makes the worker w seen by `worker fleet` and the console: it
-// publishes w's identity, load and counters at the renew interval. A
-// first publish that fails is logged; the worker runs regardless.
-func startFleet(ctx context.Context, rdb redis.UniversalClient, c runConfig, w *leasehold.Worker, log *slog.Logger) (stop func()) {
-	p, err := fleet.NewPublisher(fleet.Config{Redis: rdb, Prefix: c.prefix, Interval: c.leaseTTL / 3, Log: log,
-		Identity: fleet.Identity{Version: buildinfo.Version(), Topics: splitList(c.topics), Group: c.group, Concurrency: c.concurrency},
-		Load:     func() fleet.Load { return loadOf(w) }})
-	if err != nil {
-		log.Warn("fleet: this worker will not be listed", slog.Any("err", err))
-		return func() {}
-	}
-	if err := p.Start(ctx); err != nil {
-		log.Warn("fleet: first publish failed; retrying at each renew interval", slog.Any("err", err))
-	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := p.Shutdown(sctx); err != nil {
-			log.Warn("fleet: status not deleted; it expires by itself", slog.Any("err", err))
-		}
-	}
-}
-
-// loadOf is what w does now, as the fleet shows it.
-func loadOf(w *leasehold.Worker) fleet.Load {
-	s := w.Stats()
-	n := len(w.Running())
-	return fleet.Load{Running: n, LeasesHeld: n, Counters: fleet.Counters{
-		Succeeded: s.Succeeded, Failed: s.Failed, Retried: s.Retried, DeadLettered: s.DeadLettered,
-		Duplicates: s.Replayed, Takeovers: s.Claimed[leasehold.OutcomeTakeover], LeasesLost: s.LeasesLost,
-	}}
-}
 
 func cmdFleet(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "fleet", "")

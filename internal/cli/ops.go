@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -346,7 +347,8 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	o.define(f)
 	app := e.application()
 	app.defineFlags(f)
-	limit := f.Int("limit", 100, "list at most this many, at least 1")
+	limit := f.Int("limit", 100, "list at most this many, at least 1 (at most 1000)")
+	asJSON := f.Bool("json", false, "list: print JSON, one journal a line (the console's field names)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -386,21 +388,36 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 		_, _ = fmt.Fprintf(e.Stdout, "compensated %d journals of %s\n", n, retryKey)
 		return nil
 	}
-	dls, err := ops.in.DeadCompensations(ctx, *limit)
+	dls, err := ops.in.Compensations(ctx, min(*limit, inspect.MaxCompensationPage))
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	return printCompensations(e.Stdout, dls, *asJSON)
+}
+
+// printCompensations prints the Inspector's dead-lettered journals: a table
+// of their steps, or JSON (one journal a line, the console's field names).
+func printCompensations(w io.Writer, dls []inspect.Journal, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, d := range dls {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
 	for _, d := range dls {
 		for _, s := range d.Steps {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", inspect.DisplayName(d.Ref.Name), d.Ref.Fence,
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Key, d.Fence,
 				d.Since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(e.Stdout, "%d dead-lettered compensations\n", len(dls))
-	return nil
+	_, err := fmt.Fprintf(w, "%d dead-lettered compensations\n", len(dls))
+	return err
 }

@@ -268,8 +268,6 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	stopFleet := startFleet(ctx, rdb, c, w, log)
-	defer stopFleet()
 
 	var srv *http.Server
 	var draining atomic.Bool

@@ -1,0 +1,105 @@
+package leasehold
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/inspect"
+	"github.com/leasehold/leasehold/internal/deadletter"
+)
+
+// deadLetterSource is the Kafka side of the worker's Inspector: pages of
+// its dead-letter topic ([inspect.WithDeadLetters]).
+type deadLetterSource struct{ w *Worker }
+
+// DeadLetterPage reads the records of the dead-letter topic matching q from
+// q's cursor on, partition by partition in order, up to the end offsets
+// listed when the call begins; it reads one matching record past the page
+// to name the next page's cursor exactly.
+func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLetterQuery) (inspect.DeadLetterPage, error) {
+	w := s.w
+	page := inspect.DeadLetterPage{Topic: w.cfg.dlqTopic, Records: []inspect.DeadLetter{}}
+	cp, co, err := inspect.ParseDeadLetterCursor(q.Cursor)
+	if err != nil {
+		return page, err
+	}
+	cl, err := kgo.NewClient(w.connOpts()...)
+	if err != nil {
+		return page, fmt.Errorf("leasehold: kafka client: %w", err)
+	}
+	defer cl.Close()
+	id, end, err := w.deadLetterEnds(ctx, cl)
+	if err != nil {
+		return page, err
+	}
+	f := DeadLetterFilter{Reason: q.Reason, Type: q.Type, Key: q.Key}
+	var got []DeadLetter
+	parts := make([]int32, 0, len(end))
+	for p := range end {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		if p < cp || len(got) > q.Limit {
+			continue
+		}
+		from := map[int32]int64{p: 0}
+		if p == cp {
+			from[p] = co
+		}
+		err := deadletter.Scan(ctx, cl, w.connOpts(), w.cfg.dlqTopic, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
+			if d := parseDeadLetter(r); f.match(&d) {
+				got = append(got, d)
+			}
+			return len(got) <= q.Limit
+		})
+		if err != nil {
+			return page, err
+		}
+	}
+	if len(got) > q.Limit {
+		page.Next = inspect.DeadLetterCursor(got[q.Limit].Partition, got[q.Limit].Offset)
+		got = got[:q.Limit]
+	}
+	if err := w.readReplayMarkers(ctx, id, got); err != nil {
+		return page, err
+	}
+	for _, d := range got {
+		page.Records = append(page.Records, inspect.DeadLetter{Partition: d.Partition, Offset: d.Offset, Time: d.Time.UTC(),
+			Reason: d.Reason, Error: d.Error, Key: d.Key, Type: d.Type, OrigTopic: d.OrigTopic, OrigPartition: d.OrigPartition,
+			OrigOffset: d.OrigOffset, Truncated: d.Truncated, Replay: d.Replay})
+	}
+	return page, nil
+}
+
+// deadLetterEnds returns the dead-letter topic's ID (which names the replay
+// markers) and its partitions' end offsets.
+func (w *Worker) deadLetterEnds(ctx context.Context, cl *kgo.Client) (string, map[int32]int64, error) {
+	topic := w.cfg.dlqTopic
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return "", nil, fmt.Errorf("leasehold: read the metadata of %s: %w", topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return "", nil, fmt.Errorf("%w: dead-letter topic %s", ErrTopicMissing, topic)
+	}
+	end, err := deadletter.EndOffsets(ctx, cl, topic)
+	if err != nil {
+		return "", nil, err
+	}
+	return hex.EncodeToString(d.ID[:]), end, nil
+}
+
+// DeadLetterSource returns what reads pages of the worker's dead-letter
+// topic with its Kafka options, for an Inspector built apart
+// ([inspect.WithDeadLetters]); [Worker.Inspector] has it already. It works
+// before [Worker.Start].
+func (w *Worker) DeadLetterSource() inspect.DeadLetterSource { return deadLetterSource{w} }
