@@ -51,6 +51,7 @@ func main() {
 	steals := flag.Int("steals", 300, "leases stolen to measure loss detection")
 	flag.IntVar(&renewBatch, "batch", 0, "leases a renew batch (0: the Manager's default)")
 	flag.IntVar(&renewParallel, "parallel", 0, "renew batches in flight (0: the Manager's default)")
+	flag.BoolVar(&prototype, "prototype", false, "also renew 10,000 keys of their own with renew_onefield.lua (owner and fence in one field, one TTL a call), alternating with the others")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the side-by-side rounds (renewer and PEXPIRE) to this file")
 	flag.Parse()
 	if err := bench(*addr, *n, *ttl, *rounds, *steals); err != nil {
@@ -62,6 +63,7 @@ func main() {
 var (
 	renewBatch, renewParallel int
 	cpuProfile                string
+	prototype                 bool
 )
 
 func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
@@ -139,7 +141,13 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	if err != nil {
 		return err
 	}
-	lhSides, pxSides, err := sideBySide(ctx, client, rt, keys, ttl, cmp.Or(renewBatch, 1000), cmp.Or(renewParallel, 4), rounds)
+	var proto *onefield
+	if prototype {
+		if proto, err = newOnefield(ctx, client, prefix, n, 10*ttl); err != nil {
+			return fmt.Errorf("prototype: %w", err)
+		}
+	}
+	lhSides, pxSides, prSides, err := sideBySide(ctx, client, rt, keys, ttl, cmp.Or(renewBatch, 1000), cmp.Or(renewParallel, 4), rounds, proto)
 	stopProfile()
 	if err != nil {
 		return fmt.Errorf("side by side: %w", err)
@@ -212,7 +220,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	}
 
 	fig := benchkit.NewFigures(os.Stdout)
-	printSides(fig, lhSides, pxSides)
+	printSides(fig, lhSides, pxSides, prSides)
 	fig.Millis("renew_10k_redsync_ms", rsd)
 	fig.Millis("renew_10k_redsync_64goroutines_ms", rsPar)
 	fig.Float("renew_10k_speedup_vs_redsync", float64(rsd)/float64(lh), 1, "x")

@@ -33,8 +33,8 @@ type side struct {
 // each renew round ends, one PEXPIRE round runs before the next renew round
 // (an interval later) starts. It returns the rounds of each side.
 func sideBySide(ctx context.Context, c *redis.Client, rt *benchkit.RoundTimer, keys []string, ttl time.Duration,
-	batch, parallel, rounds int,
-) (lh, px []side, err error) {
+	batch, parallel, rounds int, proto *onefield,
+) (lh, px, pr []side, err error) {
 	for range rounds {
 		// A renew round: the window runs from the end of the previous
 		// PEXPIRE round to the end of the next renew round; the renewer is
@@ -42,7 +42,7 @@ func sideBySide(ctx context.Context, c *redis.Client, rt *benchkit.RoundTimer, k
 		// the round's.
 		s0, err := snap(ctx, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		n := rt.Rounds()
 		for rt.Rounds() == n {
@@ -50,7 +50,7 @@ func sideBySide(ctx context.Context, c *redis.Client, rt *benchkit.RoundTimer, k
 		}
 		s1, err := snap(ctx, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		d := rt.Durations()
 		l := s0.to(s1, "evalsha")
@@ -59,18 +59,34 @@ func sideBySide(ctx context.Context, c *redis.Client, rt *benchkit.RoundTimer, k
 
 		start := time.Now()
 		if err := pexpireRound(ctx, c, keys, ttl, batch, parallel); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		wall := time.Since(start)
 		s2, err := snap(ctx, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		p := s1.to(s2, "pexpire")
 		p.wall = wall
 		px = append(px, p)
+
+		if proto == nil {
+			continue
+		}
+		start = time.Now()
+		if err := proto.round(ctx, c, ttl, batch, parallel); err != nil {
+			return nil, nil, nil, err
+		}
+		wall = time.Since(start)
+		s3, err := snap(ctx, c)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		q := s2.to(s3, "evalsha")
+		q.wall = wall
+		pr = append(pr, q)
 	}
-	return lh, px, nil
+	return lh, px, pr, nil
 }
 
 // pexpireRound extends every key by ttl with PEXPIRE, batch keys a pipeline,
@@ -174,7 +190,7 @@ func medianOf(ss []side, f func(side) time.Duration) time.Duration {
 
 // printSides writes the side-by-side figures: medians, the spread of the
 // wall times, and where each side's time goes.
-func printSides(fig *benchkit.Figures, lh, px []side) {
+func printSides(fig *benchkit.Figures, lh, px, pr []side) {
 	wall := func(s side) time.Duration { return s.wall }
 	lw, pw := medianOf(lh, wall), medianOf(px, wall)
 	fig.Millis("renew_10k_leasehold_ms", lw)
@@ -201,6 +217,15 @@ func printSides(fig *benchkit.Figures, lh, px []side) {
 	fig.Millis("renew_10k_leasehold_script_hmget_ms", medianOf(lh, func(x side) time.Duration { return x.hmget }))
 	fig.Millis("renew_10k_leasehold_script_pexpire_ms", medianOf(lh, func(x side) time.Duration { return x.pexpire }))
 	fig.Millis("renew_10k_leasehold_script_own_ms", medianOf(lh, func(x side) time.Duration { return x.redisCmd - x.hmget - x.pexpire }))
+	if len(pr) == 0 {
+		return
+	}
+	// The prototype of renew_onefield.lua (-prototype), on keys of its own.
+	ow := medianOf(pr, func(x side) time.Duration { return x.wall })
+	fig.Millis("renew_10k_onefield_prototype_ms", ow)
+	fig.Float("renew_10k_onefield_prototype_vs_pexpire", float64(ow)/float64(pw), 2, "x")
+	fig.Millis("renew_10k_onefield_prototype_redis_cmd_ms", medianOf(pr, func(x side) time.Duration { return x.redisCmd }))
+	fig.Millis("renew_10k_onefield_prototype_redis_cpu_ms", medianOf(pr, func(x side) time.Duration { return x.redisCPU }))
 }
 
 func spreadOf(ss []side) (lo, hi time.Duration) {
