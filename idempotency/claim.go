@@ -133,26 +133,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		sent := time.Now()
 		calls := s.group(todo, func(i int) string { return out[i].tag })
 		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
-			call := calls[j]
-			keys := make([]string, 0, len(call)*(4+n+len(olds)))
-			args := make([]any, 0, 8+8*len(call))
-			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
-			args = append(args, s.historyMax(), s.historyTTL().Milliseconds())
-			for _, i := range call {
-				c := out[i]
-				tokens[i] = leasing.NewToken()
-				keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
-				for w := base; w < base+int64(n); w++ {
-					keys = append(keys, s.bucketKey(c.tag, w))
-				}
-				for _, o := range olds {
-					keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
-				}
-				keys = append(keys, c.keys.history)
-				r := reqs[i]
-				args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds(),
-					s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID)
-			}
+			keys, args := s.claimCall(calls[j], reqs, out, tokens, base, n, olds)
 			return scripts.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
 		var again []int
@@ -200,6 +181,32 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		todo, wide = again, true
 	}
 	return out
+}
+
+// claimCall returns the KEYS and ARGV of one idem_claim.lua call for the
+// entries call (indexes into reqs and out), with a new owner token each in
+// tokens.
+func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) ([]string, []any) {
+	keys := make([]string, 0, len(call)*(4+n+len(olds)))
+	args := make([]any, 0, 8+8*len(call))
+	args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
+	args = append(args, s.historyMax(), s.historyTTL().Milliseconds())
+	for _, i := range call {
+		c := out[i]
+		tokens[i] = leasing.NewToken()
+		keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
+		for w := base; w < base+int64(n); w++ {
+			keys = append(keys, s.bucketKey(c.tag, w))
+		}
+		for _, o := range olds {
+			keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
+		}
+		keys = append(keys, c.keys.history)
+		r := reqs[i]
+		args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds(),
+			s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID)
+	}
+	return keys, args
 }
 
 // leaseTTL returns the lease TTL of a Request.TTL: the Manager's for zero,

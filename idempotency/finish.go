@@ -276,15 +276,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		} else {
 			calls := s.group(seq(len(todo)), func(j int) string { return todo[j].c.tag })
 			cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
-				call := calls[g]
-				keys := make([]string, 0, len(call)*(5+n))
-				args := make([]any, 0, 6+11*len(call))
-				args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
-					s.historyMax(), s.historyTTL().Milliseconds())
-				for _, j := range call {
-					keys, args = s.appendComplete(keys, args, todo[j], base, n)
-					keys, args = append(keys, todo[j].c.keys.history), append(args, historyEnd(todo[j].state))
-				}
+				keys, args := s.completeCall(calls[g], todo, base, n)
 				return scripts.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
 			})
 			for g, call := range calls {
@@ -348,6 +340,20 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		}
 		todo, wide = again, true
 	}
+}
+
+// completeCall returns the KEYS and ARGV of one idem_complete_batch.lua call
+// for the entries call (indexes into todo), with the windows base..base+n-1.
+func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) ([]string, []any) {
+	keys := make([]string, 0, len(call)*(5+n))
+	args := make([]any, 0, 6+11*len(call))
+	args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
+		s.historyMax(), s.historyTTL().Milliseconds())
+	for _, j := range call {
+		keys, args = s.appendComplete(keys, args, todo[j], base, n)
+		keys, args = append(keys, todo[j].c.keys.history), append(args, historyEnd(todo[j].state))
+	}
+	return keys, args
 }
 
 // historyEnd is how an attempt that records state ends in its key's

@@ -1,7 +1,12 @@
 -- idem_history.lua: write one event of an idempotency key's attempt history
--- (a plain script). The history is a list of JSON entries, one an attempt,
--- oldest first, kept as long as the key's record (PX = ARGV[2]) and bounded
--- to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
+-- (a plain script), for the events the other scripts do not write: the claim
+-- script (idem_claim.lua) writes an attempt's start and the complete script
+-- (idem_complete_batch.lua) a completed or failed end; this one writes the
+-- rarer ends (retry, lease lost, commit refused, cancelled, dead-lettered,
+-- unrecorded) and the compensation steps, and the starts and ends written
+-- through Store.HistoryStart and Store.HistoryEnd. The history is a list of
+-- JSON entries, one an attempt, oldest first, kept as long as the key's
+-- record (PX = ARGV[2]) and bounded to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
 -- a attempt, o owner digest, w worker, s start and e end (Redis time, unix
 -- ms), x how it ended, to 1 when a takeover ended it, t trace ID, sp span
 -- ID, c the compensation steps run for it ({n step, h handler, o outcome},
