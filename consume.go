@@ -186,7 +186,12 @@ func (w *Worker) dispatch(batch []*delivery) int {
 	}
 	reqs := make([]claimRequest, len(batch))
 	for i, d := range batch {
-		reqs[i] = claimRequest{Key: d.key, Type: d.typ, Payload: d.rec.Value, TTL: w.handlers[d.typ].cfg.leaseTTL}
+		w.obs.claiming(d)
+		reqs[i] = claimRequest{Key: d.key, Type: d.typ, Payload: d.rec.Value, TTL: w.handlers[d.typ].cfg.leaseTTL,
+			Worker: workerIdentity()}
+		if d.tj != nil {
+			reqs[i].Span = d.tj.Span().SpanContext()
+		}
 	}
 	start := time.Now()
 	claims, err := w.store.ClaimBatch(w.baseCtx, reqs)

@@ -13,9 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
-	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/jobtrace"
-	"github.com/leasehold/leasehold/internal/leasing"
 )
 
 // historyTimeout bounds one history write, and historyReadTimeout the read
@@ -27,18 +25,25 @@ const (
 	historyReadTimeout = 250 * time.Millisecond
 )
 
-// historyObserver writes each attempt's start and end into its key's
-// history (idempotency.Store.History): fence, owner digest, worker, trace,
-// and how it ended. A write that fails is logged, never retried.
+// historyObserver writes the ends of attempts that the scripts do not into
+// their key's history (idempotency.Store.History). The claim script writes
+// each attempt's start (fence, owner digest, attempt, the worker and the
+// span passed in its request: the tracer starts the span before the claim)
+// and the complete script a completed or failed end, each in the step that
+// changes the record; the rarer ends (retry, lease lost, commit refused,
+// cancelled, unrecorded) are written here, one idem_history.lua call each.
+// A write that fails is logged, never retried.
 type historyObserver struct {
-	w   *Worker
-	who string // the worker's identity: host/pid
+	w *Worker
 }
 
-func newHistoryObserver(w *Worker) historyObserver {
+// workerIdentity is the worker's identity in a key's history: host/pid.
+var workerIdentity = sync.OnceValue(func() string {
 	host, _ := os.Hostname()
-	return historyObserver{w: w, who: host + "/" + strconv.Itoa(os.Getpid())}
-}
+	return host + "/" + strconv.Itoa(os.Getpid())
+})
+
+func newHistoryObserver(w *Worker) historyObserver { return historyObserver{w: w} }
 
 func (h historyObserver) store() *idempotency.Store {
 	if rs, ok := h.w.store.(*redisStore); ok {
@@ -47,33 +52,14 @@ func (h historyObserver) store() *idempotency.Store {
 	return nil
 }
 
-func (h historyObserver) observeStart(ctx context.Context, j *Job) {
-	s := h.store()
-	if s == nil {
-		return
-	}
-	a := idempotency.Attempt{Attempt: j.Attempt, Fence: j.fence, Worker: h.who}
-	if l := j.c.run.Lease(); l != nil {
-		a.Owner = inspect.OwnerDigest(leasing.Token(l))
-	}
-	sc := trace.SpanContextFromContext(ctx)
-	if j.tj != nil {
-		sc = j.tj.Span().SpanContext()
-	}
-	if sc.IsValid() {
-		a.TraceID, a.SpanID = sc.TraceID().String(), sc.SpanID().String()
-	}
-	var prev uint64
-	if j.Takeover {
-		prev = j.c.PrevFence
-	}
-	h.write(ctx, j.Key, func(ctx context.Context) error { return s.HistoryStart(ctx, j.Key, a, prev) })
-}
-
 func (h historyObserver) observeEnd(ctx context.Context, _ *delivery, e attemptEnd) {
 	s := h.store()
-	if s == nil || e.job == nil {
+	if s == nil || e.job == nil || s.HistoryLen() <= 0 {
 		return
+	}
+	switch e.kind {
+	case endCompleted, endFailed:
+		return // the complete script wrote it with the outcome
 	}
 	end := string(e.outcome(h.w.stopCtx.Err() != nil))
 	h.write(ctx, e.job.Key, func(ctx context.Context) error { return s.HistoryEnd(ctx, e.job.Key, e.job.fence, end) })

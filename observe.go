@@ -15,12 +15,15 @@ import (
 //
 // The events of a record, in order:
 //
-//	claimed -> [started -> heartbeat* -> (leaseLost | cancelled)? -> compensated?] -> ended -> parked?
+//	claiming -> claimed -> [started -> heartbeat* -> (leaseLost | cancelled)? -> compensated?] -> ended -> parked?
 //	claimed or accepted -> deadLetterDecided -> deadLettered (once the broker acknowledged the copy)
 
 // Each event is one interface with one method; see the emitting methods of
 // observers below for what the arguments mean.
 type (
+	claimingObserver interface {
+		observeClaiming(d *delivery)
+	}
 	claimObserver interface {
 		observeClaim(ctx context.Context, d *delivery, c *claim, start time.Time)
 	}
@@ -65,6 +68,7 @@ type deadLettered struct {
 
 // observers fans each event out to the observers that implement it.
 type observers struct {
+	onClaiming          []claimingObserver
 	onClaim             []claimObserver
 	onStart             []startObserver
 	onHeartbeat         []heartbeatObserver
@@ -84,6 +88,7 @@ type observers struct {
 func newObservers(os ...any) *observers {
 	var o observers
 	for _, x := range os {
+		addTo(&o.onClaiming, x)
 		addTo(&o.onClaim, x)
 		addTo(&o.onStart, x)
 		addTo(&o.onHeartbeat, x)
@@ -103,6 +108,14 @@ func newObservers(os ...any) *observers {
 func addTo[T any](list *[]T, x any) {
 	if t, ok := x.(T); ok {
 		*list = append(*list, t)
+	}
+}
+
+// claiming: d is about to be claimed (the tracer starts its attempt's span
+// here, so that the claim can write the span into the key's history).
+func (o *observers) claiming(d *delivery) {
+	for _, x := range o.onClaiming {
+		x.observeClaiming(d)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -13,6 +15,10 @@ type claimRequest struct {
 	Type    string
 	Payload []byte        // fingerprinted by the store
 	TTL     time.Duration // the job type's lease TTL (WithJobLeaseTTL); zero: the worker's
+	// Worker and Span go into the history entry of the attempt the claim
+	// starts: the worker's identity and the attempt's span.
+	Worker string
+	Span   trace.SpanContext
 }
 
 // claim is the store's answer for one key. For OutcomeAcquired and

@@ -129,7 +129,7 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 			out[i].Outcome, out[i].Err = OutcomeUndecodable, err
 			continue
 		}
-		ireqs = append(ireqs, idempotency.Request{Key: r.Key, Fingerprint: fp, TTL: r.TTL})
+		ireqs = append(ireqs, rs.request(r, fp))
 		idx = append(idx, i)
 	}
 	unavailable := 0
@@ -150,6 +150,20 @@ func (rs *redisStore) ClaimBatch(ctx context.Context, reqs []claimRequest) ([]cl
 		return nil, out[idx[0]].Err
 	}
 	return out, nil
+}
+
+// request is r's idempotency request; the history fields only when the
+// store keeps a history (the hex IDs cost allocations).
+func (rs *redisStore) request(r claimRequest, fp idempotency.Fingerprint) idempotency.Request {
+	ir := idempotency.Request{Key: r.Key, Fingerprint: fp, TTL: r.TTL}
+	if rs.s.HistoryLen() <= 0 {
+		return ir
+	}
+	ir.Worker = r.Worker
+	if r.Span.IsValid() {
+		ir.TraceID, ir.SpanID = r.Span.TraceID().String(), r.Span.SpanID().String()
+	}
+	return ir
 }
 
 type completion struct {

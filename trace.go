@@ -24,6 +24,7 @@ type traceObserver struct {
 }
 
 var (
+	_ claimingObserver          = traceObserver{}
 	_ claimObserver             = traceObserver{}
 	_ heartbeatObserver         = traceObserver{}
 	_ leaseLostObserver         = traceObserver{}
@@ -39,6 +40,10 @@ func (t traceObserver) span(d *delivery) *jobtrace.Job {
 	}
 	return d.tj
 }
+
+// observeClaiming starts d's attempt span before its claim: the claim
+// writes the span's IDs into the key's history.
+func (t traceObserver) observeClaiming(d *delivery) { t.span(d) }
 
 func (t traceObserver) observeClaim(_ context.Context, d *delivery, c *claim, start time.Time) {
 	tj := t.span(d)

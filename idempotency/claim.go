@@ -28,6 +28,12 @@ type Request struct {
 	// (lease.Manager.CheckTTL); otherwise the claim's Err wraps
 	// ErrInvalidTTL and nothing is written. Zero means the Manager's TTL.
 	TTL time.Duration
+	// Worker, TraceID and SpanID go into the start entry that a claim which
+	// runs the job writes into the key's history (WithHistory): the
+	// worker's identity, and the hex IDs of the attempt's trace and span
+	// ("" for none). The entry's owner digest, attempt, fence and start
+	// time are the claim's own.
+	Worker, TraceID, SpanID string
 }
 
 // Claim is the answer to one claim. Which fields are set depends on Outcome.
@@ -80,7 +86,7 @@ func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, er
 // claimKeys are the per-key Redis names of a claim, built once: its Redis
 // keys, its record's field in a bucket, and (once acquired) the bucket of the
 // claim's window, which holds its PROCESSING record.
-type claimKeys struct{ lease, details, result, field, bucket string }
+type claimKeys struct{ lease, details, result, field, bucket, history string }
 
 // ClaimBatch claims many keys in one pipeline (one round trip per Redis
 // node; go-redis groups a Cluster pipeline by node), as for a whole poll
@@ -106,7 +112,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		c.h = hashKey(r.Key)
 		c.tag = s.tag(&c.h)
 		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key),
-			field: c.h.field()}
+			field: c.h.field(), history: s.historyKey(c.tag, c.Key)}
 		todo = append(todo, i)
 	}
 	var others []liveLayout
@@ -127,22 +133,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		sent := time.Now()
 		calls := s.group(todo, func(i int) string { return out[i].tag })
 		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
-			call := calls[j]
-			keys := make([]string, 0, len(call)*(3+n+len(olds)))
-			args := make([]any, 0, 6+4*len(call))
-			args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
-			for _, i := range call {
-				c := out[i]
-				tokens[i] = leasing.NewToken()
-				keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
-				for w := base; w < base+int64(n); w++ {
-					keys = append(keys, s.bucketKey(c.tag, w))
-				}
-				for _, o := range olds {
-					keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
-				}
-				args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds())
-			}
+			keys, args := s.claimCall(calls[j], reqs, out, tokens, base, n, olds)
 			return scripts.IdemClaim.EvalSha(ctx, p, keys, args...)
 		})
 		var again []int
@@ -190,6 +181,32 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		todo, wide = again, true
 	}
 	return out
+}
+
+// claimCall returns the KEYS and ARGV of one idem_claim.lua call for the
+// entries call (indexes into reqs and out), with a new owner token each in
+// tokens.
+func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) ([]string, []any) {
+	keys := make([]string, 0, len(call)*(4+n+len(olds)))
+	args := make([]any, 0, 8+8*len(call))
+	args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
+	args = append(args, s.historyMax(), s.historyTTL().Milliseconds())
+	for _, i := range call {
+		c := out[i]
+		tokens[i] = leasing.NewToken()
+		keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
+		for w := base; w < base+int64(n); w++ {
+			keys = append(keys, s.bucketKey(c.tag, w))
+		}
+		for _, o := range olds {
+			keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
+		}
+		keys = append(keys, c.keys.history)
+		r := reqs[i]
+		args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds(),
+			s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID)
+	}
+	return keys, args
 }
 
 // leaseTTL returns the lease TTL of a Request.TTL: the Manager's for zero,

@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // Policy says what Fail does with the key.
@@ -263,9 +264,11 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		// codes[j] is the script's answer for todo[j], errs[j] a failure to get it.
 		codes := make([]int64, len(todo))
 		errs := make([]error, len(todo))
-		if len(todo) == 1 {
+		if len(todo) == 1 && s.cfg.history <= 0 {
 			// One completion goes through the Manager, which ends the lease
 			// at once when the script answers lost (and traces the call).
+			// With a history, the batch script writes the attempt's end
+			// in the same step (a lost answer loses the lease below).
 			keys, args := s.appendComplete(nil, nil, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
 			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, scripts.IdemComplete, keys[1:], args[2:]...)
 			codes[0], _ = res.(int64)
@@ -273,13 +276,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		} else {
 			calls := s.group(seq(len(todo)), func(j int) string { return todo[j].c.tag })
 			cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
-				call := calls[g]
-				keys := make([]string, 0, len(call)*(4+n))
-				args := make([]any, 0, 4+10*len(call))
-				args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n)
-				for _, j := range call {
-					keys, args = s.appendComplete(keys, args, todo[j], base, n)
-				}
+				keys, args := s.completeCall(calls[g], todo, base, n)
 				return scripts.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
 			})
 			for g, call := range calls {
@@ -343,6 +340,29 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		}
 		todo, wide = again, true
 	}
+}
+
+// completeCall returns the KEYS and ARGV of one idem_complete_batch.lua call
+// for the entries call (indexes into todo), with the windows base..base+n-1.
+func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) ([]string, []any) {
+	keys := make([]string, 0, len(call)*(5+n))
+	args := make([]any, 0, 6+11*len(call))
+	args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
+		s.historyMax(), s.historyTTL().Milliseconds())
+	for _, j := range call {
+		keys, args = s.appendComplete(keys, args, todo[j], base, n)
+		keys, args = append(keys, todo[j].c.keys.history), append(args, historyEnd(todo[j].state))
+	}
+	return keys, args
+}
+
+// historyEnd is how an attempt that records state ends in its key's
+// history (idem_complete_batch.lua writes it).
+func historyEnd(st State) string {
+	if st == Failed {
+		return string(outcome.Failed)
+	}
+	return string(outcome.Completed)
 }
 
 // seq returns 0..n-1.

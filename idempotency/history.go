@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/outcome"
 )
@@ -69,6 +70,24 @@ type stored struct {
 
 func (s *Store) historyKey(tag, k string) string { return s.cfg.prefix + "idem:h:" + tag + ":" + k }
 
+// historyMax is the most attempts a history keeps, 0 when none is written
+// (the scripts' history bound argument).
+func (s *Store) historyMax() int { return max(s.cfg.history, 0) }
+
+// historyTTL is how long a key's history is kept: as long as its record.
+func (s *Store) historyTTL() time.Duration {
+	return s.cfg.retention + s.cfg.retention/time.Duration(s.cfg.windows)
+}
+
+// historyOwner is the owner digest a history entry keeps for a lease's
+// owner token ("" with no history: nothing is written).
+func (s *Store) historyOwner(token string) string {
+	if s.cfg.history <= 0 {
+		return ""
+	}
+	return leasing.OwnerDigest(token)
+}
+
 // HistoryLen returns how many attempts a key's history keeps (WithHistory).
 func (s *Store) HistoryLen() int { return s.cfg.history }
 
@@ -110,7 +129,7 @@ func (s *Store) history(ctx context.Context, k string, fence uint64, ev string, 
 	}
 	h := hashKey(k)
 	key := s.historyKey(s.tag(&h), k)
-	ttl := s.cfg.retention + s.cfg.retention/time.Duration(s.cfg.windows)
+	ttl := s.historyTTL()
 	err = scripts.IdemHistory.Run(ctx, s.c, []string{key}, s.cfg.history, ttl.Milliseconds(),
 		strconv.FormatUint(fence, 10), ev, string(b), prev).Err()
 	if err != nil {

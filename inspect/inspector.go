@@ -2,8 +2,6 @@ package inspect
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"sync"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -113,10 +112,4 @@ func (i *Inspector) LeaseKey(ctx context.Context, key string) (string, error) {
 
 // OwnerDigest returns the digest of a lease owner token that the Inspector
 // shows: the first 8 hex digits of its SHA-256, or "-" for none.
-func OwnerDigest(token string) string {
-	if token == "" {
-		return "-"
-	}
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:4])
-}
+func OwnerDigest(token string) string { return leasing.OwnerDigest(token) }

@@ -21,15 +21,24 @@
 --                 records may still live: read when the key has no record in the
 --                 windows above; a record found there is replayed, or moved into
 --                 the current window when the key runs again
--- and the arguments ARGV[7+i*4] to ARGV[10+i*4]: record field (16-byte hash
+--   +4+W+O        the key's attempt history (list, <prefix>idem:h:<tag>:<key>;
+--                 entry layout: idem_history.lua)
+-- and the arguments ARGV[9+i*8] to ARGV[16+i*8]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
--- lease TTL in milliseconds (each entry has its own: job types differ).
+-- lease TTL in milliseconds (each entry has its own: job types differ), and
+-- for the history entry of the attempt the claim starts: owner digest,
+-- worker identity, trace ID, span ID ("" for none).
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
 -- ARGV[4]   retention in milliseconds
 -- ARGV[5]   number of windows passed per entry
 -- ARGV[6]   number of other layouts' buckets passed per entry
+-- ARGV[7]   the most attempts a history keeps; 0: no history is written
+-- ARGV[8]   history TTL in milliseconds (the record's retention)
+-- A claim that runs the job (acquired, takeover) appends the attempt's start
+-- entry to the history (RPUSH + LTRIM: the list is not read); a takeover
+-- first ends the previous fence's entry, if it has no end, as taken_over.
 -- Returns   one reply per entry, in order:
 --           {1, fence, attempt, 0, details, window}              acquired
 --           {2, fence, attempt, previous fence, details, window} takeover
@@ -50,9 +59,46 @@ local keep = tonumber(ARGV[3])
 local retention = tonumber(ARGV[4])
 local nw = tonumber(ARGV[5])
 local no = tonumber(ARGV[6])
+local hmax = tonumber(ARGV[7])
+local httl = ARGV[8]
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
 local skew = cw - keep < base or cw > base + nw - 1
+
+-- takenOver ends the entry of fence f in history list hk, if it has no end,
+-- as taken over (a takeover is rare: the list is searched from its end).
+local function takenOver(hk, f)
+  local list = redis.call('LRANGE', hk, 0, -1)
+  for i = #list, 1, -1 do
+    local ok, e = pcall(cjson.decode, list[i])
+    if ok and type(e) == 'table' and e.f == f then
+      if e.x == nil then
+        e.e, e.x, e.to = nowms, 'taken_over', 1
+        redis.call('LSET', hk, i - 1, cjson.encode(e))
+      end
+      return
+    end
+  end
+end
+
+-- history appends the start entry of the attempt under fence (ARGV[a+4..a+7]:
+-- owner digest, worker, trace ID, span ID) to history list hk; prev, when
+-- not 0, is the fence a takeover replaces.
+local function history(hk, a, fence, att, prev)
+  if prev ~= 0 then
+    takenOver(hk, string.format('%.0f', prev))
+  end
+  local e = {f = string.format('%.0f', fence), a = att, s = nowms}
+  local fields = {'o', 'w', 't', 'sp'}
+  for j = 1, 4 do
+    if ARGV[a + 3 + j] ~= '' then
+      e[fields[j]] = ARGV[a + 3 + j]
+    end
+  end
+  redis.call('RPUSH', hk, cjson.encode(e))
+  redis.call('LTRIM', hk, -hmax, -1)
+  redis.call('PEXPIRE', hk, httl)
+end
 
 local function claim(k, a)
   if skew then
@@ -139,12 +185,15 @@ local function claim(k, a)
       code = 2
     end
   end
+  if hmax > 0 then
+    history(KEYS[k + 3 + nw + no], a, fence, att, code == 2 and prev or 0)
+  end
   return {code, fence, att, prev, details, cw}
 end
 
 local out = {}
-local per = 3 + nw + no
-for i = 0, (#ARGV - 6) / 4 - 1 do
-  out[i + 1] = claim(i * per + 1, 7 + i * 4)
+local per = 4 + nw + no
+for i = 0, (#ARGV - 8) / 8 - 1 do
+  out[i + 1] = claim(i * per + 1, 9 + i * 8)
 end
 return out

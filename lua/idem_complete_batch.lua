@@ -15,13 +15,21 @@
 --   +3        external result key (written when the entry's external flag is "1")
 --   +4        record bucket of the claim's window (its PROCESSING record is removed)
 --   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
--- and the arguments from ARGV[5+i*10]: owner token, fence (decimal), record
+--   +5+W      the key's attempt history (list; entry layout: idem_history.lua)
+-- and the arguments from ARGV[7+i*11]: owner token, fence (decimal), record
 -- field, payload fingerprint, attempt, state (3 completed, 4 failed),
--- external flag, details flag, result, delete-lease flag.
+-- external flag, details flag, result, delete-lease flag, and how the
+-- attempt's history entry ends ("completed", "failed"; "": no history).
 -- ARGV[1]   window index of the first window bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   retention in milliseconds
 -- ARGV[4]   number of windows passed per entry
+-- ARGV[5]   the most attempts a history keeps; 0: no history is written
+-- ARGV[6]   history TTL in milliseconds (the record's retention)
+-- An entry that writes its outcome ends its attempt's history entry with
+-- Redis time (the owner's account replaces a takeover's taken_over): the
+-- last entry is read first (it is the attempt's unless another started
+-- since), the list searched from its end otherwise.
 -- Returns   one code per entry: 1 written (or this outcome already written
 --           by this fence), -1 lease lost (nothing written), -2 the windows
 --           passed do not cover Redis time (nothing written), -3 another
@@ -35,6 +43,45 @@ local nw = tonumber(ARGV[4])
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
 local skew = cw < base or cw > base + nw - 1
+local hmax = tonumber(ARGV[5])
+
+local function decoded(v, f)
+  if not v then
+    return nil
+  end
+  local ok, e = pcall(cjson.decode, v)
+  if ok and type(e) == 'table' and e.f == f then
+    return e
+  end
+  return nil
+end
+
+-- historyEnd ends the entry of fence f in history list hk as x.
+local function historyEnd(hk, f, x)
+  local i, e = -1, decoded(redis.call('LINDEX', hk, -1), f)
+  if not e then
+    i = nil
+    local list = redis.call('LRANGE', hk, 0, -1)
+    for j = #list - 1, 1, -1 do
+      e = decoded(list[j], f)
+      if e then
+        i = j - 1
+        break
+      end
+    end
+  end
+  e = e or {f = f}
+  if e.x == nil or e.x == 'taken_over' then
+    e.x, e.e = x, nowms
+  end
+  if i then
+    redis.call('LSET', hk, i, cjson.encode(e))
+  else
+    redis.call('RPUSH', hk, cjson.encode(e))
+    redis.call('LTRIM', hk, -hmax, -1)
+  end
+  redis.call('PEXPIRE', hk, ARGV[6])
+end
 
 local function complete(k, a)
   local owner = redis.call('HMGET', KEYS[k], 'tok', 'fen')
@@ -82,12 +129,15 @@ local function complete(k, a)
   if ARGV[a + 7] == '1' then
     redis.call('DEL', KEYS[k + 1])
   end
+  if hmax > 0 and ARGV[a + 10] ~= '' then
+    historyEnd(KEYS[k + 4 + nw], ARGV[a + 1], ARGV[a + 10])
+  end
   return 1
 end
 
 local out = {}
-local per = 4 + nw
-for i = 0, (#ARGV - 4) / 10 - 1 do
-  out[i + 1] = complete(i * per + 1, 5 + i * 10)
+local per = 5 + nw
+for i = 0, (#ARGV - 6) / 11 - 1 do
+  out[i + 1] = complete(i * per + 1, 7 + i * 11)
 end
 return out

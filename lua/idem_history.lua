@@ -1,7 +1,12 @@
 -- idem_history.lua: write one event of an idempotency key's attempt history
--- (a plain script). The history is a list of JSON entries, one an attempt,
--- oldest first, kept as long as the key's record (PX = ARGV[2]) and bounded
--- to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
+-- (a plain script), for the events the other scripts do not write: the claim
+-- script (idem_claim.lua) writes an attempt's start and the complete script
+-- (idem_complete_batch.lua) a completed or failed end; this one writes the
+-- rarer ends (retry, lease lost, commit refused, cancelled, dead-lettered,
+-- unrecorded) and the compensation steps, and the starts and ends written
+-- through Store.HistoryStart and Store.HistoryEnd. The history is a list of
+-- JSON entries, one an attempt, oldest first, kept as long as the key's
+-- record (PX = ARGV[2]) and bounded to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
 -- a attempt, o owner digest, w worker, s start and e end (Redis time, unix
 -- ms), x how it ended, to 1 when a takeover ended it, t trace ID, sp span
 -- ID, c the compensation steps run for it ({n step, h handler, o outcome},
@@ -59,7 +64,9 @@ elseif ev == 'end' then
   local i, e = find(fence)
   e = e or {f = fence}
   -- The owner's own account wins over a takeover's, which is kept in to.
-  if e.x == nil or e.x == 'taken_over' then
+  -- An operator's cancel is recorded as a terminal failure by the complete
+  -- script, which writes 'failed'; the owner's 'cancelled' then names it.
+  if e.x == nil or e.x == 'taken_over' or (e.x == 'failed' and arg.x == 'cancelled') then
     e.x, e.e = arg.x, now
   end
   put(i, e)

@@ -163,6 +163,7 @@ func newJob(key string, ttl time.Duration) *job {
 func (j *job) leaseKey() string   { return "lease:" + j.tag + ":" + j.key }
 func (j *job) detailsKey() string { return "idem:d:" + j.tag + ":" + j.key }
 func (j *job) resultKey() string  { return "idem:r:" + j.tag + ":" + j.key }
+func (j *job) historyKey() string { return "idem:h:" + j.tag + ":" + j.key }
 func (j *job) bucket(w int64) string {
 	return "idem:b:" + j.tag + ":" + strconv.FormatInt(w*windowLen.Milliseconds(), 10)
 }
@@ -176,7 +177,7 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 	var keys []string
 	args := []any{base, wl, windows, retention.Milliseconds(), nw}
 	if !v.record {
-		args = append(args, 0) // no other layouts' buckets
+		args = append(args, 0, 0, 0) // no other layouts' buckets, no history
 	}
 	for _, j := range jobs {
 		if !v.record {
@@ -187,6 +188,10 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 			keys = append(keys, j.bucket(w))
 		}
 		args = append(args, j.field, j.fp, j.token, j.ttl.Milliseconds())
+		if !v.record {
+			keys = append(keys, j.historyKey())
+			args = append(args, "", "", "", "") // no history entry
+		}
 	}
 	replies, err := v.claimScript.Run(ctx, c, keys, args...).Slice()
 	if err != nil {
@@ -223,6 +228,9 @@ func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([
 	cur := now.UnixMilli() / wl
 	var keys []string
 	args := []any{cur, wl, retention.Milliseconds(), 1}
+	if !v.record {
+		args = append(args, 0, 0) // no history
+	}
 	for _, j := range jobs {
 		if !v.record {
 			keys = append(keys, j.leaseKey())
@@ -230,7 +238,8 @@ func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([
 		keys = append(keys, j.detailsKey(), j.resultKey(), j.bucket(j.window), j.bucket(cur))
 		args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
 		if !v.record {
-			args = append(args, "1") // delete the lease key
+			keys = append(keys, j.historyKey())
+			args = append(args, "1", "") // delete the lease key; no history
 		}
 	}
 	replies, err := v.completeScript.Run(ctx, c, keys, args...).Int64Slice()

@@ -292,7 +292,7 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	var ops []Op
 	switch name {
 	case scriptClaim:
-		stride := 3 + small(arg(5)) + small(arg(6))
+		stride := 4 + small(arg(5)) + small(arg(6)) // lease, details, result, buckets, history
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			ops = append(ops, Op{Kind: OpClaim, Key: recordKey(keys[i*stride]), Out: claimOutput(entry(i))})
 		}
@@ -302,9 +302,9 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 				State: small(arg(9)), Result: arg(12), Out: codeOutput(reply)})
 		}
 	case scriptCompleteBatch:
-		stride := 4 + small(arg(4))
+		stride := 5 + small(arg(4)) // lease, details, result, claim bucket, buckets, history
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
-			a := 5 + i*10
+			a := 7 + i*11
 			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: num(arg(a + 1)),
 				State: small(arg(a + 5)), Result: arg(a + 8), Out: codeOutput(entry(i))})
 		}

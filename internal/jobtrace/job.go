@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/leasehold/leasehold/outcome"
 )
@@ -98,8 +99,14 @@ func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attrib
 	// Claim, handler, commit and compensation spans are children of the job
 	// span, even when ctx carries a span of the handler's own.
 	ctx = trace.ContextWithSpan(ctx, j.span)
-	opts = append(opts, trace.WithAttributes(attrs...))
-	ctx, sp := j.t.tracer.Start(ctx, name, opts...)
+	// A job span that does not record (no SDK, or not sampled) gets no
+	// child spans: a no-op span stands in, so that the child's metrics are
+	// still counted without building a span and its attributes.
+	var sp trace.Span = noop.Span{}
+	if j.span.IsRecording() {
+		opts = append(opts, trace.WithAttributes(attrs...))
+		ctx, sp = j.t.tracer.Start(ctx, name, opts...)
+	}
 	s := &Span{span: sp, t: j.t, kind: k, key: j.key, job: j}
 	ctx = context.WithValue(context.WithValue(ctx, jobKey{}, j), spanKey{}, s)
 	return ctx, s

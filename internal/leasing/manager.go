@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -180,6 +182,17 @@ func (m *Manager) CheckTTL(ttl time.Duration) error { return checkTTL(m.cfg, ttl
 // NewToken returns a fresh owner token (128 random bits), for a Grant made by
 // another package's script and then given to [Adopt].
 func NewToken() string { return rand.Text() }
+
+// OwnerDigest returns the digest of an owner token that operators see (the
+// Inspector, a key's history): the first 8 hex digits of its SHA-256, or
+// "-" for none. Unlike the token, it grants nothing.
+func OwnerDigest(token string) string {
+	if token == "" {
+		return "-"
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:4])
+}
 
 // Start checks the backend (for Redis: that it answers, that its
 // maxmemory-policy does not evict keys, and loads the lease scripts) and

@@ -1,0 +1,210 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/outcome"
+)
+
+// scriptCounter counts the EVALSHA calls of the idempotency scripts a client
+// sends, alone and in pipelines (the lease Manager's renewals are not
+// counted: their scripts are not in the list).
+type scriptCounter struct {
+	mu    sync.Mutex
+	names map[string]string // SHA -> script
+	calls map[string]int
+}
+
+func newScriptCounter() *scriptCounter {
+	names := map[string]string{}
+	for name, s := range map[string]*redis.Script{"claim": scripts.IdemClaim, "complete": scripts.IdemComplete,
+		"complete_batch": scripts.IdemCompleteBatch, "history": scripts.IdemHistory, "release": scripts.IdemRelease} {
+		names[s.Hash()] = name
+	}
+	return &scriptCounter{names: names, calls: map[string]int{}}
+}
+
+func (sc *scriptCounter) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 || cmd.Name() != "evalsha" {
+		return
+	}
+	sha, _ := args[1].(string)
+	if name, ok := sc.names[sha]; ok {
+		sc.mu.Lock()
+		sc.calls[name]++
+		sc.mu.Unlock()
+	}
+}
+
+func (sc *scriptCounter) snapshot() map[string]int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	out := make(map[string]int, len(sc.calls))
+	for k, v := range sc.calls {
+		out[k] = v
+	}
+	return out
+}
+
+func (sc *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (sc *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		sc.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (sc *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			sc.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// setupCounted is setup over a client of its own whose idempotency script
+// calls are counted.
+func setupCounted(t *testing.T, opts []Opt) (*env, *scriptCounter) {
+	t.Helper()
+	shared, prefix := testkit.SharedRedis(t)
+	c := redis.NewClient(shared.Options())
+	t.Cleanup(func() { _ = c.Close() })
+	sc := newScriptCounter()
+	c.AddHook(sc)
+	return setupOn(t, c, prefix, opts), sc
+}
+
+// TestHistoryWrittenByClaimAndComplete: with a history, a claim and its
+// completion are exactly one claim script call and one complete script call
+// (no idem_history.lua call), and the history reads back the attempt's start
+// and end, fence, attempt, owner digest, worker and span. A second key
+// failed for good ends as failed; a third, whose entry is not the last one
+// when it completes, is found by the complete script's scan.
+func TestHistoryWrittenByClaimAndComplete(t *testing.T) {
+	t.Parallel()
+	e, sc := setupCounted(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	const tid, sid = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	cs := e.s.ClaimBatch(ctx, []Request{{Key: "done", Fingerprint: fp("a"), Worker: "host/1", TraceID: tid, SpanID: sid}})
+	c := cs[0]
+	if c.Err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v", c)
+	}
+	token := leasing.Token(c.Lease)
+	if err := e.s.Complete(ctx, c, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sc.snapshot(), map[string]int{"claim": 1, "complete_batch": 1}; !equalCounts(got, want) {
+		t.Fatalf("script calls %v, want %v", got, want)
+	}
+	hs, err := e.s.History(ctx, "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 {
+		t.Fatalf("history = %+v", hs)
+	}
+	a := hs[0]
+	if a.Fence != c.Fence || a.Attempt != 1 || a.Worker != "host/1" || a.Owner != leasing.OwnerDigest(token) ||
+		a.TraceID != tid || a.SpanID != sid || a.Started.IsZero() || a.Ended.Before(a.Started) ||
+		a.End != string(outcome.Completed) || a.TakenOver {
+		t.Fatalf("attempt = %+v (fence %d)", a, c.Fence)
+	}
+
+	f, _ := e.s.Claim(ctx, "failed", fp("b"))
+	if err := e.s.Fail(ctx, f, Terminal, errors.New("no such account")); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = e.s.History(ctx, "failed")
+	if len(hs) != 1 || hs[0].End != string(outcome.Failed) || hs[0].Fence != f.Fence {
+		t.Fatalf("failed key's history = %+v", hs)
+	}
+
+	s, _ := e.s.Claim(ctx, "scan", fp("c"))
+	if err := e.s.HistoryStart(ctx, "scan", Attempt{Fence: s.Fence + 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Complete(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = e.s.History(ctx, "scan")
+	if len(hs) != 2 || hs[0].Fence != s.Fence || hs[0].End != string(outcome.Completed) || hs[1].End != "" {
+		t.Fatalf("scanned key's history = %+v", hs)
+	}
+}
+
+// TestHistoryTakeoverEndsPrevious: a takeover's claim ends the previous
+// attempt's entry as taken over and starts its own; the new owner's
+// completion ends it as completed; the old owner's refused completion
+// writes nothing.
+func TestHistoryTakeoverEndsPrevious(t *testing.T) {
+	t.Parallel()
+	e, _ := setupCounted(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	first := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: "host/1"}})[0]
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	// The owner stalls: its lease key expires.
+	if err := e.c.Del(ctx, first.keys.lease).Err(); err != nil {
+		t.Fatal(err)
+	}
+	second := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: "host/2"}})[0]
+	if second.Err != nil || second.Outcome != Takeover || second.PrevFence != first.Fence {
+		t.Fatalf("second claim: %+v", second)
+	}
+	hs, _ := e.s.History(ctx, "k")
+	if len(hs) != 2 || hs[0].Fence != first.Fence || hs[0].End != string(outcome.TakenOver) || !hs[0].TakenOver ||
+		hs[0].Ended.IsZero() || hs[1].Fence != second.Fence || hs[1].Attempt != 2 || hs[1].Worker != "host/2" || hs[1].End != "" {
+		t.Fatalf("history after the takeover = %+v", hs)
+	}
+	if err := e.s.Complete(ctx, first, nil); err == nil {
+		t.Fatal("the old owner's completion was accepted")
+	}
+	if err := e.s.Complete(ctx, second, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = e.s.History(ctx, "k")
+	if len(hs) != 2 || hs[0].End != string(outcome.TakenOver) || hs[1].End != string(outcome.Completed) {
+		t.Fatalf("history after the completion = %+v", hs)
+	}
+}
+
+// TestHistoryOffWritesNothing: with WithHistory(0) the claim and complete
+// scripts write no history list.
+func TestHistoryOffWritesNothing(t *testing.T) {
+	t.Parallel()
+	e, _ := setupCounted(t, []Opt{WithHistory(0)})
+	ctx := t.Context()
+	c := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: "host/1"}})[0]
+	if c.Err != nil {
+		t.Fatal(c.Err)
+	}
+	if err := e.s.Complete(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.c.Exists(ctx, c.keys.history).Val(); n != 0 {
+		t.Fatalf("history key written with history 0")
+	}
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
