@@ -42,12 +42,17 @@ func TestPauseHoldsAndResumeDrains(t *testing.T) {
 	recs = append(recs, jobRecord(t, NewJob{Type: "test.other", Key: "other"}))
 	h.produce(t, recs)
 	testkit.Eventually(t, 30*time.Second, "the other type runs", func() bool { return runs.count("other") == 1 })
-	testkit.Eventually(t, 30*time.Second, "the paused records held", func() bool { return w.Stats().Parked == n })
+	// The other record's handler returns before its end is settled: wait
+	// until only the held records are in flight.
+	testkit.Eventually(t, 30*time.Second, "the paused records held, the other settled", func() bool {
+		s := w.Stats()
+		return s.Parked == n && s.InFlight == n
+	})
 	if got := len(runs.snapshot()); got != 1 {
 		t.Fatalf("%d keys ran while their type was paused", got-1)
 	}
-	if s := w.Stats(); s.InFlight != n || s.HeldBytes == 0 {
-		t.Fatalf("held records: in flight %d (want %d), held bytes %d (want them counted)", s.InFlight, n, s.HeldBytes)
+	if s := w.Stats(); s.HeldBytes == 0 {
+		t.Fatalf("held records: held bytes %d (want them counted)", s.HeldBytes)
 	}
 	if c := h.kafka.Committed(t, h.group, h.topic)[0]; c > 0 {
 		t.Fatalf("committed offset %d passed the held records (first at 0)", c)
