@@ -56,6 +56,7 @@ var sentinelTreatments = map[string]struct {
 	"leasehold.ErrNoHandlers":          {ErrNoHandlers, terminal},
 	"leasehold.ErrUndecodable":         {ErrUndecodable, terminal},
 	"leasehold.ErrNoWorker":            {ErrNoWorker, terminal},
+	"leasehold.ErrCancelled":           {ErrCancelled, terminal},
 
 	"lease.ErrHeld":           {lease.ErrHeld, retried},
 	"lease.ErrLost":           {lease.ErrLost, leaseLost},
