@@ -179,6 +179,9 @@ func (s *sampler) all() []Sample {
 // each resource in the first quarter against the last quarter (see
 // [SoakBound]), and the rate at which jobs finished, which must not fall
 // below half. It needs at least eight samples after the warm-up.
+// rateSpan is the least time the soak's job rates are measured over.
+const rateSpan = 20 * time.Second
+
 func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 	if len(samples) == 0 {
 		return SoakFigures{}, fmt.Errorf("%w: the soak took no sample", ErrConfig)
@@ -223,6 +226,22 @@ func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 	// Flat resources mean nothing if the work stopped: the jobs keep
 	// arriving at the same rate, so the last quarter must finish them at
 	// least half as fast as the first.
+	f.JobsPerSecondFirst, f.JobsPerSecondLast = jobRates(after, q)
+	if f.JobsPerSecondLast < f.JobsPerSecondFirst/2 {
+		f.Growing = append(f.Growing, fmt.Sprintf("jobs_per_s %.1f -> %.1f (stalled)", f.JobsPerSecondFirst, f.JobsPerSecondLast))
+	}
+	return f, nil
+}
+
+// jobRates returns the rates at which jobs finished over the first and the
+// last q samples, widened to rateSpan at least: a short soak's quarter can be
+// one sample interval, which the schedule's stacked faults (every worker
+// killed or removed in the same seconds) slow by half alone.
+func jobRates(after []Sample, q int) (first, last float64) {
+	n := q
+	for n < len(after)/2 && (after[n-1].At.Sub(after[0].At) < rateSpan || after[len(after)-1].At.Sub(after[len(after)-n].At) < rateSpan) {
+		n++
+	}
 	rate := func(ss []Sample) float64 {
 		d := ss[len(ss)-1].At.Sub(ss[0].At).Seconds()
 		if d <= 0 {
@@ -230,9 +249,5 @@ func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 		}
 		return float64(ss[len(ss)-1].Transfers-ss[0].Transfers) / d
 	}
-	f.JobsPerSecondFirst, f.JobsPerSecondLast = rate(first), rate(last)
-	if f.JobsPerSecondLast < f.JobsPerSecondFirst/2 {
-		f.Growing = append(f.Growing, fmt.Sprintf("jobs_per_s %.1f -> %.1f (stalled)", f.JobsPerSecondFirst, f.JobsPerSecondLast))
-	}
-	return f, nil
+	return rate(after[:n]), rate(after[len(after)-n:])
 }

@@ -41,6 +41,20 @@ func TestFlatness(t *testing.T) {
 	if f, _ := Flatness(stall, warm); len(f.Growing) != 1 || !strings.Contains(f.Growing[0], "stalled") {
 		t.Fatalf("stalled work: %v, want it reported", f.Growing)
 	}
+	// A short soak (9 samples after the warm-up, quarters of one interval):
+	// one slow interval at the end is not a stall; three without progress are.
+	slow := soakSamples(15, func(i int, s *Sample) {
+		if i == 14 {
+			s.Transfers = 13*500 + 200
+		}
+	})
+	if f, _ := Flatness(slow, warm); len(f.Growing) != 0 {
+		t.Fatalf("one slow interval in a short soak: %v, want no stall", f.Growing)
+	}
+	stopped := soakSamples(15, func(i int, s *Sample) { s.Transfers = int64(min(i, 11)) * 500 })
+	if f, _ := Flatness(stopped, warm); len(f.Growing) != 1 || !strings.Contains(f.Growing[0], "stalled") {
+		t.Fatalf("a short soak whose work stopped: %v, want it reported", f.Growing)
+	}
 	if _, err := Flatness(flat[:10], warm); !errors.Is(err, ErrConfig) {
 		t.Fatalf("4 samples after the warm-up: %v, want ErrConfig", err)
 	}
