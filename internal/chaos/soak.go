@@ -179,9 +179,6 @@ func (s *sampler) all() []Sample {
 // each resource in the first quarter against the last quarter (see
 // [SoakBound]), and the rate at which jobs finished, which must not fall
 // below half. It needs at least eight samples after the warm-up.
-// rateSpan is the least time the soak's job rates are measured over.
-const rateSpan = 20 * time.Second
-
 func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 	if len(samples) == 0 {
 		return SoakFigures{}, fmt.Errorf("%w: the soak took no sample", ErrConfig)
@@ -232,6 +229,9 @@ func Flatness(samples []Sample, warmup time.Duration) (SoakFigures, error) {
 	}
 	return f, nil
 }
+
+// rateSpan is the least time the soak's job rates are measured over.
+const rateSpan = 20 * time.Second
 
 // jobRates returns the rates at which jobs finished over the first and the
 // last q samples, widened to rateSpan at least: a short soak's quarter can be
