@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/benchkit"
 	"github.com/leasehold/leasehold/internal/kafkabroker"
 )
@@ -80,19 +79,8 @@ func (a *apacheKafka) seed(ctx context.Context, topic string, partitions, n int,
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("create %s: %w", topic, err)
 	}
-	const chunk = 10_000
-	for i := 0; i < n; i += chunk {
-		recs := make([]*kgo.Record, 0, chunk)
-		for j := i; j < min(i+chunk, n); j++ {
-			r, err := leasehold.KafkaRecord(ctx, leasehold.NewJob{Type: typ, Key: fmt.Sprintf("%s-%d", prefix, j), Payload: []byte(`{}`)})
-			if err != nil {
-				return err
-			}
-			recs = append(recs, r)
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return fmt.Errorf("produce to %s: %w", topic, err)
-		}
+	if err := produceJobs(ctx, cl, n, typ, prefix); err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
 	}
 	return nil
 }

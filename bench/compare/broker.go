@@ -99,6 +99,18 @@ func runBroker(spec string) error {
 	if err != nil {
 		return err
 	}
+	if err := produceJobs(ctx, prod, n, typ, prefix); err != nil {
+		return err
+	}
+	prod.Close()
+	fmt.Println(strings.Join(kc.ListenAddrs(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// produceJobs produces n jobs of type typ with keys prefix-0 .. prefix-(n-1)
+// through cl's default topic, 10,000 records a synchronous batch.
+func produceJobs(ctx context.Context, cl *kgo.Client, n int, typ, prefix string) error {
 	const chunk = 10_000
 	for i := 0; i < n; i += chunk {
 		recs := make([]*kgo.Record, 0, chunk)
@@ -109,12 +121,9 @@ func runBroker(spec string) error {
 			}
 			recs = append(recs, r)
 		}
-		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return err
 		}
 	}
-	prod.Close()
-	fmt.Println(strings.Join(kc.ListenAddrs(), ","))
-	_, _ = io.Copy(io.Discard, os.Stdin)
 	return nil
 }
