@@ -123,9 +123,12 @@ func isRenewal(c redis.Cmder) bool {
 	return false
 }
 
+// thiefToken is the owner token these tests write to steal a lease.
+const thiefToken = "thief"
+
 // renewed records the answers of a renew pipeline for the watched keys: the
-// script's statuses, or for the plain commands LeaseNoOwner where the HMGET
-// found no owner and LeaseOK otherwise (these tests steal no lease).
+// script's statuses, or for the plain commands what the HMGET read: no owner
+// (LeaseNoOwner), the thief's token (LeaseOtherOwner), the holder's (LeaseOK).
 func (h *finishHook) renewed(cmds []redis.Cmder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -134,8 +137,11 @@ func (h *finishHook) renewed(cmds []redis.Cmder) {
 		if read, ok := c.(*redis.SliceCmd); ok && isRenewal(c) {
 			if k := fmt.Sprint(c.Args()[1]); h.watch[k] && read.Err() == nil {
 				code := int64(scripts.LeaseOK)
-				if v := read.Val(); len(v) == 0 || v[0] == nil {
+				switch v := read.Val(); {
+				case len(v) == 0 || v[0] == nil:
 					code = scripts.LeaseNoOwner
+				case v[0] == thiefToken:
+					code = scripts.LeaseOtherOwner
 				}
 				h.answers[k] = append(h.answers[k], code)
 			}
@@ -400,7 +406,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 			stolen := e.m.Key(ls[0].Name())
 			h.set(func() {
 				// Taken by another owner just before the script runs.
-				if err := e.c.HSet(t.Context(), stolen, "tok", "thief").Err(); err != nil {
+				if err := e.c.HSet(t.Context(), stolen, "tok", thiefToken).Err(); err != nil {
 					t.Error(err)
 				}
 			}, func(err error) error {
