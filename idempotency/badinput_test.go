@@ -136,7 +136,11 @@ func TestBadInputCorruptRecord(t *testing.T) {
 		}
 		after := e.snapshot(t)
 		for k, v := range after {
-			if before[k] != v {
+			// A claim announces the Store's layout when its last
+			// announcement is over a second old (layout.go), which a
+			// loaded machine reaches between two of these claims: that is
+			// bookkeeping, not the record.
+			if before[k] != v && k != e.s.layoutsKey() {
 				t.Errorf("%s: Claim changed %s", name, k)
 			}
 		}

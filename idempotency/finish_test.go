@@ -73,7 +73,7 @@ func (h *finishHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		}
 		renew := false
 		for _, c := range cmds {
-			if a := c.Args(); len(a) > 1 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[1]) == scripts.LeaseRenew.Hash() {
+			if isRenewal(c) {
 				renew = true
 			}
 		}
@@ -109,12 +109,44 @@ func (h *finishHook) around(send func() error, cmds []redis.Cmder) error {
 	return err
 }
 
-// renewed records the answers of a renew pipeline for the watched keys.
+// isRenewal reports whether c is part of a lease renewal: the script's call,
+// or the HMGET that reads a lease's owner after its PEXPIRE (the plain
+// commands' path, internal/leasing/renew_native.go).
+func isRenewal(c redis.Cmder) bool {
+	a := c.Args()
+	switch {
+	case len(a) > 1 && fmt.Sprint(a[0]) == "evalsha":
+		return fmt.Sprint(a[1]) == scripts.LeaseRenew.Hash()
+	case len(a) == 5 && fmt.Sprint(a[0]) == "hmget":
+		return fmt.Sprint(a[2:]) == "[tok fen cx]"
+	}
+	return false
+}
+
+// thiefToken is the owner token these tests write to steal a lease.
+const thiefToken = "thief"
+
+// renewed records the answers of a renew pipeline for the watched keys: the
+// script's statuses, or for the plain commands what the HMGET read: no owner
+// (LeaseNoOwner), the thief's token (LeaseOtherOwner), the holder's (LeaseOK).
 func (h *finishHook) renewed(cmds []redis.Cmder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.renewals++
 	for _, c := range cmds {
+		if read, ok := c.(*redis.SliceCmd); ok && isRenewal(c) {
+			if k := fmt.Sprint(c.Args()[1]); h.watch[k] && read.Err() == nil {
+				code := int64(scripts.LeaseOK)
+				switch v := read.Val(); {
+				case len(v) == 0 || v[0] == nil:
+					code = scripts.LeaseNoOwner
+				case v[0] == thiefToken:
+					code = scripts.LeaseOtherOwner
+				}
+				h.answers[k] = append(h.answers[k], code)
+			}
+			continue
+		}
 		cmd, ok := c.(*redis.Cmd)
 		if !ok {
 			continue
@@ -374,7 +406,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 			stolen := e.m.Key(ls[0].Name())
 			h.set(func() {
 				// Taken by another owner just before the script runs.
-				if err := e.c.HSet(t.Context(), stolen, "tok", "thief").Err(); err != nil {
+				if err := e.c.HSet(t.Context(), stolen, "tok", thiefToken).Err(); err != nil {
 					t.Error(err)
 				}
 			}, func(err error) error {

@@ -2,7 +2,8 @@
 -- script). The request is stored in the lease hash, for the fence the
 -- operator saw only, so that it applies to the attempt running when it was
 -- asked and never to a later one (a takeover writes a new lease key). The
--- holder learns it from its next renewal (lease_renew.lua answers 3).
+-- holder learns it from its next renewal (the HMGET of the plain renewal
+-- reads cx; lease_renew.lua, where it runs, answers 3).
 --
 -- KEYS[1]   lease key (a hash: tok = owner token, fen = fence)
 -- ARGV[1]   fence of the attempt to cancel, as a decimal string

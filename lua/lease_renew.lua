@@ -1,5 +1,7 @@
 -- lease_renew.lua: extend the leases that the caller still holds, one or many
 -- in one call (every key must be in one Cluster slot when run on a Cluster).
+-- Used where the server lacks PEXPIRE's GT flag (before Redis 7.0); elsewhere
+-- the renewer sends plain commands (internal/leasing/renew_native.go).
 -- KEYS[i]      the i-th lease key (a hash: tok = owner token, fen = fence,
 --              cx = fence of the attempt an operator asked to cancel, if any;
 --              see lease_cancel.lua)

@@ -51,6 +51,7 @@ func main() {
 	steals := flag.Int("steals", 300, "leases stolen to measure loss detection")
 	flag.IntVar(&renewBatch, "batch", 0, "leases a renew batch (0: the Manager's default)")
 	flag.IntVar(&renewParallel, "parallel", 0, "renew batches in flight (0: the Manager's default)")
+	flag.BoolVar(&scriptPath, "script", false, "renew with the renew script (lease_renew.lua), as on a server without PEXPIRE's GT flag, instead of the plain commands")
 	flag.BoolVar(&prototype, "prototype", false, "also renew 10,000 keys of their own with renew_onefield.lua (owner and fence in one field, one TTL a call), alternating with the others")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the side-by-side rounds (renewer and PEXPIRE) to this file")
 	flag.Parse()
@@ -63,7 +64,7 @@ func main() {
 var (
 	renewBatch, renewParallel int
 	cpuProfile                string
-	prototype                 bool
+	prototype, scriptPath     bool
 )
 
 func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
@@ -98,7 +99,13 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	rt := benchkit.NewRoundTimer(n)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
 	defer func() { _ = tp.Shutdown(ctx) }()
-	m, err := lease.NewManager(client, lease.WithPrefix(prefix+"lh:"), lease.WithTTL(ttl),
+	var backend lease.Backend = lease.NewRedisBackend(client, prefix+"lh:")
+	if scriptPath {
+		// Without Check, the backend keeps the renew script (lease_renew.lua),
+		// as on a server without PEXPIRE's GT flag.
+		backend = struct{ lease.Backend }{backend}
+	}
+	m, err := lease.NewManagerWithBackend(backend, lease.WithTTL(ttl),
 		lease.WithTracerProvider(tp), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithRenewBatch(renewBatch), lease.WithRenewParallelism(renewParallel))
 	if err != nil {

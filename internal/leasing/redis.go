@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,9 @@ import (
 type redisBackend struct {
 	c      redis.UniversalClient
 	prefix string
+	// native: the server takes PEXPIRE's GT flag, so renewals use plain
+	// commands (renew_native.go); set by Check, false until then.
+	native atomic.Bool
 }
 
 // NewRedisBackend returns the Redis Lua backend that [NewManager] uses, with
@@ -103,11 +107,15 @@ func ownerErr(code int64) error {
 // its KEYS and ARGV).
 const maxRenewPerCall = 256
 
-// RenewBatch renews rs with as few script calls as possible, all in one
-// pipeline: on a single node, up to maxRenewPerCall leases a call; on a
+// RenewBatch renews rs in one pipeline: with plain commands where the server
+// takes PEXPIRE's GT flag (renew_native.go), else with as few script calls as
+// possible: on a single node, up to maxRenewPerCall leases a call; on a
 // Cluster (or any client that shards), one call per hash slot, since a script
 // may only touch one slot.
 func (b *redisBackend) RenewBatch(ctx context.Context, rs []Renewal) []RenewResult {
+	if b.native.Load() {
+		return b.renewNative(ctx, rs)
+	}
 	out := make([]RenewResult, len(rs))
 	groups := b.renewGroups(rs)
 	cmds, err := b.renewPipe(ctx, rs, groups)
@@ -229,6 +237,19 @@ func (b *redisBackend) Check(ctx context.Context) error {
 			return Classify(err)
 		}
 	}
+	return b.probeNative(ctx)
+}
+
+// probeNative sets b.native when the server takes PEXPIRE's GT flag (Redis
+// 7.0), trying it on a key of the prefix that no lease uses (PEXPIRE on a
+// missing key changes nothing). A server that refuses the flag keeps the
+// script path.
+func (b *redisBackend) probeNative(ctx context.Context) error {
+	err := b.c.Do(ctx, "pexpire", b.prefix+"probe:pexpire-gt", 1, "gt").Err()
+	if err != nil && Transient(err) {
+		return Classify(err)
+	}
+	b.native.Store(err == nil)
 	return nil
 }
 
