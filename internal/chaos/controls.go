@@ -185,8 +185,8 @@ func (c *controls) cancelWhenRunning(ctx context.Context, key string, due, giveU
 }
 
 // pauseType pauses demo.transfer at at for pauseFor, then resumes it. The
-// resume is tried until it lands (Redis may be restarting): a type left
-// paused would never drain.
+// resume is tried until it lands (Redis may be restarting) or the run ends:
+// a type left paused would never drain.
 func (c *controls) pauseType(ctx context.Context, at time.Time, pauseFor time.Duration) {
 	sleepCtx(ctx, time.Until(at))
 	if err := c.in.Pause(ctx, demo.TransferType); err != nil {
@@ -197,12 +197,15 @@ func (c *controls) pauseType(ctx context.Context, at time.Time, pauseFor time.Du
 	c.log.Info("type paused", slog.String("type", demo.TransferType))
 	sleepCtx(ctx, pauseFor)
 	for {
-		_, err := c.in.Resume(context.WithoutCancel(ctx), demo.TransferType)
+		_, err := c.in.Resume(ctx, demo.TransferType)
 		if err == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			return // the run is over
+		}
 		c.log.Warn("type resume failed; trying again", slog.Any("err", err))
-		time.Sleep(200 * time.Millisecond)
+		sleepCtx(ctx, 200*time.Millisecond)
 	}
 	c.mu.Lock()
 	c.windows = append(c.windows, [2]time.Time{from, time.Now()})

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -72,6 +73,28 @@ func TestPlanControls(t *testing.T) {
 		lo, hi := h*time.Duration(k)/4, h*time.Duration(k+1)/4
 		if at < lo || at >= hi {
 			t.Errorf("pause %d at %v, want in [%v, %v)", k, at, lo, hi)
+		}
+	}
+}
+
+// TestConfigControls: the controls' defaults and bounds.
+func TestConfigControls(t *testing.T) {
+	t.Parallel()
+	c := Config{Jobs: 50, Cancels: 10, TypePauses: 1, LeaseTTL: time.Second}
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cancels != 5 || c.TypePauseFor != 2*time.Second {
+		t.Errorf("cancels %d, pause %v: want 5 (a tenth of the jobs) and 2 lease TTLs", c.Cancels, c.TypePauseFor)
+	}
+	for _, bad := range []Config{
+		{Cancels: -1},
+		{TypePauses: 101},
+		{TypePauseFor: 200 * time.Millisecond, LeaseTTL: time.Second},
+		{TypePauseFor: 2 * time.Minute},
+	} {
+		if err := bad.Finish(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: err %v, want ErrConfig", bad, err)
 		}
 	}
 }
