@@ -41,9 +41,9 @@ type ControlFigures struct {
 	CancelTargets int
 	// CancelsRequested counts the cancels a running key's lease took.
 	CancelsRequested int
-	// CancelsMissed counts targets found finished before they were seen
-	// running (an attempt after a kill does not hold, and may end between
-	// two looks).
+	// CancelsMissed counts targets not cancelled: found finished before
+	// they were seen running (an attempt after a kill does not hold), or
+	// not run before the drain ended.
 	CancelsMissed int
 	// TypePauses counts the pauses of demo.transfer carried out, each
 	// followed by its resume.
@@ -65,6 +65,9 @@ type controls struct {
 	rdb   *redis.Client
 	log   *slog.Logger
 	renew time.Duration
+
+	wg   sync.WaitGroup     // the cancels waiting for their key
+	stop context.CancelFunc // ends them once the drain is over
 
 	mu        sync.Mutex
 	targets   []string
@@ -123,27 +126,36 @@ func (r *run) planControls(jobs []Job) {
 	}
 }
 
-// close releases the Inspector and its client.
+// close ends the cancels still waiting and releases the Inspector and its
+// client.
 func (c *controls) close(ctx context.Context) {
 	if c == nil {
 		return
 	}
+	if c.stop != nil {
+		c.stop()
+	}
+	c.wg.Wait()
 	_ = c.in.Close(ctx)
 	_ = c.rdb.Close()
 }
 
 // scheduleControls starts the cancels (job i is enqueued about i/rate
-// after start) and the pauses of the job type, as faults of the run
-// (r.faults, waited for before the drain).
+// after start; a backlog may run it much later, in the drain even: each
+// waits for its key until the drain is over, see settle) and the pauses of
+// the job type, as faults of the run (r.faults, waited for before the
+// drain).
 func (r *run) scheduleControls(ctx context.Context, start time.Time, jobs []Job) {
 	if r.ctl == nil {
 		return
 	}
 	c := r.cfg
+	cctx, stop := context.WithCancel(ctx)
+	r.ctl.stop = stop
 	for _, i := range r.cancelIdx {
 		due := start.Add(time.Duration(i/50*50) * time.Second / time.Duration(c.Rate))
 		key := jobs[i].Key
-		r.faults.Go(func() { r.ctl.cancelWhenRunning(ctx, key, due, due.Add(c.Hold+30*time.Second)) })
+		r.ctl.wg.Go(func() { r.ctl.cancelWhenRunning(cctx, key, due) })
 	}
 	for _, at := range planPauses(c.Seed, c.Horizon(), c.TypePauses) {
 		r.faults.Go(func() { r.ctl.pauseType(ctx, start.Add(at), c.TypePauseFor) })
@@ -151,29 +163,28 @@ func (r *run) scheduleControls(ctx context.Context, start time.Time, jobs []Job)
 }
 
 // cancelWhenRunning waits until due, then until key runs, and cancels it;
-// it gives up when key has finished or at giveUp.
-func (c *controls) cancelWhenRunning(ctx context.Context, key string, due, giveUp time.Time) {
+// it gives up when key has finished first or ctx ends.
+func (c *controls) cancelWhenRunning(ctx context.Context, key string, due time.Time) {
 	sleepCtx(ctx, time.Until(due))
-	for ctx.Err() == nil && time.Now().Before(giveUp) {
+	why := "the drain ended before it ran"
+	for ctx.Err() == nil {
 		ki, err := c.in.Key(ctx, key)
 		if err == nil && (ki.State == idempotency.Completed || ki.State == idempotency.Failed) {
+			why = "it finished between two looks"
 			break
 		}
 		if err == nil && ki.Leased {
 			res, err := c.in.Cancel(ctx, key, "chaos")
-			switch {
-			case err == nil:
+			if err == nil {
 				c.mu.Lock()
 				c.requested[key] = res.Fence
 				c.mu.Unlock()
 				c.log.Info("cancel requested", slog.String("key", key), slog.Uint64("fence", res.Fence))
 				return
-			case errors.Is(err, inspect.ErrFinished):
-				c.mu.Lock()
-				c.missed++
-				c.mu.Unlock()
-				c.log.Info("cancel missed: the key finished first", slog.String("key", key))
-				return
+			}
+			if errors.Is(err, inspect.ErrFinished) {
+				why = "it finished first"
+				break
 			}
 		}
 		sleepCtx(ctx, 20*time.Millisecond)
@@ -181,7 +192,7 @@ func (c *controls) cancelWhenRunning(ctx context.Context, key string, due, giveU
 	c.mu.Lock()
 	c.missed++
 	c.mu.Unlock()
-	c.log.Info("cancel missed: the key was not seen running", slog.String("key", key))
+	c.log.Info("cancel missed", slog.String("key", key), slog.String("why", why))
 }
 
 // pauseType pauses demo.transfer at at for pauseFor, then resumes it. The
@@ -213,13 +224,24 @@ func (c *controls) pauseType(ctx context.Context, at time.Time, pauseFor time.Du
 	c.log.Info("type resumed", slog.String("type", demo.TransferType), slog.Duration("paused", time.Since(from)))
 }
 
-// cancelled returns the keys whose cancel was requested and whose record
-// is FAILED as cancelled now.
-func (c *controls) cancelled(ctx context.Context) (map[string]bool, error) {
-	out := map[string]bool{}
+// settle ends the cancels still waiting for their key (the drain is
+// over), and returns the keys cancelled, logging the cancels that did not
+// take.
+func (c *controls) settle(ctx context.Context) (map[string]bool, error) {
 	if c == nil {
-		return out, nil
+		return map[string]bool{}, nil
 	}
+	if c.stop != nil {
+		c.stop()
+	}
+	c.wg.Wait()
+	return c.cancelled(ctx, true)
+}
+
+// cancelled returns the keys whose cancel was requested and whose record
+// is FAILED as cancelled now; with logMisses, it logs the others.
+func (c *controls) cancelled(ctx context.Context, logMisses bool) (map[string]bool, error) {
+	out := map[string]bool{}
 	c.mu.Lock()
 	asked := maps.Clone(c.requested)
 	c.mu.Unlock()
@@ -230,6 +252,9 @@ func (c *controls) cancelled(ctx context.Context) (map[string]bool, error) {
 		}
 		if ki.State == idempotency.Failed && leasehold.IsCancelledFailure(ki.Failure) {
 			out[k] = true
+			continue
+		}
+		if !logMisses {
 			continue
 		}
 		// The attempt asked to stop lost its lease first (a kill, a pause,
@@ -243,7 +268,7 @@ func (c *controls) cancelled(ctx context.Context) (map[string]bool, error) {
 // absentCancelled counts the cancelled keys without a transfer row: the
 // drain does not wait for them.
 func (r *run) absentCancelled(ctx context.Context) (int, error) {
-	cancelled, err := r.ctl.cancelled(ctx)
+	cancelled, err := r.ctl.cancelled(ctx, false)
 	if err != nil || len(cancelled) == 0 {
 		return 0, err
 	}

@@ -158,7 +158,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
-	cancelled, err := r.ctl.cancelled(ctx)
+	cancelled, err := r.ctl.settle(ctx)
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
