@@ -125,7 +125,8 @@ const (
 )
 
 // Audit outcomes: what `worker audit` found a record came to, besides
-// Completed, Duplicate, DeadLettered, Failed and Expired.
+// Completed, Duplicate, DeadLettered, Failed, Cancelled (a key an operator
+// cancelled) and Expired.
 const (
 	// Running: a record whose key is running or waiting for its next attempt.
 	Running Name = "running"

@@ -223,13 +223,20 @@ func admin(t *testing.T, brokers []string) *kadm.Client {
 // topic, with a random name.
 func createTopic(t *testing.T, brokers []string) string {
 	t.Helper()
+	return createTopicParts(t, brokers, 1)
+}
+
+// createTopicParts creates a jobs topic of parts partitions and its
+// dead-letter topic (one partition), with a random name.
+func createTopicParts(t *testing.T, brokers []string, parts int32) string {
+	t.Helper()
 	adm := admin(t, brokers)
 	topic := fmt.Sprintf("takeover-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	names := []string{topic, topic + ".dlq"}
-	for _, name := range names {
-		resp, err := adm.CreateTopic(ctx, 1, 1, nil, name)
+	for i, name := range names {
+		resp, err := adm.CreateTopic(ctx, []int32{parts, 1}[i], 1, nil, name)
 		if err == nil {
 			err = resp.Err
 		}
@@ -246,10 +253,15 @@ func createTopic(t *testing.T, brokers []string) string {
 		if err != nil {
 			return false
 		}
-		for _, name := range names {
+		for i, name := range names {
 			td, ok := md.Topics[name]
-			if !ok || td.Err != nil || len(td.Partitions) != 1 || td.Partitions[0].Leader < 0 || td.Partitions[0].Err != nil {
+			if !ok || td.Err != nil || len(td.Partitions) != int([]int32{parts, 1}[i]) {
 				return false
+			}
+			for _, p := range td.Partitions {
+				if p.Leader < 0 || p.Err != nil {
+					return false
+				}
 			}
 		}
 		return true
@@ -327,7 +339,7 @@ type workerProc struct {
 	exited  chan struct{} // closed when the process has exited
 }
 
-func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string) *workerProc {
+func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string, extra ...string) *workerProc {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -345,6 +357,7 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 		"--redis", fmt.Sprintf("redis://%s/%d", o.Addr, o.DB), "--prefix", prefix,
 		"--topics", topic, "--dlq", topic+".dlq", "--group", group, "--http", addr,
 		"--concurrency", "4", "--shutdown-timeout", "5s", "--log-format", "json")
+	w.cmd.Args = append(w.cmd.Args, extra...)
 	w.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {

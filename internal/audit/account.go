@@ -75,8 +75,8 @@ func (a *auditor) flush(ctx context.Context) error {
 	}
 	var infos []idempotency.Info
 	var errs []error
+	var err error
 	if len(keys) > 0 {
-		var err error
 		if infos, errs, err = a.c.Store.LookupStates(ctx, keys); err != nil {
 			return err
 		}
@@ -90,7 +90,13 @@ func (a *auditor) flush(ctx context.Context) error {
 				lerr = errs[j]
 			}
 		}
-		a.record(a.account(p, info, lerr))
+		e := a.account(p, info, lerr)
+		if e.Outcome == Failed && a.c.IsCancelled != nil {
+			if e, err = a.cancelled(ctx, e); err != nil {
+				return err
+			}
+		}
+		a.record(e)
 	}
 	a.batch = a.batch[:0]
 	a.progress()
@@ -148,6 +154,22 @@ func (a *auditor) account(p pending, info *idempotency.Info, lerr error) Entry {
 		return e
 	}
 	return unaccounted(e, "no record in Redis (never run, or past the retention) and no dead-letter copy")
+}
+
+// cancelled returns e, the first record of a FAILED key, as Cancelled when
+// the key's failure is an operator's cancel. The failure text is read for
+// the first record of each failed key only (one round trip each): the
+// batch's pipeline reads states, not texts, and failed keys are few.
+// Config.IsCancelled judges the text.
+func (a *auditor) cancelled(ctx context.Context, e Entry) (Entry, error) {
+	info, err := a.c.Store.LookupResult(ctx, e.Key)
+	if err != nil {
+		return e, err
+	}
+	if info.State == idempotency.Failed && a.c.IsCancelled(string(info.Result)) {
+		e.Outcome = Cancelled
+	}
+	return e, nil
 }
 
 func unaccounted(e Entry, why string) Entry {

@@ -2,8 +2,8 @@
 // reads the records (direct partition reads, no consumer group), the Redis
 // record of each key and the dead-letter topic, and says what became of
 // each record: run once and completed (with its fence), a replayed
-// duplicate, dead-lettered (with the reason), failed terminally, still
-// running, or unaccounted. `worker audit` presents it; the chaos run ends
+// duplicate, dead-lettered (with the reason), failed terminally, cancelled
+// by an operator, still running, or unaccounted. `worker audit` presents it; the chaos run ends
 // with it.
 //
 // Memory is bounded: the jobs topic is streamed, keys are read from Redis
@@ -44,6 +44,11 @@ const (
 	// Failed: the key's record is FAILED (a terminal failure, replayed like
 	// a result) and no dead-letter copy of this record was found.
 	Failed = outcome.Failed
+	// Cancelled: the key's record is FAILED with the text of an operator's
+	// cancel (worker cancel; judged by [Config.IsCancelled]), and this is the
+	// first record of the key in the range; its saga steps were
+	// compensated. Later records of the key are Duplicate.
+	Cancelled = outcome.Cancelled
 	// Running: the key is leased now, or its last attempt ended without
 	// an outcome and it waits for its next one.
 	Running = outcome.Running
@@ -63,7 +68,7 @@ const (
 
 // Outcomes lists every outcome, in report order.
 func Outcomes() []Outcome {
-	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Running, Pending, Expired, Unaccounted}
+	return []Outcome{Completed, Duplicate, DeadLettered, Failed, Cancelled, Running, Pending, Expired, Unaccounted}
 }
 
 // Entry is the account of one record.
@@ -128,6 +133,12 @@ type Config struct {
 	// MaxListed bounds the unaccounted entries kept in the report (all are
 	// counted). Default DefaultMaxListed.
 	MaxListed int
+	// IsCancelled, when set, tells a key's terminal failure text that
+	// records an operator's cancel (leasehold.IsCancelledFailure, given by
+	// the caller: the root package imports this one's callers, not this
+	// one): such a key's first record is Cancelled, not Failed. Nil: every
+	// FAILED key is Failed.
+	IsCancelled func(failure string) bool
 	// Each, when set, gets every record's entry, in read order.
 	Each func(Entry)
 	// Progress, when set, gets the records read so far and the range's

@@ -75,6 +75,7 @@ func (f Figures) auditLines() []line {
 		{"audit_duplicates", a.Counts[audit.Duplicate], "records"},
 		{"audit_dead_lettered", a.Counts[audit.DeadLettered], "records"},
 		{"audit_failed", a.Counts[audit.Failed], "records"},
+		{"audit_cancelled", a.Counts[audit.Cancelled], "records"},
 		{"audit_running", a.Counts[audit.Running], "records"},
 		{"audit_pending", a.Counts[audit.Pending], "records"},
 		{"audit_expired", a.Counts[audit.Expired], "records"},

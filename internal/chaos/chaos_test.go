@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/leasehold/leasehold/internal/audit"
 )
 
 // TestChaosShortRun is the short seeded chaos run that `make test` includes:
@@ -46,17 +48,23 @@ func TestChaosShortRun(t *testing.T) {
 		// too.
 		PartitionEvery: 4 * time.Second,
 		PartitionNets:  []Service{NetRedis},
-		Drain:          90 * time.Second,
-		Worker:         bin,
-		Dir:            filepath.Join(dir, "run"),
+		// Four jobs cancelled while they run, and the job type paused
+		// once for two lease TTLs, as an operator would.
+		Cancels:    4,
+		TypePauses: 1,
+		Drain:      90 * time.Second,
+		Worker:     bin,
+		Dir:        filepath.Join(dir, "run"),
 	}
 	f, progress := runChaos(t, &c)
 	// The schedule must really have injected its faults.
-	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added", "msg=partitioned", "msg=healed"} {
+	for _, want := range []string{"msg=killed", "msg=paused", `msg="redis restarted"`, "msg=added", "msg=partitioned", "msg=healed",
+		`msg="type paused"`, `msg="type resumed"`} {
 		if !strings.Contains(progress, want) {
 			t.Errorf("progress log lacks %s:\n%s", want, progress)
 		}
 	}
+	wantCancels(t, f)
 	if f.RedisOutage <= 0 {
 		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
 	}
@@ -90,6 +98,18 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 	}
 	if a := f.Audit; a == nil || a.Records < int64(f.JobsEnqueued) || f.JobsEnqueued == 0 {
 		t.Errorf("the jobs topic not audited: %+v", a)
+	}
+}
+
+// wantCancels fails the test unless the run cancelled a running job and
+// worker audit counted each cancelled key as cancelled.
+func wantCancels(t *testing.T, f Figures) {
+	t.Helper()
+	if c := f.Controls; c == nil || c.CancelsRequested == 0 || f.JobsCancelled == 0 || c.TypePauses == 0 {
+		t.Errorf("no job cancelled while it ran, or the type never paused: %+v, %d cancelled", c, f.JobsCancelled)
+	}
+	if a := f.Audit; a == nil || a.Counts[audit.Cancelled] != int64(f.JobsCancelled) {
+		t.Errorf("audit %+v: want %d cancelled records", a, f.JobsCancelled)
 	}
 }
 
@@ -214,8 +234,8 @@ func runChaos(t *testing.T, c *Config, dumpDirs ...string) (Figures, string) {
 		}
 		t.Fatalf("chaos run (kafka %s): %v", c.Kafka, err)
 	}
-	if f.JobsEnqueued != c.Jobs || f.JobsCompleted != c.Jobs {
-		t.Fatalf("enqueued %d, completed %d, want %d each", f.JobsEnqueued, f.JobsCompleted, c.Jobs)
+	if f.JobsEnqueued != c.Jobs || f.JobsCompleted+f.JobsCancelled != c.Jobs {
+		t.Fatalf("enqueued %d, completed %d and cancelled %d, want %d each", f.JobsEnqueued, f.JobsCompleted, f.JobsCancelled, c.Jobs)
 	}
 	return f, progress.String()
 }

@@ -37,6 +37,10 @@ func ToAccount(key string) string { return "b:" + key }
 type Evidence struct {
 	DB     *pgxpool.Pool
 	Ledger paystub.Ledger
+	// Cancelled are the keys an operator cancelled (their record FAILED as
+	// cancelled, read from Redis after the drain): their effect must be
+	// absent or applied once, their charges refunded.
+	Cancelled map[string]bool
 }
 
 // Check derives the correctness figures of a run from the outside evidence
@@ -44,7 +48,9 @@ type Evidence struct {
 // (from the two account balances and the demo_transfers row), and how many
 // of its charges at the payment stub were not refunded. It fills
 // JobsEnqueued, JobsCompleted, JobsLost, FencedEffectsDuplicated,
-// UnfencedNetNotOne and CompensationsRun.
+// UnfencedNetNotOne, CompensationsRun and, for the cancelled keys,
+// JobsCancelled, CancelledEffectAbsent, CancelledEffectApplied and
+// CancelledNotCompensated.
 func Check(ctx context.Context, ev Evidence, jobs []Job) (Figures, error) {
 	var f Figures
 	f.JobsEnqueued = len(jobs)
@@ -96,22 +102,42 @@ func Check(ctx context.Context, ev Evidence, jobs []Job) (Figures, error) {
 		if !okFrom || !okTo {
 			return f, fmt.Errorf("chaos: accounts of job %q missing: the run did not open them", j.Key)
 		}
-		debited, credited := InitialBalance-from, to-InitialBalance
-		switch {
-		case debited == 0 && credited == 0 && !transfers[j.Key]:
-			f.JobsLost++
-		case debited == j.Amount && credited == j.Amount && transfers[j.Key]:
-			f.JobsCompleted++
-		default:
-			// Applied more than once, or half applied: either way the
-			// fenced effect is not exactly one.
-			f.FencedEffectsDuplicated++
-		}
-		if net[j.Key] != 1 {
-			f.UnfencedNetNotOne++
-		}
+		f.account(j, InitialBalance-from, to-InitialBalance, transfers[j.Key], net[j.Key], ev.Cancelled[j.Key])
 	}
 	return f, nil
+}
+
+// account counts job j in f: debited and credited are what moved between
+// its accounts, written whether its transfer row exists, net its charges
+// not refunded, cancelled whether an operator cancelled it.
+func (f *Figures) account(j Job, debited, credited int64, written bool, net int, cancelled bool) {
+	switch {
+	case debited == 0 && credited == 0 && !written:
+		if cancelled {
+			f.CancelledEffectAbsent++
+		} else {
+			f.JobsLost++
+		}
+	case debited == j.Amount && credited == j.Amount && written:
+		if cancelled {
+			f.CancelledEffectApplied++
+		} else {
+			f.JobsCompleted++
+		}
+	default:
+		// Applied more than once, or half applied: either way the
+		// fenced effect is not exactly one.
+		f.FencedEffectsDuplicated++
+	}
+	switch {
+	case cancelled:
+		f.JobsCancelled++
+		if net != 0 { // its saga refunds every charge
+			f.CancelledNotCompensated++
+		}
+	case net != 1:
+		f.UnfencedNetNotOne++
+	}
 }
 
 // staleLine matches the fence guard's refusal as a worker logs it:

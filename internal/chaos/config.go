@@ -126,6 +126,20 @@ type Config struct {
 	// SoakSample is the sampling interval of a soak (SOAK_SAMPLE_EVERY, 10s).
 	SoakSample time.Duration
 
+	// Cancels is how many jobs, drawn from the seed in the middle of the
+	// run, are cancelled while they run, as `worker cancel` does; they
+	// hold (Hold) so that they run when their cancel comes (CHAOS_CANCELS,
+	// 10; Finish lowers it to a tenth of Jobs).
+	Cancels int
+	// TypePauses is how many times demo.transfer is paused fleet-wide
+	// during the fault phase, as `worker pause` does, and resumed after
+	// TypePauseFor (CHAOS_PAUSES, 1).
+	TypePauses int
+	// TypePauseFor is how long each pause of the job type lasts; more than
+	// one renew interval (LeaseTTL/3) (CHAOS_PAUSE_TYPE_FOR, default
+	// 2*LeaseTTL; at most 1m).
+	TypePauseFor time.Duration
+
 	// GroupProtocol is the workers' --group-protocol (CHAOS_GROUP_PROTOCOL,
 	// classic): consumer runs them in a KIP-848 group.
 	GroupProtocol string
@@ -202,6 +216,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", c.envDur("CHAOS_RETENTION", time.Hour), "workers' --retention (env CHAOS_RETENTION)")
 	fs.DurationVar(&c.Soak, "soak", c.envDur("SOAK_DURATION", 0), "run a soak this long: steady faults and jobs, resources sampled and checked flat; 0: a plain run (env SOAK_DURATION)")
 	fs.DurationVar(&c.SoakSample, "soak-sample", c.envDur("SOAK_SAMPLE_EVERY", 10*time.Second), "sampling interval of a soak (env SOAK_SAMPLE_EVERY)")
+	fs.IntVar(&c.Cancels, "cancels", c.envInt("CHAOS_CANCELS", 10), "jobs cancelled while they run, as worker cancel does (env CHAOS_CANCELS)")
+	fs.IntVar(&c.TypePauses, "type-pauses", c.envInt("CHAOS_PAUSES", 1), "pauses of the job type, as worker pause does, each resumed (env CHAOS_PAUSES)")
+	fs.DurationVar(&c.TypePauseFor, "type-pause-for", c.envDur("CHAOS_PAUSE_TYPE_FOR", 0), "how long each pause of the job type lasts; 0 means 2*lease-ttl (env CHAOS_PAUSE_TYPE_FOR)")
 	fs.BoolVar(&c.KeepSchema, "keep-schema", os.Getenv("CHAOS_KEEP_SCHEMA") != "", "keep the PostgreSQL schema after the run (env CHAOS_KEEP_SCHEMA)")
 }
 
@@ -288,6 +305,22 @@ func (c *Config) Finish() error {
 	case c.BrokerPause <= c.SessionTimeout || c.BrokerPause > 5*time.Minute:
 		return fmt.Errorf("%w: broker pause %s: want longer than the session timeout %s (so that the members time out) and at most 5m",
 			ErrConfig, c.BrokerPause, c.SessionTimeout)
+	}
+	return c.finishControls()
+}
+
+// finishControls fills and checks the operator controls' settings.
+func (c *Config) finishControls() error {
+	c.TypePauseFor = cmp.Or(c.TypePauseFor, 2*c.LeaseTTL)
+	c.Cancels = min(c.Cancels, c.Jobs/10)
+	switch {
+	case c.Cancels < 0:
+		return fmt.Errorf("%w: cancels %d: want 0 or more", ErrConfig, c.Cancels)
+	case c.TypePauses < 0 || c.TypePauses > 100:
+		return fmt.Errorf("%w: type pauses %d: want 0 to 100", ErrConfig, c.TypePauses)
+	case c.TypePauseFor <= c.LeaseTTL/3 || c.TypePauseFor > time.Minute:
+		return fmt.Errorf("%w: type pause %s: want longer than a renew interval (%s) and at most 1m",
+			ErrConfig, c.TypePauseFor, c.LeaseTTL/3)
 	}
 	return nil
 }

@@ -10,7 +10,10 @@
 // force consumer-group rebalances, and network partitions: each worker
 // reaches Redis and the broker through its own [Link], a proxy that can
 // blackhole one direction or both (bytes held, nothing refused) while the
-// worker keeps running.
+// worker keeps running. An operator's controls join them: a few jobs,
+// drawn from the seed, are cancelled while they run and the job type is
+// paused and resumed (Config.Cancels, Config.TypePauses), through the
+// Inspector calls of `worker cancel`, `worker pause` and `worker resume`.
 //
 // The Redis links also parse the workers' traffic into a [History] of the
 // claims, commits and releases of every job's record, with call and return
@@ -37,8 +40,10 @@
 // it reads only PostgreSQL and the payment stub's own record of charges and
 // refunds, never the workers' own account, and reports one figure a line
 // (`name=value unit`, see [Figures]). A run fails when a figure that must be
-// zero (jobs_lost, fenced_effects_duplicated, unfenced_net_not_one, and
-// those of the history, the partitions and a soak) is not.
+// zero (jobs_lost, fenced_effects_duplicated, unfenced_net_not_one,
+// cancelled_not_compensated, and those of the history, the partitions and
+// a soak) is not. A cancelled key's transfer must be absent or applied
+// once, and its charges refunded.
 //
 // Every child process is started by a [Proc], which gives it its own log
 // file and lets the harness stop, kill, pause, resume and restart it.

@@ -31,6 +31,15 @@ type Figures struct {
 	// UnfencedNetNotOne counts keys whose payment-stub charges minus
 	// refunds is not exactly 1. Must be 0.
 	UnfencedNetNotOne int
+	// JobsCancelled counts keys an operator cancelled (their record FAILED
+	// as cancelled): CancelledEffectAbsent of them never wrote their
+	// transfer, CancelledEffectApplied wrote it once (a held transfer
+	// writes after its hold). Neither counts in JobsCompleted or JobsLost.
+	JobsCancelled, CancelledEffectAbsent, CancelledEffectApplied int
+	// CancelledNotCompensated counts cancelled keys whose payment-stub
+	// charges minus refunds is not 0: their saga must refund every charge.
+	// Must be 0.
+	CancelledNotCompensated int
 	// ZombieWritesRejected counts fenced writes the fence guard refused
 	// because a newer fence had been seen.
 	ZombieWritesRejected int
@@ -69,6 +78,8 @@ type Figures struct {
 	// PartitionVerdict times the takeovers of partitioned workers' leases
 	// (nil: not judged).
 	PartitionVerdict *PartitionVerdict
+	// Controls are the operator controls injected (nil: none).
+	Controls *ControlFigures
 	// Audit is what `worker audit` made of the jobs topic after the drain
 	// (nil: not audited). Its unaccounted records must be 0.
 	Audit *AuditFigures
@@ -84,6 +95,7 @@ func (f Figures) MustBeZero() []string {
 		{"jobs_lost", f.JobsLost},
 		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
 		{"unfenced_net_not_one", f.UnfencedNetNotOne},
+		{"cancelled_not_compensated", f.CancelledNotCompensated},
 		{"soak_resources_growing", f.soakGrowing()},
 		{"history_not_linearizable", f.historyIllegal()},
 		{"partition_overlap_positive", f.overlapPositive()},
@@ -125,6 +137,7 @@ func (f Figures) Write(w io.Writer) error {
 		{"broker_pauses", f.BrokerPauses, "pauses"},
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
 	}
+	lines = append(lines, f.controlLines()...)
 	lines = append(lines, f.partitionLines()...)
 	lines = append(lines, f.historyLines()...)
 	lines = append(lines, f.auditLines()...)

@@ -71,6 +71,9 @@ type run struct {
 	outage  time.Duration // Redis restart
 	obs     *Observer
 	faults  sync.WaitGroup
+
+	ctl       *controls // nil: no cancels or pauses of the job type
+	cancelIdx []int     // the jobs to cancel: they hold
 }
 
 func (r *run) run(ctx context.Context) (Figures, error) {
@@ -92,18 +95,9 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.prepare(ctx); err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
-	r.hist = NewHistory()
-	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
+	jobs, err := r.setUp(ctx, sched)
+	if err != nil {
 		return Figures{Seed: c.Seed}, err
-	}
-	jobs := makeJobs(c.Seed, c.Jobs)
-	if err := r.openAccounts(ctx, jobs); err != nil {
-		return Figures{Seed: c.Seed}, err
-	}
-	for range c.Workers {
-		if _, err := r.addWorker(ctx); err != nil {
-			return Figures{Seed: c.Seed}, err
-		}
 	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
@@ -127,6 +121,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	start := time.Now()
 	enqErr := make(chan error, 1)
 	go func() { enqErr <- r.enqueue(ctx, jobs, start) }()
+	r.scheduleControls(ctx, start, jobs)
 
 	for _, e := range sched.Events {
 		select {
@@ -163,7 +158,11 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
-	f, err := Check(ctx, Evidence{DB: r.db, Ledger: ledger}, jobs)
+	cancelled, err := r.ctl.settle(ctx)
+	if err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
+	f, err := Check(ctx, Evidence{DB: r.db, Ledger: ledger, Cancelled: cancelled}, jobs)
 	if err != nil {
 		return f, err
 	}
@@ -186,10 +185,31 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err := r.judge(&f); err != nil {
 		return f, err
 	}
+	f.Controls = r.ctl.figures(r.hist.Operations())
 	if f.Audit, err = r.audit(ctx); err != nil {
 		return f, err
 	}
 	return f, nil
+}
+
+// setUp writes the schedule, opens the jobs' accounts, plans the operator
+// controls and starts the workers; it returns the run's jobs.
+func (r *run) setUp(ctx context.Context, sched Schedule) ([]Job, error) {
+	r.hist = NewHistory()
+	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
+		return nil, err
+	}
+	jobs := makeJobs(r.cfg.Seed, r.cfg.Jobs)
+	if err := r.openAccounts(ctx, jobs); err != nil {
+		return nil, err
+	}
+	r.planControls(jobs)
+	for range r.cfg.Workers {
+		if _, err := r.addWorker(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return jobs, nil
 }
 
 // takeovers puts the observed takeovers and their latencies in f and logs
@@ -608,6 +628,9 @@ func (r *run) enqueue(ctx context.Context, jobs []Job, start time.Time) error {
 			holds[i] = r.cfg.Hold
 		}
 	}
+	for _, i := range r.cancelIdx { // running when their cancel comes
+		holds[i] = r.cfg.Hold
+	}
 	rng := mrand.New(mrand.NewPCG(r.cfg.Seed, 2))
 	const batch = 50
 	for i := 0; i < len(jobs); i += batch {
@@ -671,6 +694,13 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, time.Durat
 		err := r.db.QueryRow(ctx, `SELECT count(*) FROM demo_transfers`).Scan(&done)
 		if err != nil {
 			return last, drained, fmt.Errorf("chaos: drain: %w", err)
+		}
+		if done < len(jobs) && r.ctl != nil {
+			// A cancelled key may never write; a failed read is
+			// read again at the next look.
+			if absent, err := r.absentCancelled(ctx); err == nil {
+				done += absent
+			}
 		}
 		if done >= len(jobs) && drained == 0 {
 			drained = time.Since(begin)
@@ -747,6 +777,7 @@ func (r *run) teardown(ctx context.Context) {
 		}
 	}
 	r.kafka.stop(ctx)
+	r.ctl.close(ctx)
 	if r.redis != nil {
 		_ = r.redis.Stop(5 * time.Second)
 	}

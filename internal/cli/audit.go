@@ -98,7 +98,7 @@ func cmdAudit(ctx context.Context, e *Env, args []string) error {
 	}
 	defer adm.Close()
 	cfg := audit.Config{Admin: adm, ConnOpts: conn, Topic: splitList(c.topics)[0], DLQ: c.dlq, Retention: c.retention,
-		Batch: c.batch, MaxListed: c.listed}
+		Batch: c.batch, MaxListed: c.listed, IsCancelled: leasehold.IsCancelledFailure}
 	if cfg.DLQ == "" {
 		cfg.DLQ = cfg.Topic + ".dlq"
 	}

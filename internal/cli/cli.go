@@ -60,7 +60,7 @@ func init() {
 		"pause":         {"pause a job type across the fleet: workers hold its new records (not run, offsets not committed) until 'resume'; running jobs finish; without TYPE, list the paused types", cmdPause},
 		"resume":        {"lift the pause of a job type: the workers run the records they held", cmdResume},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},
-		"audit":         {"account for every record of a range of the jobs topic (offsets or --since/--until): completed with its fence, duplicate, dead-lettered, failed, running, or unaccounted (exit 1)", cmdAudit},
+		"audit":         {"account for every record of a range of the jobs topic (offsets or --since/--until): completed with its fence, duplicate, dead-lettered, failed, cancelled, running, or unaccounted (exit 1)", cmdAudit},
 		"fleet":         {"list the live workers (host, pid, version, group, topics, concurrency, running jobs, counters) and the fleet's rates", cmdFleet},
 		"version":       {"print the module version, the VCS revision and time it was built from, and the Go version", cmdVersion},
 		"ui":            {"serve the web console: overview, running jobs, keys, compensations, dead letters (read-only unless --actions)", cmdUI},
