@@ -99,7 +99,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	rt := benchkit.NewRoundTimer(n)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rt))
 	defer func() { _ = tp.Shutdown(ctx) }()
-	var backend lease.Backend = lease.NewRedisBackend(client, prefix+"lh:")
+	backend := lease.NewRedisBackend(client, prefix+"lh:")
 	if scriptPath {
 		// Without Check, the backend keeps the renew script (lease_renew.lua),
 		// as on a server without PEXPIRE's GT flag.
