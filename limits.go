@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/leasehold/leasehold/internal/limit"
 )
 
@@ -134,6 +136,7 @@ type limiter struct {
 	touched map[string]limit.Spec         // groups used since the last round, for the registry
 	waiting map[string]map[*delivery]bool // group -> parked deliveries (true: wake when a slot frees)
 	held    atomic.Int64                  // deliveries parked by a limit now
+	reg     metric.Registration           // the leasehold.limit.held callback; nil without tracing
 }
 
 func (l *limiter) init() {

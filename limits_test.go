@@ -218,7 +218,7 @@ func TestRetryAfterHoldsItsGroup(t *testing.T) {
 	starts := map[string][]time.Time{}
 	returned := make(chan time.Time, 1)
 	tenant := func(j *Job) string { return j.Key[:1] }
-	h.start(t, h.rdb, func(w *Worker) {
+	w := h.start(t, h.rdb, func(w *Worker) {
 		must(t, w.Register("test.api", func(_ context.Context, j *Job) ([]byte, error) {
 			mu.Lock()
 			starts[j.Key] = append(starts[j.Key], time.Now())
@@ -239,7 +239,13 @@ func TestRetryAfterHoldsItsGroup(t *testing.T) {
 			jobRecord(t, NewJob{Type: "test.api", Key: fmt.Sprintf("b-%d", i)}))
 	}
 	h.produce(t, recs)
+	testkit.Eventually(t, d, "the held group's records counted (HeldByLimit, leasehold.limit.held)", func() bool {
+		return w.HeldByLimit() > 0
+	})
 	h.waitCommitted(t, 60*time.Second)
+	if n := w.HeldByLimit(); n != 0 {
+		t.Errorf("HeldByLimit = %d after every record ended", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var firstA, lastB time.Time
