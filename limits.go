@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-
+	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/limit"
 )
 
@@ -136,7 +135,7 @@ type limiter struct {
 	touched map[string]limit.Spec         // groups used since the last round, for the registry
 	waiting map[string]map[*delivery]bool // group -> parked deliveries (true: wake when a slot frees)
 	held    atomic.Int64                  // deliveries parked by a limit now
-	reg     metric.Registration           // the leasehold.limit.held callback; nil without tracing
+	metrics *jobtrace.Metrics             // leasehold.limit.held follows held
 }
 
 func (l *limiter) init() {

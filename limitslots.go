@@ -232,7 +232,7 @@ func (l *limiter) round(alive func(*partTracker) bool) ([]limit.Slot, map[string
 		for d := range ds {
 			if d.tracker != nil && !alive(d.tracker) {
 				delete(ds, d)
-				l.held.Add(-1)
+				l.addHeld(-1)
 			}
 		}
 		if len(ds) == 0 {
@@ -268,7 +268,7 @@ func (l *limiter) wait(group string, d *delivery, onFree bool) {
 		l.waiting[group] = ds
 	}
 	if _, ok := ds[d]; !ok {
-		l.held.Add(1)
+		l.addHeld(1)
 	}
 	ds[d] = onFree
 	d.limWait = group
@@ -284,7 +284,7 @@ func (l *limiter) unwait(d *delivery) {
 	if ds := l.waiting[d.limWait]; ds != nil {
 		if _, ok := ds[d]; ok {
 			delete(ds, d)
-			l.held.Add(-1)
+			l.addHeld(-1)
 		}
 		if len(ds) == 0 {
 			delete(l.waiting, d.limWait)
@@ -296,3 +296,9 @@ func (l *limiter) unwait(d *delivery) {
 // HeldByLimit returns how many records the worker holds because their limit
 // group is full, held until a time, or over its rate.
 func (w *Worker) HeldByLimit() int { return int(w.lim.held.Load()) }
+
+// addHeld counts a delivery parked by its limit group in, or out.
+func (l *limiter) addHeld(delta int64) {
+	l.held.Add(delta)
+	l.metrics.LimitHeld(context.Background(), delta)
+}

@@ -427,11 +427,7 @@ func (w *Worker) startMetrics() error {
 		return fmt.Errorf("leasehold: commit lag metric: %w", err)
 	}
 	w.lagReg = reg
-	w.lim.reg, err = jobtrace.Of(w.cfg.tracer).Metrics().ObserveLimitHeld(func() int64 { return w.lim.held.Load() })
-	if err != nil {
-		_ = reg.Unregister()
-		return fmt.Errorf("leasehold: limit held metric: %w", err)
-	}
+	w.lim.metrics = jobtrace.Of(w.cfg.tracer).Metrics()
 	return nil
 }
 
@@ -481,9 +477,6 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	// 5. Leave the group and close the client.
 	if w.lagReg != nil {
 		_ = w.lagReg.Unregister()
-	}
-	if w.lim.reg != nil {
-		_ = w.lim.reg.Unregister()
 	}
 	w.leaveGroup(ctx)
 	w.cl.Close()

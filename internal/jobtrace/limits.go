@@ -1,21 +1,12 @@
 package jobtrace
 
-import (
-	"context"
+import "context"
 
-	"go.opentelemetry.io/otel/metric"
-)
-
-// ObserveLimitHeld registers f, called at every metrics collection, to
-// report how many records the worker holds for their limit group
-// (leasehold.limit.held). Unregister the returned registration when the
-// worker stops. A nil *Metrics registers nothing.
-func (m *Metrics) ObserveLimitHeld(f func() int64) (metric.Registration, error) {
+// LimitHeld adds delta to the records held for their limit group
+// (leasehold.limit.held). A nil *Metrics records nothing.
+func (m *Metrics) LimitHeld(ctx context.Context, delta int64) {
 	if m == nil {
-		return nil, nil
+		return
 	}
-	return m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(m.limitHeld, f())
-		return nil
-	}, m.limitHeld)
+	m.limitHeld.Add(ctx, delta)
 }

@@ -129,7 +129,7 @@ type Metrics struct {
 	compensations metric.Int64Counter
 	deadLettered  metric.Int64Counter
 	commitLag     metric.Int64ObservableGauge
-	limitHeld     metric.Int64ObservableGauge
+	limitHeld     metric.Int64UpDownCounter
 	meter         metric.Meter
 
 	mu    sync.Mutex
@@ -168,11 +168,12 @@ func newMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithUnit(info[MetricCommitLag].Unit), metric.WithDescription(info[MetricCommitLag].Description)); err != nil {
 		return nil, err
 	}
-	if m.limitHeld, err = m.meter.Int64ObservableGauge(MetricLimitHeld,
+	if m.limitHeld, err = m.meter.Int64UpDownCounter(MetricLimitHeld,
 		metric.WithUnit(info[MetricLimitHeld].Unit), metric.WithDescription(info[MetricLimitHeld].Description)); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
+	m.limitHeld.Add(ctx, 0) // served from the start
 	// Every claim and compensation outcome at 0, so that a scrape right
 	// after start shows every series and rate() sees the first one.
 	for _, o := range outcome.Claims() {
