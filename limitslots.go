@@ -33,7 +33,7 @@ func (w *Worker) holdLimited(batch []*delivery) []*delivery {
 	var asked []*delivery
 	keep := batch[:0]
 	for _, d := range batch {
-		w.lim.unwait(d)
+		w.lim.unwait(w.baseCtx, d)
 		g, spec := w.limitGroup(d)
 		if g == "" {
 			keep = append(keep, d)
@@ -81,7 +81,7 @@ func (w *Worker) limitAnswer(d *delivery, r limit.Request, a limit.Answer) bool 
 		reason = "rate"
 	}
 	w.limitWait(d, r.Group, reason, wait)
-	w.lim.wait(r.Group, d, a.Status == scripts.LimitFull)
+	w.lim.wait(w.baseCtx, r.Group, d, a.Status == scripts.LimitFull)
 	w.sched.park(d, time.Now().Add(max(wait, time.Millisecond)))
 	return false
 }
@@ -205,7 +205,7 @@ func (w *Worker) holdRetryAfter(job *Job, e attemptEnd) {
 // waiting deliveries whose partition went away.
 func (w *Worker) watchLimits(m *lease.Manager) {
 	leasing.OnRenewRound(m, func(ctx context.Context) {
-		slots, touched := w.lim.round(w.offs.alive)
+		slots, touched := w.lim.round(ctx, w.offs.alive)
 		if len(slots) > 0 {
 			if _, err := limit.Renew(ctx, w.rdb, w.cfg.keyPrefix, slots); err != nil {
 				w.log.Warn("renewing limit slots failed", slog.Int("slots", len(slots)), slog.Any("err", err))
@@ -219,7 +219,7 @@ func (w *Worker) watchLimits(m *lease.Manager) {
 
 // round returns the running slots and the groups touched since the last
 // round, and drops the waiting deliveries alive no longer reports.
-func (l *limiter) round(alive func(*partTracker) bool) ([]limit.Slot, map[string]limit.Spec) {
+func (l *limiter) round(ctx context.Context, alive func(*partTracker) bool) ([]limit.Slot, map[string]limit.Spec) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	slots := make([]limit.Slot, 0, len(l.running))
@@ -232,7 +232,7 @@ func (l *limiter) round(alive func(*partTracker) bool) ([]limit.Slot, map[string
 		for d := range ds {
 			if d.tracker != nil && !alive(d.tracker) {
 				delete(ds, d)
-				l.addHeld(-1)
+				l.addHeld(ctx, -1)
 			}
 		}
 		if len(ds) == 0 {
@@ -259,7 +259,7 @@ func (l *limiter) touch(group string, s limit.Spec) {
 }
 
 // wait records d as parked by its group.
-func (l *limiter) wait(group string, d *delivery, onFree bool) {
+func (l *limiter) wait(ctx context.Context, group string, d *delivery, onFree bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ds := l.waiting[group]
@@ -268,14 +268,14 @@ func (l *limiter) wait(group string, d *delivery, onFree bool) {
 		l.waiting[group] = ds
 	}
 	if _, ok := ds[d]; !ok {
-		l.addHeld(1)
+		l.addHeld(ctx, 1)
 	}
 	ds[d] = onFree
 	d.limWait = group
 }
 
 // unwait forgets that d was parked by its group (it is looked at again).
-func (l *limiter) unwait(d *delivery) {
+func (l *limiter) unwait(ctx context.Context, d *delivery) {
 	if d.limWait == "" {
 		return
 	}
@@ -284,7 +284,7 @@ func (l *limiter) unwait(d *delivery) {
 	if ds := l.waiting[d.limWait]; ds != nil {
 		if _, ok := ds[d]; ok {
 			delete(ds, d)
-			l.addHeld(-1)
+			l.addHeld(ctx, -1)
 		}
 		if len(ds) == 0 {
 			delete(l.waiting, d.limWait)
@@ -298,7 +298,7 @@ func (l *limiter) unwait(d *delivery) {
 func (w *Worker) HeldByLimit() int { return int(w.lim.held.Load()) }
 
 // addHeld counts a delivery parked by its limit group in, or out.
-func (l *limiter) addHeld(delta int64) {
+func (l *limiter) addHeld(ctx context.Context, delta int64) {
 	l.held.Add(delta)
-	l.metrics.LimitHeld(context.Background(), delta)
+	l.metrics.LimitHeld(ctx, delta)
 }

@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func acquire(t *testing.T, ctx context.Context, c *redis.Client, prefix string, r limit.Request) limit.Answer {
+func acquire(ctx context.Context, t *testing.T, c *redis.Client, prefix string, r limit.Request) limit.Answer {
 	t.Helper()
 	a, err := limit.Acquire(ctx, c, prefix, []limit.Request{r})
 	if err != nil || a[0].Err != nil {
@@ -34,24 +34,24 @@ func TestConcurrencyLimit(t *testing.T) {
 	req := func(m string, ttl time.Duration) limit.Request {
 		return limit.Request{Group: "g", Member: m, TTL: ttl, Spec: spec}
 	}
-	if a := acquire(t, ctx, c, prefix, req("a", time.Minute)); a.Status != scripts.LimitAcquired || a.Running != 1 {
+	if a := acquire(ctx, t, c, prefix, req("a", time.Minute)); a.Status != scripts.LimitAcquired || a.Running != 1 {
 		t.Fatalf("a: %+v", a)
 	}
-	if a := acquire(t, ctx, c, prefix, req("b", 300*time.Millisecond)); a.Status != scripts.LimitAcquired {
+	if a := acquire(ctx, t, c, prefix, req("b", 300*time.Millisecond)); a.Status != scripts.LimitAcquired {
 		t.Fatalf("b: %+v", a)
 	}
-	a := acquire(t, ctx, c, prefix, req("c", time.Minute))
+	a := acquire(ctx, t, c, prefix, req("c", time.Minute))
 	if a.Status != scripts.LimitFull || a.Wait <= 0 || a.Wait > 300*time.Millisecond {
 		t.Fatalf("c with the group full: %+v", a)
 	}
 	// b's holder stops renewing: its slot is pruned after its TTL.
 	testkit.Eventually(t, 5*time.Second, "b's slot pruned", func() bool {
-		return acquire(t, ctx, c, prefix, req("c", time.Minute)).Status == scripts.LimitAcquired
+		return acquire(ctx, t, c, prefix, req("c", time.Minute)).Status == scripts.LimitAcquired
 	})
 	if err := limit.Release(ctx, c, prefix, []limit.Slot{{Group: "g", Member: "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if a := acquire(t, ctx, c, prefix, req("d", time.Minute)); a.Status != scripts.LimitAcquired {
+	if a := acquire(ctx, t, c, prefix, req("d", time.Minute)); a.Status != scripts.LimitAcquired {
 		t.Fatalf("d after a's release: %+v", a)
 	}
 	n, err := limit.Renew(ctx, c, prefix, []limit.Slot{{"g", "c", time.Minute}, {"g", "d", time.Minute}, {"g", "a", time.Minute}})
@@ -77,15 +77,15 @@ func TestHold(t *testing.T) {
 	if err != nil || left < 300*time.Millisecond {
 		t.Fatalf("a shorter hold replaced a longer one: left %v, %v", left, err)
 	}
-	a := acquire(t, ctx, c, prefix, limit.Request{Group: "g", Member: "x", TTL: time.Minute})
+	a := acquire(ctx, t, c, prefix, limit.Request{Group: "g", Member: "x", TTL: time.Minute})
 	if a.Status != scripts.LimitHeld || a.Wait <= 0 {
 		t.Fatalf("held group: %+v", a)
 	}
-	if a := acquire(t, ctx, c, prefix, limit.Request{Group: "h", Member: "x", TTL: time.Minute}); a.Status != scripts.LimitAcquired {
+	if a := acquire(ctx, t, c, prefix, limit.Request{Group: "h", Member: "x", TTL: time.Minute}); a.Status != scripts.LimitAcquired {
 		t.Fatalf("another group: %+v", a)
 	}
 	testkit.Eventually(t, 5*time.Second, "the hold ends", func() bool {
-		return acquire(t, ctx, c, prefix, limit.Request{Group: "g", Member: "x", TTL: time.Minute}).Status == scripts.LimitAcquired
+		return acquire(ctx, t, c, prefix, limit.Request{Group: "g", Member: "x", TTL: time.Minute}).Status == scripts.LimitAcquired
 	})
 }
 
@@ -97,11 +97,11 @@ func TestRate(t *testing.T) {
 	ctx := context.Background()
 	spec := limit.Spec{Rate: 10, Burst: 2}
 	for i, m := range []string{"a", "b"} {
-		if a := acquire(t, ctx, c, prefix, limit.Request{Group: "r", Member: m, TTL: time.Minute, Spec: spec}); a.Status != scripts.LimitAcquired {
+		if a := acquire(ctx, t, c, prefix, limit.Request{Group: "r", Member: m, TTL: time.Minute, Spec: spec}); a.Status != scripts.LimitAcquired {
 			t.Fatalf("burst job %d: %+v", i, a)
 		}
 	}
-	a := acquire(t, ctx, c, prefix, limit.Request{Group: "r", Member: "c", TTL: time.Minute, Spec: spec})
+	a := acquire(ctx, t, c, prefix, limit.Request{Group: "r", Member: "c", TTL: time.Minute, Spec: spec})
 	if a.Status != scripts.LimitRated || a.Wait <= 0 || a.Wait > 200*time.Millisecond {
 		t.Fatalf("third job: %+v", a)
 	}
