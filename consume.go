@@ -180,7 +180,7 @@ func (w *Worker) accept(r *kgo.Record) *delivery {
 // every key it acquired and settles the rest. It returns how many pool slots
 // it used for handlers.
 func (w *Worker) dispatch(batch []*delivery) int {
-	batch = w.holdPaused(w.sched.join(w.dropRevoked(batch)))
+	batch = w.holdLimited(w.holdPaused(w.sched.join(w.dropRevoked(batch))))
 	if len(batch) == 0 {
 		return 0
 	}
@@ -196,22 +196,27 @@ func (w *Worker) dispatch(batch []*delivery) int {
 	start := time.Now()
 	claims, err := w.store.ClaimBatch(w.baseCtx, reqs)
 	if err != nil {
+		w.giveBack(batch)
 		w.claimBatchFailed(batch, err)
 		return 0
 	}
 	used := 0
 	var unavailable error
+	var notRun []*delivery
 	for i, d := range batch {
 		c := &claims[i]
 		w.obs.claimed(w.stopCtx, d, c, start)
 		ran, err := w.route(d, c)
 		if ran {
 			used++
+		} else if d.lim != nil {
+			notRun = append(notRun, d)
 		}
 		if err != nil {
 			unavailable = err
 		}
 	}
+	w.giveBack(notRun)
 	if unavailable != nil {
 		w.failClosed(unavailable)
 	}

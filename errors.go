@@ -136,6 +136,11 @@ var (
 	// ErrNoHandlers is returned by [Worker.Start] when no job type is
 	// registered.
 	ErrNoHandlers = leasing.NewError("leasehold: no job types registered", leasing.ClassTerminal)
+
+	// ErrRetryAfter matches the error of [RetryAfter]: a handler's answer
+	// that its job and its limit group wait a time before running again
+	// (retried, not terminal).
+	ErrRetryAfter = leasing.NewError("leasehold: retry after", leasing.ClassRetry)
 )
 
 // resultTooLargeError is the user-facing form of an

@@ -57,6 +57,7 @@ var sentinelTreatments = map[string]struct {
 	"leasehold.ErrUndecodable":         {ErrUndecodable, terminal},
 	"leasehold.ErrNoWorker":            {ErrNoWorker, terminal},
 	"leasehold.ErrCancelled":           {ErrCancelled, terminal},
+	"leasehold.ErrRetryAfter":          {ErrRetryAfter, retried},
 
 	"lease.ErrHeld":           {lease.ErrHeld, retried},
 	"lease.ErrLost":           {lease.ErrLost, leaseLost},

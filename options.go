@@ -351,6 +351,7 @@ type jobConfig struct {
 	leaseTTL    time.Duration
 	retryable   func(error) bool
 	middleware  []Middleware
+	limits      limitConfig // limits.go
 }
 
 // WithMaxAttempts bounds the runs of one key; after the last failed attempt

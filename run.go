@@ -19,6 +19,7 @@ import (
 
 // runJob runs the handler for a claimed record and settles its end.
 func (w *Worker) runJob(d *delivery, c *claim) {
+	defer w.freeSlot(w.takeSlot(d))
 	job, release := w.newJob(d, c)
 	defer release()
 	w.settle(job, w.execute(job))
@@ -181,6 +182,10 @@ func (w *Worker) classify(job *Job, reg *registration, herr error) attemptEnd {
 		e.dlqErr = fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, job.Attempt, herr)
 	default:
 		e.kind = endRetry
+		var ra *RetryAfterError
+		if errors.As(herr, &ra) {
+			e.delay = ra.Delay
+		}
 	}
 	return e
 }

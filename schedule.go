@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/internal/limit"
 )
 
 // delivery is one polled record on its way through claim, run and commit.
@@ -21,7 +22,9 @@ type delivery struct {
 	orderKey string
 	held     int // consecutive Held answers, for the held backoff
 	due      time.Time
-	index    int // heap index
+	index    int         // heap index
+	lim      *limit.Slot // the limit slot taken for its claim (limitslots.go)
+	limWait  string      // the limit group it is parked by, if any
 
 	tj   *jobtrace.Job   // the current attempt's span
 	tctx context.Context // its context

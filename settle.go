@@ -85,6 +85,7 @@ type attemptEnd struct {
 // record. Compensation runs before the store write because a retryable
 // failure releases the lease and a terminal one ends the key.
 func (w *Worker) settle(job *Job, e attemptEnd) {
+	w.holdRetryAfter(job, e)
 	switch e.kind {
 	case endCompleted:
 		w.report(job.ctx, job.d, e)

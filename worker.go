@@ -59,6 +59,7 @@ type Worker struct {
 	// (pause.go); pauseEvery is how long a held record waits to look again.
 	typesPaused atomic.Pointer[pausedSet]
 	pauseEvery  time.Duration
+	lim         limiter // fleet-wide limits (limits.go)
 
 	// lifeMu serializes Start and Shutdown: a Shutdown called while Start
 	// runs waits for Start to end.
@@ -220,6 +221,9 @@ func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 	if jc.maxAttempts < 1 {
 		return fmt.Errorf("leasehold: max attempts %d < 1 for %q", jc.maxAttempts, jobType)
 	}
+	if err := jc.limits.check(); err != nil {
+		return fmt.Errorf("%w for %q", err, jobType)
+	}
 	if jc.leaseTTL != 0 {
 		if err := w.checkLeaseTTL(jc.leaseTTL); err != nil {
 			return fmt.Errorf("%w %s for %q: %w", ErrInvalidLeaseTTL, jc.leaseTTL, jobType, err)
@@ -336,6 +340,8 @@ func (w *Worker) start(ctx context.Context) error {
 		// timer of a job's own.
 		w.hbRideRenewals = w.cfg.hbThrottle == s.m.RenewInterval()
 		w.watchPaused(s.m)
+		w.lim.init()
+		w.watchLimits(s.m)
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err
@@ -421,6 +427,7 @@ func (w *Worker) startMetrics() error {
 		return fmt.Errorf("leasehold: commit lag metric: %w", err)
 	}
 	w.lagReg = reg
+	w.lim.metrics = jobtrace.Of(w.cfg.tracer).Metrics()
 	return nil
 }
 

@@ -57,6 +57,7 @@ func init() {
 		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
+		"limits":        {"list the fleet-wide limit groups: running/limit, rate, Retry-After hold (--json); --hold D or --release on one GROUP", cmdLimits},
 		"pause":         {"pause a job type across the fleet: workers hold its new records (not run, offsets not committed) until 'resume'; running jobs finish; without TYPE, list the paused types", cmdPause},
 		"resume":        {"lift the pause of a job type: the workers run the records they held", cmdResume},
 		"reset":         {"forget the record of a key so that its next delivery runs again (refused while its lease is live unless --force; logged, traced)", cmdReset},

@@ -25,6 +25,7 @@ const (
 	MetricCompensations      = "leasehold.compensations"
 	MetricDeadLettered       = "leasehold.dead_lettered"
 	MetricCommitLag          = "leasehold.commit.lag"
+	MetricLimitHeld          = "leasehold.limit.held"
 )
 
 // Metric label (attribute) keys. They are short on purpose: the Prometheus
@@ -89,6 +90,8 @@ func Catalog() []MetricInfo {
 			"Records sent to the dead-letter topic, by reason."},
 		{MetricCommitLag, "{record}", KindGauge, []string{LabelTopic, LabelPartition}, "leasehold_commit_lag", "tracing",
 			"Records between the last committed offset and the high watermark, per assigned partition."},
+		{MetricLimitHeld, "{record}", KindGauge, nil, "leasehold_limit_held", "tracing",
+			"Records this worker holds because their limit group is full, held by a Retry-After, or over its rate."},
 	}
 }
 
@@ -126,6 +129,7 @@ type Metrics struct {
 	compensations metric.Int64Counter
 	deadLettered  metric.Int64Counter
 	commitLag     metric.Int64ObservableGauge
+	limitHeld     metric.Int64UpDownCounter
 	meter         metric.Meter
 
 	mu    sync.Mutex
@@ -164,7 +168,12 @@ func newMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithUnit(info[MetricCommitLag].Unit), metric.WithDescription(info[MetricCommitLag].Description)); err != nil {
 		return nil, err
 	}
+	if m.limitHeld, err = m.meter.Int64UpDownCounter(MetricLimitHeld,
+		metric.WithUnit(info[MetricLimitHeld].Unit), metric.WithDescription(info[MetricLimitHeld].Description)); err != nil {
+		return nil, err
+	}
 	ctx := context.Background()
+	m.limitHeld.Add(ctx, 0) // served from the start
 	// Every claim and compensation outcome at 0, so that a scrape right
 	// after start shows every series and rate() sees the first one.
 	for _, o := range outcome.Claims() {

@@ -118,6 +118,7 @@ func TestMetricsFromSpans(t *testing.T) {
 		"leasehold.job.duration{job_type=report,outcome=dead_lettered} sum":   2,
 		"leasehold.commit.lag{partition=0,topic=jobs}":                        7,
 		"leasehold.commit.lag{partition=3,topic=jobs}":                        0,
+		"leasehold.limit.held{}":                                              0, // served from the start
 	}
 	// Claim and compensation outcomes that never happened read 0 (they exist
 	// from the start; see TestMetricsAtStart).
