@@ -327,7 +327,7 @@ type workerProc struct {
 	exited  chan struct{} // closed when the process has exited
 }
 
-func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string) *workerProc {
+func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string, extra ...string) *workerProc {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -345,6 +345,7 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 		"--redis", fmt.Sprintf("redis://%s/%d", o.Addr, o.DB), "--prefix", prefix,
 		"--topics", topic, "--dlq", topic+".dlq", "--group", group, "--http", addr,
 		"--concurrency", "4", "--shutdown-timeout", "5s", "--log-format", "json")
+	w.cmd.Args = append(w.cmd.Args, extra...)
 	w.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {
