@@ -139,3 +139,49 @@ func TestShareNoAutoAcceptWhileRunning(t *testing.T) {
 		t.Fatalf("the long job ran %d times", n)
 	}
 }
+
+// TestShareSagaCompensatedOnLostLeaseAndFailure is
+// TestSagaCompensatedOnLostLeaseAndFailure in share-group mode: a job whose
+// lease is taken away is compensated and taken over; one that fails after
+// its step is compensated and released, delivered again and completed.
+func TestShareSagaCompensatedOnLostLeaseAndFailure(t *testing.T) { sagaLostLeaseAndFailure(t, true) }
+
+// TestShareDuplicatesReplayed: copies of a job (one key, one payload) in a
+// share group run once; every other copy's claim finds the outcome and
+// replays it, on whichever worker it lands.
+func TestShareDuplicatesReplayed(t *testing.T) {
+	const keys, copies = 10, 3
+	h := setup(t, 1)
+	eff := newEffects()
+	var ws []*Worker
+	for range 2 {
+		ws = append(ws, h.start(t, h.rdb, func(w *Worker) {
+			must(t, w.Register("t", func(_ context.Context, j *Job) ([]byte, error) {
+				eff.add(j.Key)
+				return []byte("r-" + j.Key), nil
+			}))
+		}, h.shareOpts(WithConcurrency(4))...))
+	}
+	var recs []*kgo.Record
+	for range copies {
+		for i := range keys {
+			recs = append(recs, jobRecord(t, NewJob{Type: "t", Key: fmt.Sprintf("dup-%d", i), Payload: []byte("p")}))
+		}
+	}
+	h.produce(t, recs)
+	dups := func() int64 {
+		var n int64
+		for _, w := range ws {
+			n += w.Stats().Claimed[OutcomeDuplicate]
+		}
+		return n
+	}
+	testkit.Eventually(t, 60*time.Second, "every copy replayed", func() bool {
+		return len(eff.snapshot()) == keys && dups() >= keys*(copies-1)
+	})
+	for k, n := range eff.snapshot() {
+		if n != 1 {
+			t.Errorf("job %s ran %d times", k, n)
+		}
+	}
+}
