@@ -74,6 +74,21 @@ func WithShareGroup(name string) Opt { return optFunc(func(c *config) { c.shareG
 // group.share.max.record.lock.duration.ms).
 var ErrShareLock = errors.New("leasehold: share group lock duration refused")
 
+// checkShare refuses settings that contradict share-group mode: a share
+// group delivers a key's records to any worker in any order, and it is not a
+// consumer group whose protocol could be chosen.
+func (c *config) checkShare() error {
+	switch {
+	case c.shareGroup == "":
+		return nil
+	case c.ordered:
+		return errors.New("leasehold: WithOrderedKeys needs a consumer group: a share group delivers records in no order; drop one of WithOrderedKeys and WithShareGroup")
+	case c.groupProtocol == GroupProtocolConsumer:
+		return errors.New("leasehold: WithGroupProtocol applies to consumer groups, not to WithShareGroup; drop one of them")
+	}
+	return nil
+}
+
 // shareState is the share-group mode's state: the records of the last poll
 // that have no final acknowledgement yet (the round).
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -182,6 +183,35 @@ func TestShareDuplicatesReplayed(t *testing.T) {
 	for k, n := range eff.snapshot() {
 		if n != 1 {
 			t.Errorf("job %s ran %d times", k, n)
+		}
+	}
+}
+
+// TestShareRefusesContradictions: New refuses share-group mode with ordered
+// keys or a consumer group protocol.
+func TestShareRefusesContradictions(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New makes no call
+	t.Cleanup(func() { _ = rdb.Close() })
+	for name, o := range map[string]Opt{"ordered": WithOrderedKeys(true), "protocol": WithGroupProtocol(GroupProtocolConsumer)} {
+		if _, err := New(rdb, WithShareGroup("sg"), o); err == nil {
+			t.Errorf("%s: New accepted it with WithShareGroup", name)
+		}
+	}
+	if _, err := New(rdb, WithShareGroup("sg")); err != nil {
+		t.Errorf("New(WithShareGroup): %v", err)
+	}
+}
+
+// TestShareLockFor: the lock is the TTL plus a third, rounded up to a
+// second, never below the TTL.
+func TestShareLockFor(t *testing.T) {
+	t.Parallel()
+	for ttl, want := range map[time.Duration]time.Duration{
+		15 * time.Second: 20 * time.Second, 2 * time.Second: 3 * time.Second, time.Second: 2 * time.Second,
+	} {
+		if got := shareLockFor(ttl); got != want || got < ttl {
+			t.Errorf("shareLockFor(%v) = %v, want %v", ttl, got, want)
 		}
 	}
 }

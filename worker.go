@@ -180,6 +180,9 @@ func (c *config) check() error {
 		return err
 	}
 	c.groupProtocol = gp
+	if err := c.checkShare(); err != nil {
+		return err
+	}
 	if err := c.budgetDefaults(); err != nil {
 		return err
 	}
