@@ -20,6 +20,10 @@ const maxPollWait = 250 * time.Millisecond
 // a handler for every key it acquired.
 func (w *Worker) loop() {
 	defer close(w.loopDone)
+	if w.share != nil {
+		w.shareLoop()
+		return
+	}
 	for {
 		if err := w.sem.Acquire(w.stopCtx, 1); err != nil {
 			return
@@ -138,8 +142,12 @@ func (w *Worker) waitWake(wait time.Duration) {
 // record that is a re-fetch, queued behind its ordering key, or poison (sent
 // to the dead-letter topic).
 func (w *Worker) accept(r *kgo.Record) *delivery {
-	t, fresh := w.offs.track(r)
-	if !fresh {
+	var t *partTracker
+	if w.share != nil {
+		w.shareTrack(r) // a share group delivers each record to one member: no offsets to track
+	} else if tracked, fresh := w.offs.track(r); fresh {
+		t = tracked
+	} else {
 		return nil
 	}
 	d := &delivery{rec: r, tracker: t}
@@ -228,7 +236,7 @@ func (w *Worker) dispatch(batch []*delivery) int {
 func (w *Worker) dropRevoked(batch []*delivery) []*delivery {
 	live := batch[:0]
 	for _, d := range batch {
-		if w.offs.alive(d.tracker) {
+		if d.tracker == nil || w.offs.alive(d.tracker) {
 			live = append(live, d)
 		} else {
 			w.report(w.stopCtx, d, attemptEnd{kind: endRevoked, info: d.info()})

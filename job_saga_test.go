@@ -49,8 +49,16 @@ type refundArgs struct {
 // while it runs has its step compensated once, is taken over and completes;
 // a job that fails once after its step is compensated, retried and completes.
 // Each ends with exactly one charge that stands.
-func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
+func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) { sagaLostLeaseAndFailure(t, false) }
+
+// sagaLostLeaseAndFailure is TestSagaCompensatedOnLostLeaseAndFailure in
+// consumer-group mode, or in share-group mode (share.go) with share.
+func sagaLostLeaseAndFailure(t *testing.T, share bool) {
 	h := setup(t, 2)
+	var mode []Opt
+	if share {
+		mode = h.shareOpts()
+	}
 	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
 	reg := compensation.NewRegistry()
 	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
@@ -77,8 +85,8 @@ func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
 		return []byte("ok"), nil
 	}
 	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.saga", handler)) },
-		WithCompensation(reg), WithLeaseTTL(time.Second),
-		WithHooks(Hooks{OnLeaseLost: func(context.Context, *Job, error) { lostHook.Add(1) }}))
+		append(mode, WithCompensation(reg), WithLeaseTTL(time.Second),
+			WithHooks(Hooks{OnLeaseLost: func(context.Context, *Job, error) { lostHook.Add(1) }}))...)
 	h.produce(t, []*kgo.Record{
 		jobRecord(t, NewJob{Type: "test.saga", Key: "saga-lost"}),
 		jobRecord(t, NewJob{Type: "test.saga", Key: "saga-fail"}),
@@ -91,7 +99,9 @@ func TestSagaCompensatedOnLostLeaseAndFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 30*time.Second, "both jobs completed", func() bool { return w.Stats().Succeeded == 2 })
-	h.waitCommitted(t, 20*time.Second)
+	if !share {
+		h.waitCommitted(t, 20*time.Second)
+	}
 
 	for _, k := range []string{"saga-lost", "saga-fail"} {
 		charged, refunded := led.net(k)

@@ -51,6 +51,7 @@ type config struct {
 	logger          *slog.Logger
 	kafkaLogLevel   slog.Leveler
 	groupProtocol   GroupProtocol // WithGroupProtocol (groupprotocol.go)
+	shareGroup      string        // WithShareGroup (share.go)
 	middleware      []Middleware
 	hooks           []Hooks
 	leaseTTL        time.Duration

@@ -177,7 +177,7 @@ func (w *Worker) classify(job *Job, reg *registration, herr error) attemptEnd {
 		e.kind, e.reason, e.dlqErr = endFailed, ReasonUndecodable, herr
 	case terminal:
 		e.kind, e.reason, e.dlqErr = endFailed, ReasonPermanent, herr
-	case job.Attempt >= reg.cfg.maxAttempts:
+	case job.Attempt >= reg.cfg.maxAttempts || w.lastDelivery(job.d):
 		e.kind, e.reason = endFailed, ReasonAttemptsExceeded
 		e.dlqErr = fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, job.Attempt, herr)
 	default:

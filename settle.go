@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/outcome"
 )
@@ -169,7 +171,9 @@ func (w *Worker) report(ctx context.Context, d *delivery, e attemptEnd) {
 	case endCompleted, endDuplicate, endFailed, endDeadLettered, endCancelled:
 		w.finish(d)
 	case endRetry, endLeaseLost, endUnrecorded:
-		if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner
+		if e.kind == endRetry && w.share != nil {
+			w.shareAck(d, kgo.AckRelease) // the broker delivers it again: its delivery count is the attempt
+		} else if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner
 			w.park(w.stopCtx, d, e.info, e.delay, e.err) //nolint:contextcheck // a retry is reported under the worker's context, cancelled when shutdown begins
 		}
 	case endRevoked:
@@ -186,6 +190,10 @@ func (w *Worker) park(ctx context.Context, d *delivery, info ClaimInfo, delay ti
 
 // finish marks a record done: its offset may be committed.
 func (w *Worker) finish(d *delivery) {
+	if w.share != nil {
+		w.shareAck(d, kgo.AckAccept)
+		return
+	}
 	w.offs.done(d.tracker, d.rec.Offset)
 	w.sched.finished(d)
 	if w.budget.full.Load() {

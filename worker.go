@@ -74,6 +74,7 @@ type Worker struct {
 
 	cl    *kgo.Client
 	offs  *offsets
+	share *shareState // share-group mode (share.go); nil in consumer-group mode
 	sched *schedule
 	sem   *semaphore.Weighted
 
@@ -180,6 +181,9 @@ func (c *config) check() error {
 		return err
 	}
 	c.groupProtocol = gp
+	if err := c.checkShare(); err != nil {
+		return err
+	}
 	if err := c.budgetDefaults(); err != nil {
 		return err
 	}
@@ -393,18 +397,26 @@ func (w *Worker) kafkaClient(ctx context.Context) (*kgo.Client, error) {
 		return nil, err
 	}
 	w.setGroupTimeouts(ctx, kopts, session, hb)
-	kopts = append(kopts, w.cfg.tracer.KgoOpt(),
-		kgo.ConsumerGroup(w.cfg.group),
-		kgo.ConsumeTopics(w.cfg.topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AutoCommitMarks(),
-		kgo.AutoCommitInterval(w.cfg.commitInterval),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(w.onAssignedRefresh),
-		kgo.OnPartitionsRevoked(w.onRevoked),
-		kgo.OnPartitionsLost(w.onLost),
-	)
-	kopts = append(kopts, w.cfg.balancerOpts()...)
+	if w.cfg.shareGroup != "" {
+		if err := w.startShare(ctx, kopts); err != nil {
+			return nil, err
+		}
+		kopts = append(kopts, w.cfg.tracer.KgoOpt())
+		kopts = append(kopts, w.shareOpts()...)
+	} else {
+		kopts = append(kopts, w.cfg.tracer.KgoOpt(),
+			kgo.ConsumerGroup(w.cfg.group),
+			kgo.ConsumeTopics(w.cfg.topics...),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.AutoCommitMarks(),
+			kgo.AutoCommitInterval(w.cfg.commitInterval),
+			kgo.BlockRebalanceOnPoll(),
+			kgo.OnPartitionsAssigned(w.onAssignedRefresh),
+			kgo.OnPartitionsRevoked(w.onRevoked),
+			kgo.OnPartitionsLost(w.onLost),
+		)
+		kopts = append(kopts, w.cfg.balancerOpts()...)
+	}
 	kctx, kcancel := context.WithCancel(context.WithoutCancel(ctx))
 	kopts = append(kopts, kgo.WithContext(kctx))
 	cl, err := kgo.NewClient(kopts...)
@@ -471,7 +483,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	// 4. Commit what is finished.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	defer cancel()
-	if err := w.cfg.commitMarked(cctx, w.cl); err != nil {
+	if err := w.commitFinished(cctx); err != nil {
 		errs = append(errs, fmt.Errorf("leasehold: final commit: %w", err))
 	}
 	// 5. Leave the group and close the client.

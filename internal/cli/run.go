@@ -45,7 +45,7 @@ type runConfig struct {
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
 	fetchMaxWait, sweepInterval, journalRetention           time.Duration
 	logLevel, logFormat, kafkaLogLevel                      string
-	groupProtocol                                           string
+	groupProtocol, shareGroup                               string
 	embedded                                                string
 	embeddedKafka                                           bool
 	maxmemoryPolicy                                         *string // policy.go
@@ -74,6 +74,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.rebalanceTimeout, "rebalance-timeout", "LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second, "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin")
 	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", 0, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout; 0 derives it: a third of the session timeout, at most 3s")
 	f.stringVar(&c.groupProtocol, "group-protocol", "LEASEHOLD_GROUP_PROTOCOL", string(leasehold.GroupProtocolClassic), "Kafka consumer group protocol: classic (client-side cooperative-sticky balancing, any Kafka since 2.4) or consumer (KIP-848, server-side assignment; Kafka 4.0+, 4.3+ advised; the worker sets the group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms from --session-timeout and --heartbeat-interval, which the brokers' group.consumer.min.* settings must allow)")
+	f.stringVar(&c.shareGroup, "share-group", "LEASEHOLD_SHARE_GROUP", "", "consume through this Kafka share group (KIP-932, Kafka 4.2+) instead of the consumer group: any number of workers per partition; the worker sets the group's share.record.lock.duration.ms to the lease TTL plus a third, which the brokers' group.share.min/max.record.lock.duration.ms must allow; empty: consumer-group mode")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
 	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
@@ -251,6 +252,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithLogger(log),
 		leasehold.WithKafkaLogLevel(kafkaLevel),
 		leasehold.WithGroupProtocol(leasehold.GroupProtocol(c.groupProtocol)),
+		leasehold.WithShareGroup(c.shareGroup),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
 	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),

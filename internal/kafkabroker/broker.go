@@ -285,6 +285,14 @@ func (b *Broker) props() map[string]string {
 		// 45s and 5s.
 		"group.consumer.min.session.timeout.ms":    "500",
 		"group.consumer.min.heartbeat.interval.ms": "100",
+		// Share groups (worker run --share-group): the protocol listed
+		// explicitly; the share-state topic small like the offsets topic;
+		// a lock floor of 1s so that a lease TTL of a few seconds can set
+		// the group's share.record.lock.duration.ms (the worker sets it to
+		// the TTL plus a third; Kafka's floor is 15s).
+		"group.coordinator.rebalance.protocols":        "classic,consumer,share,streams",
+		"share.coordinator.state.topic.num.partitions": "4",
+		"group.share.min.record.lock.duration.ms":      "1000",
 	}
 	for k, v := range b.cfg.Props {
 		p[k] = v

@@ -1,0 +1,434 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Share-group mode (KIP-932). Records come from a Kafka share group instead
+// of a consumer group: the broker hands each record to one member under an
+// acquisition lock, counts its deliveries, and takes an acknowledgement per
+// record (accept, release, reject, renew) instead of a committed offset. Any
+// number of workers share one partition. Every record then runs the same path
+// as in consumer-group mode (accept -> dispatch -> claim -> runJob -> settle
+// -> report): the Redis lease, fence, idempotency record and sagas decide
+// what runs and what is committed; the acknowledgement only tells the broker
+// that the record needs no further delivery.
+//
+// Acknowledgements:
+//   - accept: once the record's outcome is recorded: completed, duplicate
+//     replayed, failed for good (dead-lettered and recorded), cancelled, or
+//     poison copied to the dead-letter topic (finish);
+//   - release: a retryable failure (report): the broker delivers the record
+//     again, to any member, with its delivery count raised. The count is the
+//     attempt bound: the attempt at the group's share.delivery.count.limit
+//     fails for good instead (the broker would archive the record silently);
+//   - renew: every record the worker holds, every renew interval, while its
+//     job runs or it waits (a held key, behind an ordered key, after a lost
+//     lease), so that its acquisition lock does not lapse under a live job;
+//   - nothing at shutdown: closing the client releases what is left.
+//
+// The catch, from franz-go: a record of the last poll that has no final
+// acknowledgement when PollRecords is called again is accepted
+// automatically, and a renew does not carry over a poll. Renewing before each
+// poll does not help, so the dispatcher does not poll while it holds a record
+// of the last poll (shareLoop): a poll takes up to the free pool slots, the
+// round's records run, park and are acknowledged, and only an empty round
+// lets the next poll happen. No record is ever acknowledged by the
+// automatic accept while it runs. The cost: a slow job holds its worker's
+// next poll (other workers keep polling; add workers, not concurrency, for
+// jobs of very uneven length).
+//
+// Takeover: a killed worker's connection closes, and the broker releases
+// its records at once; a stalled one's records come back when their
+// acquisition lock lapses. The next worker's claim finds the key's lease
+// expired (a takeover with a newer fence) or still live (held: it waits for
+// the lease's remaining time, renewing the record's lock). The lease TTL sets
+// the lock: the worker sets the group's share.record.lock.duration.ms to the
+// longest lease TTL plus one renew interval (shareLockFor), so that a record
+// whose lock lapsed has a lapsed lease too, and refuses to start when the
+// broker does not allow it. A record comes back within lock + TTL.
+
+// WithShareGroup consumes the topics through the Kafka share group name
+// (KIP-932, Kafka 4.2 or later) instead of a consumer group: any number of
+// workers take records of one partition, one record at a time. The worker
+// sets the group's share.auto.offset.reset (earliest),
+// share.renew.acknowledge.enable (true) and share.record.lock.duration.ms
+// (the longest lease TTL plus a third) when it starts. See docs/kafka.md.
+// Default "": consumer-group mode ([WithGroup]).
+func WithShareGroup(name string) Opt { return optFunc(func(c *config) { c.shareGroup = name }) }
+
+// ErrShareLock is returned by [Worker.Start] in share-group mode when the
+// broker refuses the acquisition lock duration the lease TTL needs
+// (share.record.lock.duration.ms outside the brokers'
+// group.share.min.record.lock.duration.ms and
+// group.share.max.record.lock.duration.ms).
+var ErrShareLock = errors.New("leasehold: share group lock duration refused")
+
+// checkShare refuses settings that contradict share-group mode: a share
+// group delivers a key's records to any worker in any order, and it is not a
+// consumer group whose protocol could be chosen.
+func (c *config) checkShare() error {
+	switch {
+	case c.shareGroup == "":
+		return nil
+	case c.ordered:
+		return errors.New("leasehold: WithOrderedKeys needs a consumer group: a share group delivers records in no order; drop one of WithOrderedKeys and WithShareGroup")
+	case c.groupProtocol == GroupProtocolConsumer:
+		return errors.New("leasehold: WithGroupProtocol applies to consumer groups, not to WithShareGroup; drop one of them")
+	}
+	return nil
+}
+
+// shareState is the share-group mode's state: the records of the last poll
+// that have no final acknowledgement yet (the round).
+//
+// Renewals run on the dispatcher's goroutine while it runs (shareRenew,
+// from shareAcquire and shareGather, at most every renew interval), then on
+// a goroutine of their own until shutdown's final flush (shareRenewer): the
+// dispatcher may write a record's Context (the tracer's span) and franz-go
+// reads it to find the record's ack state, so the two never run at once.
+type shareState struct {
+	mu      sync.Mutex
+	round   map[*kgo.Record]struct{}
+	every   time.Duration // the renew interval
+	renewed time.Time     // the last renewal (the dispatcher's, then the renewer's)
+	limit   int32         // the group's share.delivery.count.limit; 0 when unknown
+	lock    time.Duration // the acquisition lock duration set on the group
+	stop    chan struct{} // closed when the renewer stops (stopShare)
+	done    chan struct{} // closed by the renewer when it has stopped
+	once    sync.Once
+}
+
+// shareLockFor returns the acquisition lock duration for the longest lease
+// TTL: the TTL plus one renew interval (a third of it), rounded up to a
+// second. A record whose lock lapsed then has its lease lapsed too: the next
+// claim is a takeover, not a wait.
+func shareLockFor(ttl time.Duration) time.Duration {
+	return (ttl + ttl/3 + time.Second - 1).Truncate(time.Second)
+}
+
+// longestLeaseTTL returns the longest lease TTL of the worker's jobs.
+func (w *Worker) longestLeaseTTL() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ttl := w.cfg.leaseTTL
+	for _, r := range w.handlers {
+		ttl = max(ttl, r.cfg.leaseTTL)
+	}
+	return ttl
+}
+
+// shareOpts returns the share-group consumer options: a poll takes at most
+// the pool's size, strictly (the broker may not hand more).
+func (w *Worker) shareOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ShareGroup(w.cfg.shareGroup),
+		kgo.ConsumeTopics(w.cfg.topics...),
+		kgo.ShareMaxRecords(int32(min(w.cfg.concurrency, 1<<20))), //nolint:gosec // bounded above
+		kgo.ShareMaxRecordsStrict(),
+		kgo.ShareAckCallback(w.onShareAcks),
+	}
+}
+
+// onShareAcks logs acknowledgements the broker refused (the record is then
+// delivered again after its lock; its claim replays or takes it over).
+func (w *Worker) onShareAcks(_ *kgo.Client, res kgo.ShareAckResults) {
+	for _, r := range res {
+		if r.Err != nil {
+			w.log.Warn("share acknowledgement refused", slog.String("topic", r.Topic),
+				slog.Int("partition", int(r.Partition)), slog.Any("err", r.Err))
+		}
+	}
+}
+
+// startShare sets the share group's configs (see WithShareGroup), reads
+// its delivery count limit and prepares the round.
+func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("leasehold: kafka client: %w", err)
+	}
+	defer cl.Close()
+	actx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	group := w.cfg.shareGroup
+	err = alterGroupConfigs(actx, cl, group, map[string]string{"share.auto.offset.reset": "earliest"})
+	if err != nil {
+		return fmt.Errorf("leasehold: share group %q: setting share.auto.offset.reset: %w "+
+			"(share groups need Kafka 4.2 or later)", group, err)
+	}
+	err = alterGroupConfigs(actx, cl, group, map[string]string{"share.renew.acknowledge.enable": "true"})
+	if err != nil {
+		w.log.Warn("could not enable lock renewals on the share group (share.renew.acknowledge.enable, Kafka "+
+			"4.2+): a job running past its record's lock leaves the record to another worker, which waits for "+
+			"the lease", slog.String("share_group", group), slog.Any("err", err))
+	}
+	lock, err := w.shareLock(actx, cl)
+	if err != nil {
+		return err
+	}
+	w.share = &shareState{round: make(map[*kgo.Record]struct{}), lock: lock, every: min(w.shortestLeaseTTL(), lock) / 3,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if v, err := describeGroupConfig(actx, cl, group, "share.delivery.count.limit"); err == nil {
+		if n, perr := strconv.ParseInt(v, 10, 32); perr == nil {
+			w.share.limit = int32(n)
+		}
+	}
+	w.log.Info("share group configured", slog.String("share_group", group),
+		slog.Duration("lock_duration", lock), slog.Int("delivery_limit", int(w.share.limit)))
+	return nil
+}
+
+// shareLock sets the group's acquisition lock duration from the longest
+// lease TTL (shareLockFor). When the broker refuses it (outside its
+// group.share.min/max.record.lock.duration.ms), the lock in effect is
+// accepted if it is at least the TTL (a stalled worker's records then come
+// back later than they could), and refused with ErrShareLock if shorter:
+// a record would come back while its lease lives and wait for it.
+func (w *Worker) shareLock(ctx context.Context, cl *kgo.Client) (time.Duration, error) {
+	ttl := w.longestLeaseTTL()
+	want := shareLockFor(ttl)
+	group := w.cfg.shareGroup
+	err := alterGroupConfigs(ctx, cl, group, map[string]string{
+		"share.record.lock.duration.ms": strconv.FormatInt(want.Milliseconds(), 10)})
+	if err == nil {
+		return want, nil
+	}
+	v, derr := describeGroupConfig(ctx, cl, group, "share.record.lock.duration.ms")
+	ms, perr := strconv.ParseInt(v, 10, 64)
+	if derr != nil || perr != nil || time.Duration(ms)*time.Millisecond < ttl {
+		return 0, fmt.Errorf("%w: share.record.lock.duration.ms=%d for a lease TTL of %v (%w); allow it with the "+
+			"brokers' group.share.min.record.lock.duration.ms and group.share.max.record.lock.duration.ms, or "+
+			"change the lease TTL", ErrShareLock, want.Milliseconds(), ttl, err)
+	}
+	have := time.Duration(ms) * time.Millisecond
+	w.log.Warn("the brokers refused the share group's lock duration; the one in effect is longer than the lease "+
+		"TTL, so a stalled worker's records come back later than its leases lapse", slog.String("share_group", group),
+		slog.Duration("wanted", want), slog.Duration("lock_duration", have), slog.Any("err", err))
+	return have, nil
+}
+
+// alterGroupConfigs sets configs on group with IncrementalAlterConfigs.
+func alterGroupConfigs(ctx context.Context, cl *kgo.Client, group string, configs map[string]string) error {
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = group
+	for name, v := range configs {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, &v
+		res.Configs = append(res.Configs, c)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if r.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *r.ErrorMessage)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// describeGroupConfig reads one config of group (its value in effect,
+// defaults included).
+func describeGroupConfig(ctx context.Context, cl *kgo.Client, group, name string) (string, error) {
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
+	res.ResourceName = group
+	res.ConfigNames = []string{name}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return "", err
+		}
+		for _, c := range r.Configs {
+			if c.Name == name && c.Value != nil {
+				return *c.Value, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("leasehold: group config %s not described", name)
+}
+
+// shareLoop is the dispatcher of share-group mode: loop's shape, with a
+// poll only when the last poll's records are all acknowledged (see the
+// file's comment).
+func (w *Worker) shareLoop() {
+	defer func() { go w.shareRenewer() }()
+	for {
+		if !w.shareAcquire() {
+			return
+		}
+		n := 1
+		for n < w.cfg.concurrency && w.sem.TryAcquire(1) {
+			n++
+		}
+		batch, stop := w.shareGather(&n)
+		if stop {
+			w.sem.Release(int64(n))
+			return
+		}
+		used := w.dispatch(batch)
+		w.sem.Release(int64(n - used))
+	}
+}
+
+// shareGather returns up to *n deliveries to claim: due parked ones while
+// the round holds records, else freshly polled ones, after taking every
+// pool slot free by then (*n grows). stop is true when the worker is
+// shutting down.
+func (w *Worker) shareGather(n *int) (batch []*delivery, stop bool) {
+	for {
+		if w.stopCtx.Err() != nil {
+			return nil, true
+		}
+		if batch = w.sched.takeDue(*n, time.Now()); len(batch) > 0 {
+			return batch, false
+		}
+		if w.share.pending() > 0 {
+			w.shareRenew()
+			wait := min(maxPollWait, w.share.every)
+			if due := w.sched.nextDue(); !due.IsZero() {
+				wait = min(wait, max(time.Until(due), time.Millisecond))
+			}
+			w.waitWake(wait)
+			continue
+		}
+		for *n < w.cfg.concurrency && w.sem.TryAcquire(1) {
+			*n++
+		}
+		polled, closed := w.poll(*n, maxPollWait)
+		if closed {
+			return polled, true
+		}
+		if len(polled) > 0 {
+			return polled, false
+		}
+	}
+}
+
+// pending returns how many records of the round have no final
+// acknowledgement.
+func (s *shareState) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.round)
+}
+
+// shareTrack adds a polled record to the round.
+func (w *Worker) shareTrack(r *kgo.Record) {
+	w.share.mu.Lock()
+	w.share.round[r] = struct{}{}
+	w.share.mu.Unlock()
+}
+
+// shareAck acknowledges d's record with a final status and takes it out of
+// the round; the dispatcher polls again once the round is empty.
+func (w *Worker) shareAck(d *delivery, status kgo.AckStatus) {
+	w.share.mu.Lock()
+	_, ok := w.share.round[d.rec]
+	delete(w.share.round, d.rec)
+	empty := len(w.share.round) == 0
+	w.share.mu.Unlock()
+	if ok {
+		d.rec.Ack(status)
+	}
+	w.sched.finished(d)
+	if empty {
+		w.wakePoll()
+	}
+}
+
+// lastDelivery reports whether d is its record's last delivery in share
+// mode: a release would let the broker archive it unrecorded, so its
+// failure is final.
+func (w *Worker) lastDelivery(d *delivery) bool {
+	return w.share != nil && w.share.limit > 0 && d.rec.DeliveryCount() >= w.share.limit
+}
+
+// shareRenew renews the acquisition lock of every record in the round if
+// a renew interval (a third of the shortest lease TTL, at most a third of
+// the lock) has passed since the last renewal. A renew the broker has not
+// confirmed yet is skipped by franz-go; the next one covers it.
+func (w *Worker) shareRenew() {
+	if time.Since(w.share.renewed) < w.share.every {
+		return
+	}
+	w.share.renewed = time.Now()
+	w.share.mu.Lock()
+	recs := make([]*kgo.Record, 0, len(w.share.round))
+	for r := range w.share.round {
+		recs = append(recs, r)
+	}
+	w.share.mu.Unlock()
+	for _, r := range recs {
+		r.Ack(kgo.AckRenew)
+	}
+}
+
+// shareAcquire waits for a pool slot, renewing the round meanwhile (all
+// slots may be running jobs). It returns false when the worker stops.
+func (w *Worker) shareAcquire() bool {
+	for {
+		ctx, cancel := context.WithTimeout(w.stopCtx, w.share.every)
+		err := w.sem.Acquire(ctx, 1)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if w.stopCtx.Err() != nil {
+			return false
+		}
+		w.shareRenew()
+	}
+}
+
+// shareRenewer renews the round after the dispatcher stopped, while
+// shutdown drains the running jobs, until commitFinished stops it.
+func (w *Worker) shareRenewer() {
+	defer close(w.share.done)
+	t := time.NewTicker(w.share.every/4 + time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.share.stop:
+			return
+		case <-t.C:
+			w.shareRenew()
+		}
+	}
+}
+
+// commitFinished is shutdown's step 4: in consumer-group mode it commits
+// the marked offsets; in share mode it stops the renewer and flushes the
+// acknowledgements (records left unacknowledged are released by the
+// client's close).
+func (w *Worker) commitFinished(ctx context.Context) error {
+	if w.share == nil {
+		return w.cfg.commitMarked(ctx, w.cl)
+	}
+	w.share.once.Do(func() { close(w.share.stop) })
+	<-w.share.done
+	return w.cl.FlushAcks(ctx)
+}

@@ -1,0 +1,217 @@
+package leasehold
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/internal/testkit"
+)
+
+// Share-group mode tests run on kfake (which speaks share groups, renewals
+// included) and on Apache Kafka with TEST_KAFKA=apache.
+
+// shareOpts are the options of a share-mode test worker: the harness's, in
+// the share group named after the topic.
+func (h *harness) shareOpts(extra ...Opt) []Opt {
+	return append([]Opt{WithShareGroup("sg-" + h.topic)}, extra...)
+}
+
+// produceJobs produces n jobs of type typ with keys prefix-0..n-1.
+func (h *harness) produceJobs(t *testing.T, typ, prefix string, n int) []string {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	keys := make([]string, n)
+	for i := range recs {
+		keys[i] = fmt.Sprintf("%s-%d", prefix, i)
+		recs[i] = jobRecord(t, NewJob{Type: typ, Key: keys[i], Payload: []byte(keys[i])})
+	}
+	h.produce(t, recs)
+	return keys
+}
+
+// TestShareOneRunPerJobManyWorkers: one partition, four workers in share
+// mode: every job runs once, and every worker runs some (a consumer group
+// would give the partition to one of them). It prints per-worker counts and
+// jobs/s beside consumer-group mode's.
+func TestShareOneRunPerJobManyWorkers(t *testing.T) {
+	const jobs, workers = 200, 4
+	for _, mode := range []string{"share", "group"} {
+		t.Run(mode, func(t *testing.T) {
+			h := setup(t, 1)
+			eff := newEffects()
+			per := make([]atomic.Int64, workers)
+			var first atomic.Int64 // when the first job ran, in Unix ns: joins are not counted
+			for i := range workers {
+				extra := []Opt{WithConcurrency(4)}
+				if mode == "share" {
+					extra = h.shareOpts(extra...)
+				}
+				h.start(t, h.rdb, func(w *Worker) {
+					must(t, w.Register("sleep", func(_ context.Context, j *Job) ([]byte, error) {
+						first.CompareAndSwap(0, time.Now().UnixNano())
+						time.Sleep(20 * time.Millisecond) // a job that takes time: the workers overlap
+						eff.add(j.Key)
+						per[i].Add(1)
+						return nil, nil
+					}))
+				}, extra...)
+			}
+			keys := h.produceJobs(t, "sleep", "k", jobs)
+			testkit.Eventually(t, 90*time.Second, "every job ran", func() bool { return len(eff.snapshot()) == jobs })
+			secs := time.Since(time.Unix(0, first.Load())).Seconds()
+			for _, k := range keys {
+				if n := eff.count(k); n != 1 {
+					t.Errorf("job %s ran %d times", k, n)
+				}
+			}
+			ran := 0
+			for i := range per {
+				n := per[i].Load()
+				t.Logf("mode=%s worker=%d jobs=%d", mode, i, n)
+				fmt.Printf("share_fairness_%s_worker%d_jobs=%d jobs\n", mode, i, n)
+				if n > 0 {
+					ran++
+				}
+			}
+			fmt.Printf("share_fairness_%s_jobs_per_s=%.1f jobs/s\n", mode, float64(jobs)/secs)
+			if mode == "share" && ran < workers {
+				t.Errorf("%d of %d share-group workers ran jobs; want all", ran, workers)
+			}
+		})
+	}
+}
+
+// TestShareNoAutoAcceptWhileRunning: a record whose job runs while short
+// jobs arrive is never accepted by the worker's next poll (franz-go accepts
+// what the last poll returned when it polls again). Worker A runs the long
+// job; the short jobs go to worker B; A's client then closes (its process
+// dies, as far as the broker is concerned): the long record must come back
+// to B, which finds it held, then replays A's committed result. Had A polled
+// again while the job ran, the record would have been accepted and B would
+// never see it.
+func TestShareNoAutoAcceptWhileRunning(t *testing.T) {
+	h := setup(t, 1)
+	eff := newEffects()
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	handler := func(_ context.Context, j *Job) ([]byte, error) {
+		if j.Key == "long" {
+			once.Do(func() { close(started) })
+			<-release
+		}
+		eff.add(j.Key)
+		return nil, nil
+	}
+	var sawLong atomic.Bool
+	a := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("t", handler)) }, h.shareOpts(WithConcurrency(4))...)
+	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "t", Key: "long"})})
+	<-started
+	b := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("t", handler)) },
+		h.shareOpts(WithConcurrency(4), WithHooks(Hooks{OnClaim: func(_ context.Context, i ClaimInfo) {
+			if i.Key == "long" {
+				sawLong.Store(true)
+			}
+		}}))...)
+	keys := h.produceJobs(t, "t", "short", 20)
+	testkit.Eventually(t, 60*time.Second, "the short jobs ran", func() bool {
+		for _, k := range keys {
+			if eff.count(k) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// The long job has run for the whole time, past several renew intervals.
+	a.cl.Close() // A's connection ends: the broker releases what A holds
+	testkit.Eventually(t, 60*time.Second, "the long record delivered to B", sawLong.Load)
+	close(release)
+	testkit.Eventually(t, 60*time.Second, "the long job completed", func() bool { return eff.count("long") == 1 })
+	testkit.Eventually(t, 60*time.Second, "B replayed the long job", func() bool {
+		return b.Stats().Claimed[OutcomeDuplicate] >= 1
+	})
+	if n := eff.count("long"); n != 1 {
+		t.Fatalf("the long job ran %d times", n)
+	}
+}
+
+// TestShareSagaCompensatedOnLostLeaseAndFailure is
+// TestSagaCompensatedOnLostLeaseAndFailure in share-group mode: a job whose
+// lease is taken away is compensated and taken over; one that fails after
+// its step is compensated and released, delivered again and completed.
+func TestShareSagaCompensatedOnLostLeaseAndFailure(t *testing.T) { sagaLostLeaseAndFailure(t, true) }
+
+// TestShareDuplicatesReplayed: copies of a job (one key, one payload) in a
+// share group run once; every other copy's claim finds the outcome and
+// replays it, on whichever worker it lands.
+func TestShareDuplicatesReplayed(t *testing.T) {
+	const keys, copies = 10, 3
+	h := setup(t, 1)
+	eff := newEffects()
+	var ws []*Worker
+	for range 2 {
+		ws = append(ws, h.start(t, h.rdb, func(w *Worker) {
+			must(t, w.Register("t", func(_ context.Context, j *Job) ([]byte, error) {
+				eff.add(j.Key)
+				return []byte("r-" + j.Key), nil
+			}))
+		}, h.shareOpts(WithConcurrency(4))...))
+	}
+	var recs []*kgo.Record
+	for range copies {
+		for i := range keys {
+			recs = append(recs, jobRecord(t, NewJob{Type: "t", Key: fmt.Sprintf("dup-%d", i), Payload: []byte("p")}))
+		}
+	}
+	h.produce(t, recs)
+	dups := func() int64 {
+		var n int64
+		for _, w := range ws {
+			n += w.Stats().Claimed[OutcomeDuplicate]
+		}
+		return n
+	}
+	testkit.Eventually(t, 60*time.Second, "every copy replayed", func() bool {
+		return len(eff.snapshot()) == keys && dups() >= keys*(copies-1)
+	})
+	for k, n := range eff.snapshot() {
+		if n != 1 {
+			t.Errorf("job %s ran %d times", k, n)
+		}
+	}
+}
+
+// TestShareRefusesContradictions: New refuses share-group mode with ordered
+// keys or a consumer group protocol.
+func TestShareRefusesContradictions(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New makes no call
+	t.Cleanup(func() { _ = rdb.Close() })
+	for name, o := range map[string]Opt{"ordered": WithOrderedKeys(true), "protocol": WithGroupProtocol(GroupProtocolConsumer)} {
+		if _, err := New(rdb, WithShareGroup("sg"), o); err == nil {
+			t.Errorf("%s: New accepted it with WithShareGroup", name)
+		}
+	}
+	if _, err := New(rdb, WithShareGroup("sg")); err != nil {
+		t.Errorf("New(WithShareGroup): %v", err)
+	}
+}
+
+// TestShareLockFor: the lock is the TTL plus a third, rounded up to a
+// second, never below the TTL.
+func TestShareLockFor(t *testing.T) {
+	t.Parallel()
+	for ttl, want := range map[time.Duration]time.Duration{
+		15 * time.Second: 20 * time.Second, 2 * time.Second: 3 * time.Second, time.Second: 2 * time.Second,
+	} {
+		if got := shareLockFor(ttl); got != want || got < ttl {
+			t.Errorf("shareLockFor(%v) = %v, want %v", ttl, got, want)
+		}
+	}
+}
