@@ -281,7 +281,7 @@ function historyTable(hs) {
     el("td", {class: "num", text: a.attempt || "-"}), el("td", {class: "num mono", text: a.fence}), el("td", {class: "owner", text: a.owner || "-"}),
     el("td", {class: "mono", text: a.worker || "-"}), el("td", {class: "mono", text: a.started || "-"}), el("td", {class: "mono", text: a.ended || "-"}),
     el("td", {class: "end"}, a.end ? el("span", {class: "state-" + a.end, text: a.end + (a.taken_over && a.end !== "taken_over" ? " (taken over)" : "")}) : "running, or its worker died"),
-    el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.n + ": " + c.o).join(", ") : "-"}),
+    el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.step + ": " + c.outcome).join(", ") : "-"}),
     el("td", {}, a.trace_url ? el("a", {href: a.trace_url, target: "_blank", rel: "noopener noreferrer", text: a.trace_id.slice(0, 16)}) : (a.trace_id ? el("span", {class: "mono", text: a.trace_id.slice(0, 16)}) : "-")))));
   return t;
 }
