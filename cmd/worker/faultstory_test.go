@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -128,7 +131,51 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 	hs := storyHistory(t, bin, rdb, prefix, key, first.LeaseFence, done.Fence)
 	ui := startUI(t, bin, rdb, prefix, topic, group, j.QueryURL())
 	links := storyConsole(t, ui, key, hs)
+	if sig == syscall.SIGKILL && os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOTS") == "1" {
+		keyScreenshot(t, ui, key, filepath.Join("..", "..", "docs", "console", "key-history.png"))
+	}
 	storyTraces(t, j, key, hs, links, sig)
+}
+
+// keyScreenshot saves a PNG of the console's key view of key, scrolled to
+// its history table (docs/console/key-history.png), from Debian's headless
+// Chromium.
+func keyScreenshot(t *testing.T, ui, key, path string) {
+	t.Helper()
+	const chromium = "/usr/bin/chromium"
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"/#key/"+key)); err != nil {
+		t.Fatalf("chromium %s: %v", chromium, err)
+	}
+	const rows = `document.querySelectorAll("#key-history tr[data-fence]").length`
+	for n := 0; n < 2; {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[int](rows))
+		if err != nil {
+			t.Fatalf("the key view's history: %v", err)
+		}
+		n = v
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("key-history").scrollIntoView({block: "end"}); true`)); err != nil {
+		t.Fatalf("scroll to the history: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the scroll settles
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(png))
 }
 
 // storyAttempt is an attempt as `worker history --json` and the console's
