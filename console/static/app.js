@@ -197,6 +197,8 @@ async function pollOverview() {
       .map(([n, color]) => ({name: n, color: color, get: p => p.rates[n] || 0})));
   chart(document.getElementById("chart-leases"), series, "leases held",
     [{name: "leases held", color: "#2457c5", get: p => p.leases_held}]);
+  chart(document.getElementById("chart-lag"), series, "records not committed",
+    [{name: "commit lag", color: "#b54708", get: p => p.commit_lag || 0}]);
   table(document.getElementById("lag"), ["topic", "partition", "committed", "end", "lag"],
     (o.lag || []).map(l => el("tr", {}, el("td", {text: l.topic}), el("td", {class: "num", text: l.partition}),
       el("td", {class: "num", text: l.committed}), el("td", {class: "num", text: l.end}), el("td", {class: "num", text: l.lag}))));
