@@ -210,7 +210,7 @@ func (c *Console) serveCompensations(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	js, err := c.in.Compensations(ctx, maxCompensations)
 	if err != nil {
-		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered compensations", err)
+		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered and pending compensations", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {

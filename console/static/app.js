@@ -330,12 +330,14 @@ async function pollKey() {
 async function pollCompensations() {
   const r = await api("api/compensations");
   const body = el("div");
-  if (r.journals.length === 0) body.append(el("p", {class: "muted", id: "comp-none", text: "No dead-lettered compensation."}));
+  if (r.journals.length === 0) body.append(el("p", {class: "muted", id: "comp-none", text: "No dead-lettered or pending compensation."}));
   r.journals.forEach(j => {
-    const head = el("p", {class: "comp", "data-key": j.key}, keyLink(j.key), " fence ", el("span", {class: "mono", text: j.fence}),
-      " — dead-lettered since " + (j.dead_since || "?") + " ");
-    if (canAct() && r.can_retry) head.append(actionButton("Retry", "retry", {key: j.key}));
-    else if (canAct()) head.append(el("span", {class: "muted", text: "(no handlers registered here: retry with worker compensations retry)"}));
+    const dead = j.status !== "pending";
+    const head = el("p", {class: "comp", "data-key": j.key, "data-status": j.status || "dead_lettered"}, keyLink(j.key), " fence ", el("span", {class: "mono", text: j.fence}),
+      dead ? " — dead-lettered since " + (j.dead_since || "?") + " " : " — pending (journal " + j.state + ", created " + j.created + ") ");
+    // A pending one is run by a takeover, the sweep or its own retries: no button.
+    if (dead && canAct() && r.can_retry) head.append(actionButton("Retry", "retry", {key: j.key}));
+    else if (dead && canAct()) head.append(el("span", {class: "muted", text: "(no handlers registered here: retry with worker compensations retry)"}));
     body.append(head, journalTable(j));
   });
   clear(document.getElementById("comp-body")).append(body);
