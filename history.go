@@ -123,6 +123,12 @@ func compensationSpans(tr *jobtrace.Tracer, s *idempotency.Store) compensation.O
 			// sweep or an operator's retry (the step joins the lost
 			// attempt's trace); each with the key attribute.
 			attempt := attemptSpan(ctx, s, key, st.Ref.Fence)
+			if cur := trace.SpanContextFromContext(ctx); cur.IsValid() && cur.SpanID() == attempt.SpanID() {
+				// The attempt's own span (its owner compensating): a child
+				// of it, not also a link to it (Jaeger would read the link
+				// as the only reference and lose the parent).
+				attempt = trace.SpanContext{}
+			}
 			ctx, sp := tr.StartAttemptCompensation(ctx, st.Name, key, st.Ref.Fence, attempt)
 			open.Store(st, sp)
 			return ctx
