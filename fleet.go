@@ -53,8 +53,21 @@ func (w *Worker) stopFleet(ctx context.Context) {
 func (w *Worker) fleetLoad() fleet.Load {
 	s := w.Stats()
 	n := len(w.Running())
-	return fleet.Load{Running: n, LeasesHeld: n, Counters: fleet.Counters{
+	return fleet.Load{Running: n, LeasesHeld: n, CommitLag: w.commitLag(), Counters: fleet.Counters{
 		Succeeded: s.Succeeded, Failed: s.Failed, Retried: s.Retried, DeadLettered: s.DeadLettered,
 		Duplicates: s.Replayed, Takeovers: s.Claimed[OutcomeTakeover], LeasesLost: s.LeasesLost,
 	}}
+}
+
+// commitLag sums the commit lag of the worker's assigned partitions (what
+// leasehold.commit.lag reports per partition).
+func (w *Worker) commitLag() int64 {
+	if w.offs == nil || w.cl == nil {
+		return 0
+	}
+	var n int64
+	for _, p := range w.offs.commitLag(w.cl.CommittedOffsets()) {
+		n += p.Lag
+	}
+	return n
 }

@@ -96,8 +96,9 @@ func compensationObserver(tr *jobtrace.Tracer, s *idempotency.Store, log *slog.L
 // compensationSpans runs each compensation step under a `compensate <step>`
 // span and ends it with the step's outcome, which also counts the step in
 // leasehold.compensations. Run by the owner after a lost lease, the span is
-// a child of the job span; run by the sweep or a takeover, it belongs to the
-// lost attempt's trace (its span read back from the key's history). Each
+// a child of the job span; run by a takeover, a child of the taking-over
+// job's span, linked to the lost attempt's span (read back from the key's
+// history); run by the sweep, it belongs to the lost attempt's trace. Each
 // carries the key attribute as the job spans do. The runner hands StepEnd
 // its own context rather than the one StepStart returned, so the span is
 // found again by the step's identity (journal, step, attempt, generation:
@@ -110,14 +111,24 @@ func compensationSpans(tr *jobtrace.Tracer, s *idempotency.Store) compensation.O
 	return compensation.ObserverFuncs{
 		Start: func(ctx context.Context, st compensation.StepInfo) context.Context {
 			key := keyOfLease(st.Ref.Name)
-			if jobtrace.InJob(ctx) || trace.SpanContextFromContext(ctx).IsValid() {
-				// The owner after a lost lease or refused commit, or a
-				// takeover inside its own job: a child of that span.
+			if jobtrace.InJob(ctx) {
+				// The owner after a lost lease or refused commit: a child
+				// of its job span.
 				ctx, sp := tr.StartCompensationStep(ctx, st.Name, st.Ref.Fence)
 				open.Store(st, sp)
 				return ctx
 			}
+			// A takeover inside its own job (ctx holds that job's span: the
+			// step is its child, linked to the lost attempt's span), the
+			// sweep or an operator's retry (the step joins the lost
+			// attempt's trace); each with the key attribute.
 			attempt := attemptSpan(ctx, s, key, st.Ref.Fence)
+			if cur := trace.SpanContextFromContext(ctx); cur.IsValid() && cur.SpanID() == attempt.SpanID() {
+				// The attempt's own span (its owner compensating): a child
+				// of it, not also a link to it (Jaeger would read the link
+				// as the only reference and lose the parent).
+				attempt = trace.SpanContext{}
+			}
 			ctx, sp := tr.StartAttemptCompensation(ctx, st.Name, key, st.Ref.Fence, attempt)
 			open.Store(st, sp)
 			return ctx

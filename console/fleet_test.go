@@ -28,7 +28,7 @@ func TestConsoleStandaloneFleet(t *testing.T) {
 		// The hour before: a sample a minute, 2 jobs a second each.
 		for m := 30; m >= 1; m-- {
 			at := now.Add(-time.Duration(m) * time.Minute)
-			s := fleet.Sample{At: at, Load: fleet.Load{Running: 2, LeasesHeld: 2,
+			s := fleet.Sample{At: at, Load: fleet.Load{Running: 2, LeasesHeld: 2, CommitLag: int64(40 * (m % 6)),
 				Counters: fleet.Counters{Succeeded: int64(120 * (30 - m)), Failed: int64(30 - m)}}}
 			b, _ := json.Marshal(s)
 			if err := rdb.LPush(ctx, prefix+"fleet:s:"+id, b).Err(); err != nil {
@@ -70,6 +70,11 @@ func TestConsoleStandaloneFleet(t *testing.T) {
 	if n := eval[int](bctx, t, `document.querySelector("#chart-leases polyline").getAttribute("points").split(" ").length`); n < 30 {
 		t.Errorf("%d points in the leases chart, want 30 or more (a minute each)", n)
 	}
-	run(bctx, t, "a viewport that holds the charts", chromedp.EmulateViewport(1280, 1080))
+	// The commit lag of the three workers, summed a minute: up to 3 x 200,
+	// and the chart's top is 10% above its highest point.
+	if top := textOf(bctx, t, `#chart-lag svg text`); top != "660" {
+		t.Errorf("commit lag chart's top %q, want 660 (the three workers' lag summed, 600, plus 10%%)", top)
+	}
+	run(bctx, t, "a viewport that holds the charts", chromedp.EmulateViewport(1280, 1300))
 	screenshot(bctx, t, screenshotDir(t), "overview-fleet.png")
 }

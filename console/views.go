@@ -145,44 +145,8 @@ type keyView struct {
 	JournalErr string            `json:"journals_error,omitempty"`
 	TraceURL   string            `json:"trace_url,omitempty"`
 
-	History    []attemptView `json:"history"` // oldest first
-	HistoryErr string        `json:"history_error,omitempty"`
-}
-
-// attemptView is one attempt of the key, from its history.
-type attemptView struct {
-	Attempt       int                            `json:"attempt"`
-	Fence         uint64                         `json:"fence,string"`
-	Owner         string                         `json:"owner,omitempty"`
-	Worker        string                         `json:"worker,omitempty"`
-	Started       *time.Time                     `json:"started,omitempty"`
-	Ended         *time.Time                     `json:"ended,omitempty"`
-	End           string                         `json:"end"`
-	TakenOver     bool                           `json:"taken_over,omitempty"`
-	Compensations []idempotency.CompensationStep `json:"compensations"` // n: step, h: handler, o: outcome
-	TraceID       string                         `json:"trace_id,omitempty"`
-	TraceURL      string                         `json:"trace_url,omitempty"`
-}
-
-func (c *Console) newAttemptViews(hs []idempotency.Attempt) []attemptView {
-	out := make([]attemptView, 0, len(hs))
-	for _, a := range hs {
-		v := attemptView{Attempt: a.Attempt, Fence: a.Fence, Owner: a.Owner, Worker: a.Worker, End: a.End, TakenOver: a.TakenOver,
-			Compensations: a.Compensations, TraceID: a.TraceID, TraceURL: c.attemptTraceURL(a.TraceID)}
-		if v.Compensations == nil {
-			v.Compensations = []idempotency.CompensationStep{}
-		}
-		if !a.Started.IsZero() {
-			t := a.Started.UTC()
-			v.Started = &t
-		}
-		if !a.Ended.IsZero() {
-			t := a.Ended.UTC()
-			v.Ended = &t
-		}
-		out = append(out, v)
-	}
-	return out
+	History    []inspect.Attempt `json:"history"` // oldest first
+	HistoryErr string            `json:"history_error,omitempty"`
 }
 
 // maxResult bounds the cached result a page receives, in bytes.
@@ -205,7 +169,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 		Failure: ki.Failure, Leased: ki.Leased, LeaseFence: ki.LeaseFence, Owner: ki.Owner,
 		RemainingMS: ki.Remaining.Milliseconds(), HasDetails: ki.HasDetails, DetailsSize: ki.DetailsSize,
 		DetailsTTL: ki.DetailsTTL.Milliseconds(), TraceURL: c.traceURL(key), Journals: []inspect.Journal{},
-		History: c.newAttemptViews(ki.History)}
+		History: inspect.NewAttempts(ki.History, c.attemptTraceURL)}
 	if ki.HistoryErr != nil {
 		v.HistoryErr = oneLine(ki.HistoryErr)
 	}
@@ -246,7 +210,7 @@ func (c *Console) serveCompensations(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	js, err := c.in.Compensations(ctx, maxCompensations)
 	if err != nil {
-		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered compensations", err)
+		c.fail(w, http.StatusServiceUnavailable, "list dead-lettered and pending compensations", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {

@@ -140,13 +140,27 @@ func DeadLetterCounts(dls []DeadLetter) (byReason, byType map[string]int) {
 
 // Journal is one saga journal as the console and the CLI show it.
 type Journal struct {
-	Key     string        `json:"key,omitempty"` // the idempotency key (or lease name) it compensates
-	Fence   uint64        `json:"fence,string"`
-	State   string        `json:"state"`
-	Created time.Time     `json:"created"`
-	Since   *time.Time    `json:"dead_since,omitempty"` // dead-lettered: since when
-	Steps   []JournalStep `json:"steps"`
+	Key     string     `json:"key,omitempty"` // the idempotency key (or lease name) it compensates
+	Fence   uint64     `json:"fence,string"`
+	State   string     `json:"state"`
+	Created time.Time  `json:"created"`
+	Since   *time.Time `json:"dead_since,omitempty"` // dead-lettered: since when
+	// Status is StatusDeadLettered or StatusPending in the list of
+	// [Inspector.Compensations]; "" elsewhere.
+	Status string        `json:"status,omitempty"`
+	Steps  []JournalStep `json:"steps"`
 }
+
+// The statuses of a journal that [Inspector.Compensations] lists.
+const (
+	// StatusDeadLettered: its compensation failed on every attempt; an
+	// operator retries it.
+	StatusDeadLettered = "dead_lettered"
+	// StatusPending: its compensation is due (its lease is lost: a
+	// takeover or the recovery sweep will run it), running, or waiting for
+	// its next retry.
+	StatusPending = "pending"
+)
 
 // JournalStep is one step of a [Journal].
 type JournalStep struct {
@@ -175,9 +189,12 @@ func NewJournal(j compensation.JournalInfo, since *time.Time) Journal {
 // returns.
 const MaxCompensationPage = 1000
 
-// Compensations lists up to limit (at most [MaxCompensationPage])
-// dead-lettered saga journals, oldest first, in the shape the console and
-// the CLI show.
+// Compensations lists up to limit (at most [MaxCompensationPage]) saga
+// journals whose compensation is not settled, in the shape the console and
+// the CLI show: the dead-lettered ones, oldest first, then the pending ones
+// (Status [StatusPending]: being compensated, or open or sealed with their
+// lease lost, so that a takeover or the sweep will compensate them), oldest
+// first. A journal whose job still holds its lease is not listed.
 func (i *Inspector) Compensations(ctx context.Context, limit int) ([]Journal, error) {
 	if limit <= 0 || limit > MaxCompensationPage {
 		return nil, fmt.Errorf("inspect: limit %d: want 1 to %d", limit, MaxCompensationPage)
@@ -189,7 +206,47 @@ func (i *Inspector) Compensations(ctx context.Context, limit int) ([]Journal, er
 	out := make([]Journal, 0, len(dls))
 	for _, d := range dls {
 		since := d.Since.UTC()
-		out = append(out, NewJournal(d.JournalInfo, &since))
+		j := NewJournal(d.JournalInfo, &since)
+		j.Status = StatusDeadLettered
+		out = append(out, j)
+	}
+	if len(out) >= limit {
+		return out, nil
+	}
+	return i.pendingCompensations(ctx, out, limit)
+}
+
+// pendingCompensations appends to out the pending journals of the recovery
+// index, until out holds limit journals.
+func (i *Inspector) pendingCompensations(ctx context.Context, out []Journal, limit int) ([]Journal, error) {
+	be, err := i.backend(ctx)
+	if err != nil {
+		return out, err
+	}
+	idx, err := be.comp.Indexed(ctx, limit)
+	if err != nil {
+		return out, err
+	}
+	for _, ij := range idx {
+		if len(out) >= limit {
+			break
+		}
+		switch ij.State {
+		case compensation.StateCompensating:
+		case compensation.StateOpen, compensation.StateSealed:
+			l, held, err := i.readLease(ctx, be.m.Key(ij.Ref.Name))
+			if err != nil {
+				return out, err
+			}
+			if held && l.Fence == ij.Ref.Fence {
+				continue // its job runs
+			}
+		default:
+			continue // settled since it was listed
+		}
+		j := NewJournal(ij.JournalInfo, nil)
+		j.Status = StatusPending
+		out = append(out, j)
 	}
 	return out, nil
 }

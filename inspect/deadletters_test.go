@@ -109,3 +109,33 @@ func TestCompensationsShape(t *testing.T) {
 		}
 	}
 }
+
+// TestCompensationsPending: the list shows a journal whose compensation is
+// due (its lease expired, nothing compensated it yet) as pending, after the
+// dead-lettered ones, without a dead-lettered time; a journal whose job still
+// holds its lease is not listed.
+func TestCompensationsPending(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	must(t, compensation.Register(e.reg, "undo", func(context.Context, string) error { return nil }))
+	lost := e.claim(t, "order-lost", idempotency.Acquired)
+	must(t, e.comp.Journal(lost.Lease).Step(ctx, "charge", func(context.Context) error { return nil }, "undo", "a"))
+	running := e.claim(t, "order-running", idempotency.Acquired)
+	must(t, e.comp.Journal(running.Lease).Step(ctx, "charge", func(context.Context) error { return nil }, "undo", "b"))
+
+	js, err := e.in.Compensations(ctx, 10)
+	must(t, err)
+	if len(js) != 0 {
+		t.Fatalf("Compensations while both jobs hold their leases = %+v, want none", js)
+	}
+	if _, err := e.in.Expire(ctx, "order-lost", lost.Fence); err != nil {
+		t.Fatal(err)
+	}
+	js, err = e.in.Compensations(ctx, 10)
+	must(t, err)
+	if len(js) != 1 || js[0].Key != "order-lost" || js[0].Fence != lost.Fence || js[0].Status != inspect.StatusPending ||
+		js[0].Since != nil || len(js[0].Steps) != 1 || js[0].Steps[0].Name != "charge" {
+		t.Fatalf("Compensations after the lease expired = %+v, want order-lost pending", js)
+	}
+}

@@ -341,6 +341,14 @@ type workerProc struct {
 
 func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string, extra ...string) *workerProc {
 	t.Helper()
+	return startWorkerWith(t, bin, brokers, rdb, prefix, topic, group, []string{"OTEL_TRACES_EXPORTER=none"}, extra...)
+}
+
+// startWorkerWith starts a `worker run` process as startWorker does, with
+// env added to the test's environment and extra flags.
+func startWorkerWith(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string,
+	env []string, extra ...string) *workerProc {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +366,7 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 		"--topics", topic, "--dlq", topic+".dlq", "--group", group, "--http", addr,
 		"--concurrency", "4", "--shutdown-timeout", "5s", "--log-format", "json")
 	w.cmd.Args = append(w.cmd.Args, extra...)
-	w.cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
+	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)

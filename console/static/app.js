@@ -197,6 +197,8 @@ async function pollOverview() {
       .map(([n, color]) => ({name: n, color: color, get: p => p.rates[n] || 0})));
   chart(document.getElementById("chart-leases"), series, "leases held",
     [{name: "leases held", color: "#2457c5", get: p => p.leases_held}]);
+  chart(document.getElementById("chart-lag"), series, "records not committed",
+    [{name: "commit lag", color: "#b54708", get: p => p.commit_lag || 0}]);
   table(document.getElementById("lag"), ["topic", "partition", "committed", "end", "lag"],
     (o.lag || []).map(l => el("tr", {}, el("td", {text: l.topic}), el("td", {class: "num", text: l.partition}),
       el("td", {class: "num", text: l.committed}), el("td", {class: "num", text: l.end}), el("td", {class: "num", text: l.lag}))));
@@ -281,7 +283,7 @@ function historyTable(hs) {
     el("td", {class: "num", text: a.attempt || "-"}), el("td", {class: "num mono", text: a.fence}), el("td", {class: "owner", text: a.owner || "-"}),
     el("td", {class: "mono", text: a.worker || "-"}), el("td", {class: "mono", text: a.started || "-"}), el("td", {class: "mono", text: a.ended || "-"}),
     el("td", {class: "end"}, a.end ? el("span", {class: "state-" + a.end, text: a.end + (a.taken_over && a.end !== "taken_over" ? " (taken over)" : "")}) : "running, or its worker died"),
-    el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.n + ": " + c.o).join(", ") : "-"}),
+    el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.step + ": " + c.outcome).join(", ") : "-"}),
     el("td", {}, a.trace_url ? el("a", {href: a.trace_url, target: "_blank", rel: "noopener noreferrer", text: a.trace_id.slice(0, 16)}) : (a.trace_id ? el("span", {class: "mono", text: a.trace_id.slice(0, 16)}) : "-")))));
   return t;
 }
@@ -328,12 +330,14 @@ async function pollKey() {
 async function pollCompensations() {
   const r = await api("api/compensations");
   const body = el("div");
-  if (r.journals.length === 0) body.append(el("p", {class: "muted", id: "comp-none", text: "No dead-lettered compensation."}));
+  if (r.journals.length === 0) body.append(el("p", {class: "muted", id: "comp-none", text: "No dead-lettered or pending compensation."}));
   r.journals.forEach(j => {
-    const head = el("p", {class: "comp", "data-key": j.key}, keyLink(j.key), " fence ", el("span", {class: "mono", text: j.fence}),
-      " — dead-lettered since " + (j.dead_since || "?") + " ");
-    if (canAct() && r.can_retry) head.append(actionButton("Retry", "retry", {key: j.key}));
-    else if (canAct()) head.append(el("span", {class: "muted", text: "(no handlers registered here: retry with worker compensations retry)"}));
+    const dead = j.status !== "pending";
+    const head = el("p", {class: "comp", "data-key": j.key, "data-status": j.status || "dead_lettered"}, keyLink(j.key), " fence ", el("span", {class: "mono", text: j.fence}),
+      dead ? " — dead-lettered since " + (j.dead_since || "?") + " " : " — pending (journal " + j.state + ", created " + j.created + ") ");
+    // A pending one is run by a takeover, the sweep or its own retries: no button.
+    if (dead && canAct() && r.can_retry) head.append(actionButton("Retry", "retry", {key: j.key}));
+    else if (dead && canAct()) head.append(el("span", {class: "muted", text: "(no handlers registered here: retry with worker compensations retry)"}));
     body.append(head, journalTable(j));
   });
   clear(document.getElementById("comp-body")).append(body);

@@ -54,7 +54,7 @@ func init() {
 		"cancel":        {"cancel the running job of a key (--reason R): its worker stops it at its next lease renewal, compensates its saga steps and records it as cancelled until 'reset'", cmdCancel},
 		"expire":        {"force the lease of a key to expire now (logged); its holder loses it", cmdExpire},
 		"capacity":      {"measure bytes per record on the live Redis (it writes 20000 sample records there, then deletes them) and estimate memory for a rate and retention", cmdCapacity},
-		"compensations": {"list dead-lettered compensations; 'compensations retry KEY' runs them again", cmdCompensations},
+		"compensations": {"list dead-lettered and pending compensations; 'compensations retry KEY' runs the dead-lettered again", cmdCompensations},
 		"dlq":           {"'dlq list' shows dead-lettered records (filter by reason, type, key); 'dlq replay' produces them back to their topic, each at most once", cmdDLQ},
 		"topics":        {"'topics create' makes the job and dead-letter topics with the replication and configs the worker relies on; 'topics describe' shows them; 'topics check' says what worker run would refuse", cmdTopics},
 		"limits":        {"list the fleet-wide limit groups: running/limit, rate, Retry-After hold (--json); --hold D or --release on one GROUP", cmdLimits},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/idempotency"
+	"github.com/leasehold/leasehold/inspect"
 )
 
 // cmdHistory prints the attempts of one key, oldest first, as the
@@ -75,47 +76,10 @@ func compensations(cs []idempotency.CompensationStep) string {
 }
 
 type historyJSON struct {
-	Key      string        `json:"key"`
-	Attempts []attemptJSON `json:"attempts"`
-}
-
-type attemptJSON struct {
-	Attempt       int            `json:"attempt"`
-	Fence         uint64         `json:"fence"`
-	Owner         string         `json:"owner,omitempty"`
-	Worker        string         `json:"worker,omitempty"`
-	Started       *time.Time     `json:"started,omitempty"`
-	Ended         *time.Time     `json:"ended,omitempty"`
-	End           string         `json:"end,omitempty"`
-	TakenOver     bool           `json:"taken_over,omitempty"`
-	Compensations []compStepJSON `json:"compensations"`
-	TraceID       string         `json:"trace_id,omitempty"`
-	SpanID        string         `json:"span_id,omitempty"`
-}
-
-type compStepJSON struct {
-	Step    string `json:"step"`
-	Handler string `json:"handler,omitempty"`
-	Outcome string `json:"outcome"`
+	Key      string            `json:"key"`
+	Attempts []inspect.Attempt `json:"attempts"`
 }
 
 func newHistoryJSON(k string, hs []idempotency.Attempt) historyJSON {
-	out := historyJSON{Key: k, Attempts: make([]attemptJSON, 0, len(hs))}
-	for _, a := range hs {
-		j := attemptJSON{Attempt: a.Attempt, Fence: a.Fence, Owner: a.Owner, Worker: a.Worker, End: a.End,
-			TakenOver: a.TakenOver, Compensations: make([]compStepJSON, 0, len(a.Compensations)), TraceID: a.TraceID, SpanID: a.SpanID}
-		for _, c := range a.Compensations {
-			j.Compensations = append(j.Compensations, compStepJSON(c))
-		}
-		if !a.Started.IsZero() {
-			t := a.Started.UTC()
-			j.Started = &t
-		}
-		if !a.Ended.IsZero() {
-			t := a.Ended.UTC()
-			j.Ended = &t
-		}
-		out.Attempts = append(out.Attempts, j)
-	}
-	return out
+	return historyJSON{Key: k, Attempts: inspect.NewAttempts(hs, nil)}
 }

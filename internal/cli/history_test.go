@@ -46,6 +46,10 @@ func TestHistoryCommand(t *testing.T) {
 		len(out.Attempts[0].Compensations) != 1 || out.Attempts[1].End != "completed" || out.Attempts[1].Started == nil {
 		t.Fatalf("history --json = %+v", out)
 	}
+	// The console's shape: fences as strings, steps named in full.
+	if !strings.Contains(r.stdout, `"fence": "100"`) || !strings.Contains(r.stdout, `"step": "hold"`) || !strings.Contains(r.stdout, `"outcome": "compensated"`) {
+		t.Fatalf("history --json: want the fence as a string and the steps in full:\n%s", r.stdout)
+	}
 	if r := run(ctx, t, env, "history", "never-seen"); r.code != 0 || !strings.Contains(r.stdout, "no attempt") {
 		t.Fatalf("history of an unknown key: %+v", r)
 	}

@@ -395,7 +395,7 @@ func cmdCompensations(ctx context.Context, e *Env, args []string) error {
 	return printCompensations(e.Stdout, dls, *asJSON)
 }
 
-// printCompensations prints the Inspector's dead-lettered journals: a table
+// printCompensations prints the Inspector's dead-lettered and pending journals: a table
 // of their steps, or JSON (one journal a line, the console's field names).
 func printCompensations(w io.Writer, dls []inspect.Journal, asJSON bool) error {
 	if asJSON {
@@ -408,16 +408,21 @@ func printCompensations(w io.Writer, dls []inspect.Journal, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
+	_, _ = fmt.Fprintln(tw, "KEY\tFENCE\tSTATUS\tSINCE\tSTEP\tHANDLER\tSTATE\tATTEMPTS\tLAST ERROR")
+	dead := 0
 	for _, d := range dls {
+		since := d.Created
+		if d.Since != nil {
+			since, dead = *d.Since, dead+1
+		}
 		for _, s := range d.Steps {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Key, d.Fence,
-				d.Since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Key, d.Fence, d.Status,
+				since.Format(time.RFC3339), s.Name, s.Handler, s.State, s.Attempts, truncate(s.Error, 80))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d dead-lettered compensations\n", len(dls))
+	_, err := fmt.Fprintf(w, "%d dead-lettered and %d pending compensations\n", dead, len(dls)-dead)
 	return err
 }

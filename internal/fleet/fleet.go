@@ -95,9 +95,14 @@ func (c Counters) add(o Counters) Counters {
 
 // Load is what a worker does now.
 type Load struct {
-	Running    int      `json:"running"`     // jobs running (each holds a lease)
-	LeasesHeld int      `json:"leases_held"` // leases held by the worker's jobs
-	Counters   Counters `json:"counters"`
+	Running    int `json:"running"`     // jobs running (each holds a lease)
+	LeasesHeld int `json:"leases_held"` // leases held by the worker's jobs
+	// CommitLag is the sum over the worker's assigned partitions of the
+	// high watermark minus the committed offset: the records fetched or
+	// waiting that the group has not committed, from what the worker
+	// fetched and committed (no broker call).
+	CommitLag int64    `json:"commit_lag"`
+	Counters  Counters `json:"counters"`
 }
 
 // Status is what a worker publishes at each interval.

@@ -20,12 +20,14 @@ type Worker struct {
 }
 
 // Point is one minute of the fleet's last hour: rates summed over the
-// workers that sampled in it, and their running jobs and leases held.
+// workers that sampled in it, and their running jobs, leases held and
+// commit lag.
 type Point struct {
 	At         time.Time          `json:"t"`
 	Rates      map[string]float64 `json:"rates"`
 	Running    int                `json:"running"`
 	LeasesHeld int                `json:"leases_held"`
+	CommitLag  int64              `json:"commit_lag"`
 	Rated      int                `json:"rated"` // workers with a rate in this minute (a worker's first sample has none)
 }
 
@@ -35,9 +37,10 @@ type View struct {
 	Workers    []Worker           `json:"workers"` // live ones, by ID
 	Running    int                `json:"running"`
 	LeasesHeld int                `json:"leases_held"`
-	Counters   Counters           `json:"counters"` // of the live workers, since each started
-	Rates      map[string]float64 `json:"rates"`    // summed over the live workers
-	Series     []Point            `json:"series"`   // the last hour, oldest first
+	CommitLag  int64              `json:"commit_lag"` // summed over the live workers (their partitions are disjoint)
+	Counters   Counters           `json:"counters"`   // of the live workers, since each started
+	Rates      map[string]float64 `json:"rates"`      // summed over the live workers
+	Series     []Point            `json:"series"`     // the last hour, oldest first
 }
 
 // rateNames are the counters a rate is computed for.
@@ -83,6 +86,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string, samples
 		v.Workers = append(v.Workers, w)
 		v.Running += w.Running
 		v.LeasesHeld += w.LeasesHeld
+		v.CommitLag += w.CommitLag
 		v.Counters = v.Counters.add(w.Counters)
 		for k, r := range w.Rates {
 			v.Rates[k] += r
@@ -148,6 +152,7 @@ func addSeries(buckets map[int64]*Point, samples []Sample) {
 		}
 		p.Running += s.Running
 		p.LeasesHeld += s.LeasesHeld
+		p.CommitLag += s.CommitLag
 		if i+1 < len(samples) {
 			if dt := s.At.Sub(samples[i+1].At); dt > 0 {
 				p.Rated++

@@ -16,7 +16,7 @@ func TestRatesAndSeries(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC)
 	sample := func(min int, succeeded int64, running int) Sample {
 		return Sample{At: t0.Add(time.Duration(min) * time.Minute),
-			Load: Load{Running: running, LeasesHeld: running, Counters: Counters{Succeeded: succeeded, LeasesLost: int64(min)}}}
+			Load: Load{Running: running, LeasesHeld: running, CommitLag: int64(10 * running), Counters: Counters{Succeeded: succeeded, LeasesLost: int64(min)}}}
 	}
 	// Newest first, as stored.
 	a := []Sample{sample(2, 360, 3), sample(1, 120, 2), sample(0, 0, 1)}
@@ -41,8 +41,8 @@ func TestRatesAndSeries(t *testing.T) {
 	if p1.Rated != 1 || p1.Running != 6 || p1.Rates["succeeded"] != 2 {
 		t.Errorf("minute 1: %+v, want 6 running, a's rate 2 (b's first sample has none)", p1)
 	}
-	if p2.Rated != 2 || p2.LeasesHeld != 8 || p2.Rates["succeeded"] != 5 || p2.Rates["leases_lost"] != 2.0/60 {
-		t.Errorf("minute 2: %+v, want 8 leases, rates 4+1 succeeded, 2/60 leases lost", p2)
+	if p2.Rated != 2 || p2.LeasesHeld != 8 || p2.CommitLag != 80 || p2.Rates["succeeded"] != 5 || p2.Rates["leases_lost"] != 2.0/60 {
+		t.Errorf("minute 2: %+v, want 8 leases, commit lag 30+50, rates 4+1 succeeded, 2/60 leases lost", p2)
 	}
 }
 
