@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
@@ -132,6 +133,10 @@ func TestCompensationsPending(t *testing.T) {
 	if _, err := e.in.Expire(ctx, "order-lost", lost.Fence); err != nil {
 		t.Fatal(err)
 	}
+	// Expire leaves the key a millisecond to live: list once it is gone.
+	testkit.Eventually(t, 5*time.Second, "the expired lease key gone", func() bool {
+		return e.rdb.Exists(ctx, e.m.Key(lost.Lease.Name())).Val() == 0
+	})
 	js, err = e.in.Compensations(ctx, 10)
 	must(t, err)
 	if len(js) != 1 || js[0].Key != "order-lost" || js[0].Fence != lost.Fence || js[0].Status != inspect.StatusPending ||

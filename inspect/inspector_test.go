@@ -3,9 +3,11 @@ package inspect_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/leasehold/leasehold/compensation"
@@ -21,11 +23,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // compensation runner) and an Inspector, on the shared Redis under a fresh
 // prefix.
 type env struct {
-	m    *lease.Manager
-	s    *idempotency.Store
-	comp *compensation.Runner
-	reg  *compensation.Registry
-	in   *inspect.Inspector
+	rdb    *redis.Client
+	prefix string
+	m      *lease.Manager
+	s      *idempotency.Store
+	comp   *compensation.Runner
+	reg    *compensation.Registry
+	in     *inspect.Inspector
 }
 
 func setup(t *testing.T) *env {
@@ -47,7 +51,7 @@ func setup(t *testing.T) *env {
 		_ = comp.Shutdown(ctx)
 		_ = m.Shutdown(ctx)
 	})
-	return &env{m: m, s: s, comp: comp, reg: reg, in: in}
+	return &env{rdb: c, prefix: prefix, m: m, s: s, comp: comp, reg: reg, in: in}
 }
 
 func must(t *testing.T, err error) {
@@ -154,6 +158,58 @@ func TestExpireFenceChecked(t *testing.T) {
 	c2 := e.claim(t, "x", idempotency.Takeover)
 	if c2.Fence <= c.Fence {
 		t.Fatalf("takeover fence %d not above %d", c2.Fence, c.Fence)
+	}
+}
+
+// touchBeforeWrite renews a lease key (PEXPIRE from another connection, as
+// the holder's renewer does) just before the first n write pipelines of
+// the client it hooks, between Expire's read and its write.
+type touchBeforeWrite struct {
+	other *redis.Client
+	key   string
+	n     atomic.Int32
+}
+
+func (h *touchBeforeWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *touchBeforeWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *touchBeforeWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.n.Add(-1) >= 0 {
+			if err := h.other.PExpire(ctx, h.key, time.Minute).Err(); err != nil {
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestExpireWhileRenewed: renewals of the lease between Expire's read and
+// its write (they abort its transaction without changing the lease) do not
+// make Expire give up: it reads again and expires the same fence.
+func TestExpireWhileRenewed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	c := e.claim(t, "busy", idempotency.Acquired)
+	shared, _ := testkit.SharedRedis(t)
+	hook := &touchBeforeWrite{other: shared, key: e.m.Key(c.Lease.Name())}
+	hook.n.Store(3)
+	hooked := redis.NewClient(shared.Options())
+	t.Cleanup(func() { _ = hooked.Close() })
+	hooked.AddHook(hook)
+	in := inspect.New(hooked, inspect.WithPrefix(e.prefix))
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	l, err := in.Expire(ctx, "busy", c.Fence)
+	must(t, err)
+	if l.Fence != c.Fence || hook.n.Load() >= 0 {
+		t.Fatalf("expired fence %d after %d touches left, want fence %d after all three", l.Fence, hook.n.Load()+1, c.Fence)
+	}
+	select {
+	case <-c.Lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder did not lose its expired lease")
 	}
 }
 

@@ -100,6 +100,10 @@ func (i *Inspector) readLeases(ctx context.Context, keys []string) ([]Lease, err
 	return out, nil
 }
 
+// expireTries bounds how often Expire reads the lease again after a renewal
+// touched it between the read and the write.
+const expireTries = 8
+
 // Expire ends the lease of idempotency key key now, as if its holder had
 // stopped renewing: the holder finds it gone at its next renewal (its job is
 // cancelled with the lease lost and its saga compensated), its commit is
@@ -114,7 +118,7 @@ func (i *Inspector) Expire(ctx context.Context, key string, fence uint64) (Lease
 	}
 	ctx, sp := i.startSpan(ctx, "expire", key)
 	var seen Lease
-	err = i.rdb.Watch(ctx, func(tx *redis.Tx) error {
+	expire := func(tx *redis.Tx) error {
 		h, ok, err := lease.Watched(ctx, tx, lk)
 		switch {
 		case err != nil:
@@ -130,7 +134,15 @@ func (i *Inspector) Expire(ctx context.Context, key string, fence uint64) (Lease
 			return nil
 		})
 		return err
-	}, lk)
+	}
+	// The holder's renewals touch the key, which aborts the transaction
+	// without changing the lease; read it again (the fence check above
+	// still refuses another attempt's lease).
+	for range expireTries {
+		if err = i.rdb.Watch(ctx, expire, lk); !errors.Is(err, redis.TxFailedErr) {
+			break
+		}
+	}
 	if errors.Is(err, redis.TxFailedErr) {
 		err = fmt.Errorf("%w (while expiring it)", ErrLeaseChanged)
 	}
