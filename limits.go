@@ -55,6 +55,32 @@ func WithConcurrencyLimit(n int) JobOpt {
 	return jobOptFunc(func(c *jobConfig) { c.limits.concurrency = n })
 }
 
+// WithTypeLimit runs at most n jobs of job type typ at once across every
+// worker of the fleet (sharing the Redis and the key prefix), as
+// [WithConcurrencyLimit] on the type's registration does, for a binary whose
+// registrations its operator does not edit (`worker run --type-limit
+// TYPE=N`). A registration with limit options of its own keeps them. Give
+// every worker the same n: the one that takes a slot applies its own. Each
+// call adds one type. Default: none.
+func WithTypeLimit(typ string, n int) Opt {
+	return optFunc(func(c *config) {
+		if c.typeLimits == nil {
+			c.typeLimits = map[string]int{}
+		}
+		c.typeLimits[typ] = n
+	})
+}
+
+// checkTypeLimits refuses a WithTypeLimit without a type or a limit.
+func (c *config) checkTypeLimits() error {
+	for typ, n := range c.typeLimits {
+		if typ == "" || n < 1 {
+			return fmt.Errorf("%w: WithTypeLimit(%q, %d): want a job type and a limit of at least 1", ErrConflictingOptions, typ, n)
+		}
+	}
+	return nil
+}
+
 // WithLimitKey derives a limit group from each job (a tenant, an account:
 // group must be a pure function of the job's fields) and runs at most n
 // jobs of a group at once across the fleet; n = 0 limits only the group's
@@ -150,10 +176,17 @@ func (l *limiter) init() {
 // job is not limited.
 func (w *Worker) limitGroup(d *delivery) (string, limit.Spec) {
 	reg := w.handlers[d.typ]
-	if reg == nil || !reg.cfg.limits.limited() {
+	if reg == nil {
 		return "", limit.Spec{}
 	}
 	c := reg.cfg.limits
+	if !c.limited() {
+		n := w.cfg.typeLimits[d.typ]
+		if n == 0 {
+			return "", limit.Spec{}
+		}
+		c = limitConfig{concurrency: n} // WithTypeLimit
+	}
 	spec := limit.Spec{Limit: c.concurrency, Rate: c.rate, Burst: c.burst}
 	if c.keyFn == nil {
 		return limit.Name("type:" + d.typ), spec

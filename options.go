@@ -50,8 +50,9 @@ type config struct {
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
 	kafkaLogLevel   slog.Leveler
-	groupProtocol   GroupProtocol // WithGroupProtocol (groupprotocol.go)
-	shareGroup      string        // WithShareGroup (share.go)
+	groupProtocol   GroupProtocol  // WithGroupProtocol (groupprotocol.go)
+	shareGroup      string         // WithShareGroup (share.go)
+	typeLimits      map[string]int // WithTypeLimit (limits.go)
 	middleware      []Middleware
 	hooks           []Hooks
 	leaseTTL        time.Duration

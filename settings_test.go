@@ -92,6 +92,9 @@ func TestConflictingOptions(t *testing.T) {
 		{"revoked callback", []Opt{WithKafka(kgo.OnPartitionsRevoked(onLost))}, []string{"the worker", "kgo.OnPartitionsRevoked in WithKafka"}},
 		{"lost callback", []Opt{WithKafka(kgo.OnPartitionsLost(onLost))}, []string{"the worker", "kgo.OnPartitionsLost in WithKafka"}},
 		{"other kafka options", []Opt{WithKafka(kgo.SeedBrokers("k:9092"), kgo.ClientID("x"), kgo.SessionTimeout(time.Minute))}, nil},
+		{"type limit", []Opt{WithTypeLimit("payments.charge", 4), WithTypeLimit("mail.send", 1)}, nil},
+		{"type limit zero", []Opt{WithTypeLimit("payments.charge", 0)}, []string{"WithTypeLimit", "payments.charge"}},
+		{"type limit without a type", []Opt{WithTypeLimit("", 2)}, []string{"WithTypeLimit"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

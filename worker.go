@@ -184,6 +184,9 @@ func (c *config) check() error {
 	if err := c.checkShare(); err != nil {
 		return err
 	}
+	if err := c.checkTypeLimits(); err != nil {
+		return err
+	}
 	if err := c.budgetDefaults(); err != nil {
 		return err
 	}

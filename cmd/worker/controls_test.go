@@ -80,7 +80,7 @@ func TestCancelAndPauseAcrossProcesses(t *testing.T) {
 	t.Logf("resume_drain_%s=%.3f s", kind, drain.Seconds())
 }
 
-func startControls(t *testing.T, bin string, brokers []string) *controls {
+func startControls(t *testing.T, bin string, brokers []string, extra ...string) *controls {
 	t.Helper()
 	rdb, prefix := testkit.SharedRedis(t)
 	o := rdb.Options()
@@ -90,7 +90,7 @@ func startControls(t *testing.T, bin string, brokers []string) *controls {
 	f.group = "g-" + f.topic
 	for range 3 {
 		f.workers = append(f.workers, startWorker(t, bin, brokers, rdb, prefix, f.topic, f.group,
-			"--lease-ttl", controlsLeaseTTL.String(), "--concurrency", "8"))
+			append([]string{"--lease-ttl", controlsLeaseTTL.String(), "--concurrency", "8"}, extra...)...))
 	}
 	testkit.Eventually(t, 90*time.Second, "three workers ready in one stable group", func() bool {
 		for _, w := range f.workers {

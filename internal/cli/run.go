@@ -46,6 +46,7 @@ type runConfig struct {
 	fetchMaxWait, sweepInterval, journalRetention           time.Duration
 	logLevel, logFormat, kafkaLogLevel                      string
 	groupProtocol, shareGroup                               string
+	typeLimits                                              string // TYPE=N,... (limits.go)
 	embedded                                                string
 	embeddedKafka                                           bool
 	maxmemoryPolicy                                         *string // policy.go
@@ -75,6 +76,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.durationVar(&c.heartbeatInterval, "heartbeat-interval", "LEASEHOLD_HEARTBEAT_INTERVAL", 0, "Kafka group heartbeat interval: how soon a member learns of a rebalance; below the session timeout; 0 derives it: a third of the session timeout, at most 3s")
 	f.stringVar(&c.groupProtocol, "group-protocol", "LEASEHOLD_GROUP_PROTOCOL", string(leasehold.GroupProtocolClassic), "Kafka consumer group protocol: classic (client-side cooperative-sticky balancing, any Kafka since 2.4) or consumer (KIP-848, server-side assignment; Kafka 4.0+, 4.3+ advised; the worker sets the group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms from --session-timeout and --heartbeat-interval, which the brokers' group.consumer.min.* settings must allow)")
 	f.stringVar(&c.shareGroup, "share-group", "LEASEHOLD_SHARE_GROUP", "", "consume through this Kafka share group (KIP-932, Kafka 4.2+) instead of the consumer group: any number of workers per partition; the worker sets the group's share.record.lock.duration.ms to the lease TTL plus a third, which the brokers' group.share.min/max.record.lock.duration.ms must allow; empty: consumer-group mode")
+	f.stringVar(&c.typeLimits, "type-limit", "LEASEHOLD_TYPE_LIMITS", "", "fleet-wide concurrency limits by job type, TYPE=N pairs comma-separated (at most N jobs of TYPE run at once across every worker with the same Redis and prefix; give every worker the same); a type registered with limits of its own keeps them")
 	f.durationVar(&c.fetchMaxWait, "fetch-max-wait", "LEASEHOLD_FETCH_MAX_WAIT", DefaultFetchMaxWait, "longest wait of a Kafka fetch for new records; a partition assigned while a fetch waits is fetched after it")
 	f.durationVar(&c.sweepInterval, "sweep-interval", "LEASEHOLD_SWEEP_INTERVAL", DefaultSweepInterval, "how often the compensation recovery sweep looks for journals no process is compensating, e.g. one whose compensation failed while Redis was down")
 	f.durationVar(&c.journalRetention, "journal-retention", "LEASEHOLD_JOURNAL_RETENTION", DefaultJournalRetention, "how long a committed or compensated saga journal is kept for inspection (an unfinished one: 7 days after its last write)")
@@ -118,9 +120,13 @@ func (c *runConfig) check(f *flags) error {
 	case c.shutdown <= 0:
 		return usagef("shutdown timeout %v: want more than 0", c.shutdown)
 	}
+	if _, err := parseTypeLimits(c.typeLimits); err != nil {
+		return err
+	}
 	switch {
 	case c.concurrency < 1 || c.concurrency > 10000:
 		return usagef("concurrency %d: want 1 to 10000", c.concurrency)
+
 	case c.memoryBudgetMiB < 1 || c.memoryBudgetMiB > 1<<20:
 		return usagef("memory budget %d MiB: want 1 to %d", c.memoryBudgetMiB, 1<<20)
 	case c.maxHeldRecords < 1 || c.maxHeldRecords > 10_000_000:
@@ -255,6 +261,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 		leasehold.WithShareGroup(c.shareGroup),
 		leasehold.WithIdempotencyOptions(policy...),
 	}
+	opts = append(opts, c.typeLimitOpts()...)
 	opts = append(opts, leasehold.WithCompensation(reg, compensation.WithSweepInterval(c.sweepInterval),
 		compensation.WithRetention(DefaultOpenJournalRetention, c.journalRetention)))
 	w, err := leasehold.New(rdb, opts...)
