@@ -42,7 +42,9 @@ func TestTypeLimitAcrossProcesses(t *testing.T) {
 	ctx, stopSampling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for ctx.Err() == nil {
+		tick := time.NewTicker(10 * time.Millisecond) // the sampling period
+		defer tick.Stop()
+		for ; ctx.Err() == nil; <-tick.C {
 			if gs, err := f.insp.Limits(ctx, limitGroup); err == nil && len(gs) == 1 {
 				n := int64(gs[0].Running)
 				if n > peak.Load() {
@@ -52,7 +54,6 @@ func TestTypeLimitAcrossProcesses(t *testing.T) {
 					fullSamples.Add(1)
 				}
 			}
-			time.Sleep(10 * time.Millisecond) // the sampling period, not a wait for an event
 		}
 	})
 	defer func() { stopSampling(); wg.Wait() }()
