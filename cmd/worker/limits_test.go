@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -100,6 +101,7 @@ func TestTypeLimitAcrossProcesses(t *testing.T) {
 	})
 	stopSampling()
 	wg.Wait()
+	held := f.holdAcrossProcesses(t, 3*time.Second)
 	t.Logf("type_limit=2")
 	t.Logf("type_limit_peak_running_%s=%d", kind, peak.Load())
 	t.Logf("type_limit_full_samples_%s=%d", kind, fullSamples.Load())
@@ -111,6 +113,48 @@ func TestTypeLimitAcrossProcesses(t *testing.T) {
 	if fullSamples.Load() == 0 {
 		t.Error("the limit was never full: the test did not exercise it")
 	}
+	t.Logf("type_limit_hold_first_start_after_hold_end_%s=%.3f s", kind, held.Seconds())
+}
+
+// holdAcrossProcesses holds the limited type's group for d with `worker
+// limits --hold` (what a handler's RetryAfter does), enqueues four jobs of
+// it, and checks on the two workers left that none starts (its history's
+// first start, Redis time) before the hold ends and that all complete. It
+// returns how long after the hold's end the first one started.
+func (f *controls) holdAcrossProcesses(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	out := f.operator(t, "limits", "--hold", d.String(), limitGroup)
+	holdEnd := time.Now().Add(d) // the hold runs d from the command's answer (Redis time: at most this)
+	t.Logf("worker limits --hold: %s", strings.TrimSpace(out))
+	keys := make([]string, 4)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("held-%s-%02d", f.topic, i)
+	}
+	f.produce(t, keys, cli.SleepJob{DurationMS: 100, Steps: 1})
+	testkit.Eventually(t, d+60*time.Second, "the held jobs completed after the hold", func() bool {
+		for _, k := range keys {
+			if f.key(t, k).State != idempotency.Completed {
+				return false
+			}
+		}
+		return true
+	})
+	first := time.Time{}
+	for _, k := range keys {
+		h := f.history(t, k)
+		if len(h) == 0 {
+			t.Fatalf("%s: no history", k)
+		}
+		if s := h[0].Started; first.IsZero() || s.Before(first) {
+			first = s
+		}
+	}
+	// The hold was set before holdEnd - d was read here; allow the
+	// command's own round trip (100 ms) for the clocks' difference.
+	if first.Before(holdEnd.Add(-100 * time.Millisecond)) {
+		t.Errorf("a held job started at %v, %v before the hold's end", first, holdEnd.Sub(first))
+	}
+	return first.Sub(holdEnd)
 }
 
 // completions counts the completed attempts of a key's history.
