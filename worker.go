@@ -348,7 +348,6 @@ func (w *Worker) start(ctx context.Context) error {
 		w.hbRideRenewals = w.cfg.hbThrottle == s.m.RenewInterval()
 		w.watchPaused(s.m)
 		w.lim.init()
-		w.watchLimits(s.m)
 	}
 	if err := w.store.Ping(ctx); err != nil {
 		return err
@@ -369,6 +368,10 @@ func (w *Worker) start(ctx context.Context) error {
 	w.fetch.pause = func() { cl.PauseFetchTopics(w.cfg.topics...) }
 	w.fetch.resume = func() { cl.ResumeFetchTopics(w.cfg.topics...) }
 	w.offs = newOffsets(cl.MarkCommitOffsets)
+	if leases != nil {
+		// The limits' round reads w.offs: registered once it is set.
+		w.watchLimits(leases)
+	}
 	if err := w.startMetrics(); err != nil {
 		cl.Close()
 		w.kcancel()
