@@ -112,14 +112,25 @@ func (r *Runner) Inspect(ctx context.Context, ref Ref) (JournalInfo, error) {
 
 // List returns up to limit dead-lettered journals, oldest first.
 func (r *Runner) List(ctx context.Context, limit int) ([]DeadLetter, error) {
+	out := []DeadLetter{}
+	err := r.inspectSet(ctx, r.deadKey(), "list dead letters", limit, true, func(info JournalInfo, since time.Time) {
+		out = append(out, DeadLetter{JournalInfo: info, Since: since})
+	})
+	return out, err
+}
+
+// inspectSet reads up to limit (default 100) journals of the sorted set key,
+// oldest first, and hands each with its score as a time to add. A member
+// whose journal has expired is skipped, and removed from key when prune is
+// set (the dead-letter set; the recovery index is the sweep's to clean).
+func (r *Runner) inspectSet(ctx context.Context, key, what string, limit int, prune bool, add func(JournalInfo, time.Time)) error {
 	if limit <= 0 {
 		limit = 100
 	}
-	zs, err := r.client.ZRangeWithScores(ctx, r.deadKey(), 0, int64(limit-1)).Result()
+	zs, err := r.client.ZRangeWithScores(ctx, key, 0, int64(limit-1)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: list dead letters: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 	}
-	out := make([]DeadLetter, 0, len(zs))
 	for _, z := range zs {
 		member, _ := z.Member.(string)
 		ref, err := ParseRef(member)
@@ -128,15 +139,17 @@ func (r *Runner) List(ctx context.Context, limit int) ([]DeadLetter, error) {
 		}
 		info, err := r.Inspect(ctx, ref)
 		if errors.Is(err, redis.Nil) {
-			_ = r.client.ZRem(ctx, r.deadKey(), member).Err()
+			if prune {
+				_ = r.client.ZRem(ctx, key, member).Err()
+			}
 			continue
 		}
 		if err != nil {
-			return out, err
+			return err
 		}
-		out = append(out, DeadLetter{JournalInfo: info, Since: time.UnixMilli(int64(z.Score)).UTC()})
+		add(info, time.UnixMilli(int64(z.Score)).UTC())
 	}
-	return out, nil
+	return nil
 }
 
 // Retry compensates again every dead-lettered journal of key, once the
