@@ -3,7 +3,6 @@ package leasehold
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +129,7 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	c.h.rdb = rdb
 
-	logs := &logSink{}
+	logs := &testkit.LogSink{}
 	w := c.start(t, rdb, WithLogger(slog.New(logs)))
 	srv.Pause()
 	resumed := false
@@ -141,7 +140,7 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	}()
 	c.produce(t)
 	testkit.Eventually(t, 20*time.Second, "a dead-letter attempt to fail on Redis", func() bool {
-		return logs.has("dead-letter lock not taken")
+		return logs.Has("dead-letter lock not taken")
 	})
 	c.notFinished(t, 1500*time.Millisecond, "Redis stopped")
 
@@ -154,33 +153,4 @@ func TestDeadLetterRedisUnreachable(t *testing.T) {
 	if got := w.Stats().DeadLettered; got != 1 {
 		t.Errorf("worker counted %d dead letters, want 1", got)
 	}
-}
-
-// logSink is a slog handler that keeps every message, at every level.
-type logSink struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (s *logSink) Enabled(context.Context, slog.Level) bool { return true }
-
-func (s *logSink) Handle(_ context.Context, r slog.Record) error {
-	s.mu.Lock()
-	s.msgs = append(s.msgs, r.Message)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *logSink) WithAttrs([]slog.Attr) slog.Handler { return s }
-func (s *logSink) WithGroup(string) slog.Handler      { return s }
-
-func (s *logSink) has(msg string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.msgs {
-		if m == msg {
-			return true
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -60,7 +61,7 @@ func TestDeadLetterCopyRefused(t *testing.T) {
 		err = resp.Err
 	}
 	must(t, err)
-	logs := &logSink{}
+	logs := &testkit.LogSink{}
 	w := h.start(t, h.rdb, func(w *Worker) {
 		must(t, w.Register("test.op", func(context.Context, *Job) ([]byte, error) { return nil, nil }))
 	}, WithLogger(slog.New(logs)))
@@ -101,7 +102,7 @@ func TestDeadLetterCopyRefused(t *testing.T) {
 	if s := w.Stats(); s.DeadLettered != 1 || s.DeadLettersTruncated != 1 || s.Succeeded != 1 {
 		t.Errorf("stats %+v: want 1 dead letter, 1 truncated, 1 success", s)
 	}
-	if !logs.has("dead-letter copy refused as too large: wrote a truncated copy") {
+	if !logs.Has("dead-letter copy refused as too large: wrote a truncated copy") {
 		t.Error("the truncated copy was not logged")
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -55,7 +56,7 @@ func TestStartRefusesMissingTopics(t *testing.T) {
 func TestStartWhileKafkaUnreachable(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 1)
-	logs := &logSink{}
+	logs := &testkit.LogSink{}
 	w, err := New(h.rdb, h.opts(WithKafka(kgo.SeedBrokers("127.0.0.1:1")), WithLogger(slog.New(logs)))...)
 	must(t, err)
 	must(t, w.Register("t", func(context.Context, *Job) ([]byte, error) { return nil, nil }))
@@ -65,7 +66,7 @@ func TestStartWhileKafkaUnreachable(t *testing.T) {
 		t.Fatalf("Start with no broker answering = %v, want a started worker", err)
 	}
 	_ = w.Shutdown(ctx)
-	if !logs.has("could not read topic metadata from Kafka; starting without checking that the topics exist") {
+	if !logs.Has("could not read topic metadata from Kafka; starting without checking that the topics exist") {
 		t.Error("the skipped topic check was not logged")
 	}
 }

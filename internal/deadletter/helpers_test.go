@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,7 +95,7 @@ func (c *tcase) produceDecoys(t *testing.T) int {
 
 // writer returns a Writer over c's topics with a lease manager of its own
 // (as a worker has), logging to logs if not nil.
-func (c *tcase) writer(t *testing.T, logs *logSink) *Writer {
+func (c *tcase) writer(t *testing.T, logs *testkit.LogSink) *Writer {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if logs != nil {
@@ -274,35 +273,6 @@ func (p *pendingWrite) wait(t *testing.T) Result {
 	}
 	must(t, p.err)
 	return p.res
-}
-
-// logSink is a slog handler that keeps every message, at every level.
-type logSink struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (s *logSink) Enabled(context.Context, slog.Level) bool { return true }
-
-func (s *logSink) Handle(_ context.Context, r slog.Record) error {
-	s.mu.Lock()
-	s.msgs = append(s.msgs, r.Message)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *logSink) WithAttrs([]slog.Attr) slog.Handler { return s }
-func (s *logSink) WithGroup(string) slog.Handler      { return s }
-
-func (s *logSink) has(msg string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.msgs {
-		if m == msg {
-			return true
-		}
-	}
-	return false
 }
 
 func must(t testing.TB, err error) {

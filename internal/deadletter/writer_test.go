@@ -145,10 +145,10 @@ func TestWriteWaitsForLockHolder(t *testing.T) {
 	t.Parallel()
 	c := setup(t)
 	l := c.lock(t)
-	logs := &logSink{}
+	logs := &testkit.LogSink{}
 	p := c.startWrite(t, c.writer(t, logs))
 	testkit.Eventually(t, 20*time.Second, "the writer to find the lock held", func() bool {
-		return logs.has("dead-letter lock held by another worker")
+		return logs.Has("dead-letter lock held by another worker")
 	})
 	c.running(t, p, time.Second, "lock held, no marker")
 
@@ -186,10 +186,10 @@ func TestWriteWaitsOutProduceWindow(t *testing.T) {
 	opened := time.Now()
 	must(t, l.Release(t.Context())) // the lock is gone; the holder's produce is not
 
-	logs := &logSink{}
+	logs := &testkit.LogSink{}
 	p := c.startWrite(t, c.writer(t, logs))
 	testkit.Eventually(t, 20*time.Second, "the writer to wait for the open window", func() bool {
-		return logs.has("dead-letter marker pending: waiting for the earlier attempt's produce window to close")
+		return logs.Has("dead-letter marker pending: waiting for the earlier attempt's produce window to close")
 	})
 	time.Sleep(time.Until(opened.Add(window / 2)))
 	c.produceCopy(t) // the in-flight copy lands, inside its window
