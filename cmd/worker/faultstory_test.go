@@ -52,11 +52,13 @@ const storyService = "payments"
 // lease is gone), refunds its charge as the lost attempt's owner, and a
 // claim after the outage takes the key over under a new fence and completes
 // it. Then the story must read back completely from
-//   - `worker history KEY --json`: both attempts, the first taken over (or,
-//     after the outage, lease lost by its owner's own account) with its
-//     charge compensated, the second completed, each with its trace ID;
+//   - `worker history KEY --json`: both attempts of type demo.transfer, the
+//     first taken over (or, after the outage, lease lost by its owner's own
+//     account) with its charge compensated, the second completed, each with
+//     its trace ID;
 //   - a standalone console (`worker ui --service-name`): its key view shows
-//     the same attempts, with trace links;
+//     the same attempts, with trace links, and the job's type (from the
+//     history: the console has no registrations);
 //   - Jaeger, through the links the console renders (the UI paths mapped to
 //     the query API's): the first attempt's trace holds the compensation
 //     span of its charge, with the key attribute and the first fence; the
@@ -232,6 +234,7 @@ func keyScreenshot(t *testing.T, ui, key, path string) {
 type storyAttempt struct {
 	Attempt       int    `json:"attempt"`
 	Fence         string `json:"fence"`
+	Type          string `json:"type"`
 	End           string `json:"end"`
 	TakenOver     bool   `json:"taken_over"`
 	TraceID       string `json:"trace_id"`
@@ -290,6 +293,8 @@ func storyHistory(t *testing.T, bin string, rdb *redis.Client, prefix, key strin
 		t.Errorf("first attempt ended %q, want %s or %s", a1.End, idempotency.EndTakenOver, idempotency.EndLeaseLost)
 	case a2.End != idempotency.EndCompleted || a2.TakenOver || len(a2.Compensations) != 0:
 		t.Errorf("second attempt %+v: want completed, nothing compensated", a2)
+	case a1.Type != demo.TransferType || a2.Type != demo.TransferType:
+		t.Errorf("attempts of types %q, %q: want %s", a1.Type, a2.Type, demo.TransferType)
 	case a1.TraceID == "" || a2.TraceID == "":
 		t.Errorf("attempts without a trace ID: %+v", out.Attempts)
 	}
@@ -316,19 +321,21 @@ func storyConsole(t *testing.T, ui, key string, hs []storyAttempt) storyLinks {
 	defer func() { _ = resp.Body.Close() }()
 	var v struct {
 		State    string         `json:"state"`
+		Type     string         `json:"type"`
 		TraceURL string         `json:"trace_url"`
 		History  []storyAttempt `json:"history"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("console key view: %s, %v", resp.Status, err)
 	}
-	if v.State != idempotency.Completed.String() || len(v.History) != len(hs) {
-		t.Fatalf("console key view: state %s, %d attempts: want COMPLETED and the %d of worker history", v.State, len(v.History), len(hs))
+	if v.State != idempotency.Completed.String() || len(v.History) != len(hs) || v.Type != demo.TransferType {
+		t.Fatalf("console key view: state %s, type %q, %d attempts: want COMPLETED, %s and the %d of worker history",
+			v.State, v.Type, len(v.History), demo.TransferType, len(hs))
 	}
 	links := storyLinks{key: v.TraceURL}
 	for i, a := range v.History {
 		h := hs[i]
-		if a.Fence != h.Fence || a.End != h.End || a.TakenOver != h.TakenOver || a.TraceID != h.TraceID ||
+		if a.Fence != h.Fence || a.Type != h.Type || a.End != h.End || a.TakenOver != h.TakenOver || a.TraceID != h.TraceID ||
 			len(a.Compensations) != len(h.Compensations) || a.TraceURL == "" {
 			t.Errorf("console attempt %d = %+v, want worker history's %+v with a trace link", i+1, a, h)
 		}
