@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -162,6 +163,18 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 		testkit.Eventually(t, 30*time.Second, "the resumed worker's lease lost", func() bool {
 			return runner.logged(`"msg":"lease lost"`)
 		})
+	}
+	// Downstream, the transfer is written once. After a kill or a stop the
+	// survivor writes it under its fence (a resumed worker's stale write is
+	// refused by the fence guard); after the outage the first attempt's
+	// held write lands before any newer fence exists, under the first
+	// fence, and the second attempt's write finds the row and moves nothing.
+	wantFence := done.Fence
+	if fault == faultRedis {
+		wantFence = first.LeaseFence
+	}
+	if f, n := storyTransfer(t, pgURL, key); n != 1 || f != wantFence {
+		t.Errorf("%d transfer rows of %s, fence %d: want one, under fence %d", n, key, f, wantFence)
 	}
 
 	hs := storyHistory(t, bin, rdb, prefix, key, first.LeaseFence, done.Fence, fault)
@@ -548,6 +561,26 @@ func storyDB(t *testing.T) string {
 	}
 	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&search_path=%s", cc.User,
 		net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port)), cc.Database, cc.RuntimeParams["search_path"])
+}
+
+// storyTransfer returns the fence of key's demo_transfers row and how many
+// rows it has.
+func storyTransfer(t *testing.T, pgURL, key string) (uint64, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var fence int64
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*), coalesce(max(fence), 0) FROM demo_transfers WHERE key = $1`, key).Scan(&n, &fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(fence), n //nolint:gosec // fences are positive
 }
 
 // storyPaystub serves the payment stub in the test's process.
