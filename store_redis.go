@@ -159,7 +159,7 @@ func (rs *redisStore) request(r claimRequest, fp idempotency.Fingerprint) idempo
 	if rs.s.HistoryLen() <= 0 {
 		return ir
 	}
-	ir.Worker = r.Worker
+	ir.Worker, ir.Type = r.Worker, r.Type
 	if r.Span.IsValid() {
 		ir.TraceID, ir.SpanID = r.Span.TraceID().String(), r.Span.SpanID().String()
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestKeyViewHistoryAndTraceLinks: the key view shows the key's attempts
-// from its history, each linked to its trace; the key's trace search uses
+// from its history, each linked to its trace, and the job's type from it; the key's trace search uses
 // the key attribute in the spans' form (hashed by default, never the raw
 // key) and the service name given.
 func TestKeyViewHistoryAndTraceLinks(t *testing.T) {
@@ -36,7 +36,7 @@ func TestKeyViewHistoryAndTraceLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tid = "0af7651916cd43dd8448eb211c80319c"
-	if err := s.HistoryStart(ctx, "order-9", idempotency.Attempt{Attempt: 1, Fence: 7, Owner: "ab12cd34", Worker: "host/1", TraceID: tid}, 0); err != nil {
+	if err := s.HistoryStart(ctx, "order-9", idempotency.Attempt{Attempt: 1, Fence: 7, Owner: "ab12cd34", Worker: "host/1", TraceID: tid, Type: "payments.transfer"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.HistoryEnd(ctx, "order-9", 7, idempotency.EndLeaseLost); err != nil {
@@ -49,8 +49,10 @@ func TestKeyViewHistoryAndTraceLinks(t *testing.T) {
 		t.Fatalf("key: %d %s", code, body)
 	}
 	var v struct {
+		Type     string `json:"type"`
 		TraceURL string `json:"trace_url"`
 		History  []struct {
+			Type     string `json:"type"`
 			Fence    string `json:"fence"`
 			End      string `json:"end"`
 			TraceURL string `json:"trace_url"`
@@ -58,6 +60,11 @@ func TestKeyViewHistoryAndTraceLinks(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
+	}
+	// No worker runs in this console's process: the type comes from the
+	// history alone.
+	if v.Type != "payments.transfer" || len(v.History) != 1 || v.History[0].Type != "payments.transfer" {
+		t.Fatalf("key view type %q, history %+v: want payments.transfer from the history", v.Type, v.History)
 	}
 	if len(v.History) != 1 || v.History[0].Fence != "7" || v.History[0].End != idempotency.EndLeaseLost ||
 		v.History[0].TraceURL != "http://jaeger:16686/trace/"+tid {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -138,7 +139,7 @@ type keyView struct {
 	DetailsSize int    `json:"details_size,omitempty"`
 	DetailsTTL  int64  `json:"details_kept_ms,omitempty"`
 
-	Type      string `json:"type,omitempty"` // when a job of the key runs in this process
+	Type      string `json:"type,omitempty"` // the running job's in this process, else its history's newest
 	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
 
 	Journals   []inspect.Journal `json:"journals"`
@@ -191,6 +192,7 @@ func (c *Console) serveKey(w http.ResponseWriter, r *http.Request) {
 	if rj, ok := c.running()[key]; ok {
 		v.Type, v.ElapsedMS = rj.Type, time.Since(rj.Started).Milliseconds()
 	}
+	v.Type = cmp.Or(v.Type, ki.Type)
 	c.seen.add(key, ki.Fence, ki.LeaseFence)
 	js, err := c.in.Journals(ctx, key, 10, c.seen.get(key)...)
 	if err != nil {

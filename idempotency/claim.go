@@ -34,6 +34,10 @@ type Request struct {
 	// ("" for none). The entry's owner digest, attempt, fence and start
 	// time are the claim's own.
 	Worker, TraceID, SpanID string
+	// Type is the job's type, kept in the same start entry (its first
+	// [MaxHistoryType] bytes) so that a reader without the worker's
+	// registrations can name it; "" for none.
+	Type string
 }
 
 // Claim is the answer to one claim. Which fields are set depends on Outcome.
@@ -188,7 +192,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 // tokens.
 func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) ([]string, []any) {
 	keys := make([]string, 0, len(call)*(4+n+len(olds)))
-	args := make([]any, 0, 8+8*len(call))
+	args := make([]any, 0, 8+9*len(call))
 	args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
 	args = append(args, s.historyMax(), s.historyTTL().Milliseconds())
 	for _, i := range call {
@@ -204,7 +208,7 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 		keys = append(keys, c.keys.history)
 		r := reqs[i]
 		args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds(),
-			s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID)
+			s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID, historyType(r.Type))
 	}
 	return keys, args
 }

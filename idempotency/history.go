@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/leasing"
@@ -15,6 +16,19 @@ import (
 // DefaultHistory is how many attempts of a key its history keeps by default
 // ([WithHistory]).
 const DefaultHistory = 16
+
+// MaxHistoryType is the most bytes of a job type an attempt's history entry
+// keeps ([Attempt.Type]); a longer type is cut at a character boundary.
+const MaxHistoryType = 128
+
+// historyType returns the job type t as a history entry keeps it: its first
+// MaxHistoryType bytes, without a split character.
+func historyType(t string) string {
+	if len(t) <= MaxHistoryType {
+		return t
+	}
+	return strings.ToValidUTF8(t[:MaxHistoryType], "")
+}
 
 // How an attempt ended, as its history tells ([Attempt.End]): the names of
 // package outcome, where each is documented, as strings. Prefer the outcome
@@ -39,6 +53,7 @@ type Attempt struct {
 	Worker  string `json:"w,omitempty"` // the worker's identity (host and process)
 	TraceID string `json:"t,omitempty"` // the attempt's trace, hex
 	SpanID  string `json:"sp,omitempty"`
+	Type    string `json:"ty,omitempty"` // the job's type (at most MaxHistoryType bytes); "" in entries written before it was kept
 
 	Started time.Time `json:"-"` // Redis time
 	Ended   time.Time `json:"-"` // zero while it runs (or its owner died before anyone took over)

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -176,6 +177,40 @@ func TestHistoryTakeoverEndsPrevious(t *testing.T) {
 	hs, _ = e.s.History(ctx, "k")
 	if len(hs) != 2 || hs[0].End != string(outcome.TakenOver) || hs[1].End != string(outcome.Completed) {
 		t.Fatalf("history after the completion = %+v", hs)
+	}
+}
+
+// TestHistoryJobType: the claim script keeps each attempt's job type in its
+// start entry, cut to MaxHistoryType bytes at a character boundary, in a
+// batch whose entries each carry their own; an entry written before the type
+// was kept (no "ty" field) still reads, with no type.
+func TestHistoryJobType(t *testing.T) {
+	t.Parallel()
+	e, _ := setupCounted(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	long := strings.Repeat("x", MaxHistoryType-1) + "é.more" // é straddles the bound
+	cs := e.s.ClaimBatch(ctx, []Request{{Key: "typed", Fingerprint: fp("a"), Type: "payments.transfer"},
+		{Key: "untyped", Fingerprint: fp("b")}, {Key: "long", Fingerprint: fp("c"), Type: long}})
+	for _, c := range cs {
+		if c.Err != nil || c.Outcome != Acquired {
+			t.Fatalf("claim: %+v", c)
+		}
+	}
+	for k, want := range map[string]string{"typed": "payments.transfer", "untyped": "", "long": long[:MaxHistoryType-1]} {
+		hs, err := e.s.History(ctx, k)
+		if err != nil || len(hs) != 1 || hs[0].Type != want || hs[0].Fence != cs[0].Fence && k == "typed" {
+			t.Fatalf("history of %s = %+v, %v: want one attempt of type %q", k, hs, err, want)
+		}
+	}
+	// An entry as an older claim script wrote it.
+	old := `{"f":"1795636475671091","a":1,"s":1795636475671,"o":"3f9a1c0e","w":"host/1","x":"completed","e":1795636475700}`
+	hk := e.s.historyKey(e.s.Tag("old"), "old")
+	if err := e.c.RPush(ctx, hk, old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.s.History(ctx, "old")
+	if err != nil || len(hs) != 1 || hs[0].Type != "" || hs[0].Worker != "host/1" || hs[0].End != string(outcome.Completed) {
+		t.Fatalf("older entry reads %+v, %v", hs, err)
 	}
 }
 

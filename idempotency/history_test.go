@@ -54,41 +54,54 @@ func TestHistoryOrderTakeoverBound(t *testing.T) {
 // TestHistoryMemory measures the Redis memory of one key's history (MEMORY
 // USAGE, SAMPLES 0) with 1 and with 16 attempts, each started and ended with
 // a realistic owner digest, worker identity, trace and span IDs, with and
-// without one compensation step each. It prints name=value lines (run with
-// -v); it asserts only the bound (16 attempts kept of 20 written).
+// without one compensation step each, and without and with a job type of 17
+// bytes (entries written before the type was kept, and now). It prints
+// name=value lines (run with -v); it asserts only the bound (16 attempts
+// kept of 20 written).
 func TestHistoryMemory(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
+	for _, typ := range []string{"", "payments.transfer"} {
+		for _, comp := range []bool{false, true} {
+			historyMemory(t, e, typ, comp)
+		}
+	}
+}
+
+func historyMemory(t *testing.T, e *env, typ string, comp bool) {
+	t.Helper()
 	ctx := t.Context()
-	for _, comp := range []bool{false, true} {
-		for _, n := range []int{1, 16, 20} {
-			k := "mem-" + strconv.Itoa(n) + "-" + strconv.FormatBool(comp)
-			for i := 1; i <= n; i++ {
-				f := uint64(1795636475671090 + i)
-				a := Attempt{Attempt: i, Fence: f, Owner: "3f9a1c0e", Worker: "worker-7f9c8d6b5-x2k4q/12345",
-					TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"}
-				if err := e.s.HistoryStart(ctx, k, a, 0); err != nil {
-					t.Fatal(err)
-				}
-				if comp {
-					if err := e.s.HistoryCompensation(ctx, k, f, CompensationStep{Step: "hold", Handler: "payments.release", Outcome: "compensated"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := e.s.HistoryEnd(ctx, k, f, EndLeaseLost); err != nil {
-					t.Fatal(err)
-				}
-			}
-			hk := e.s.historyKey(e.s.Tag(k), k)
-			b, err := e.c.MemoryUsage(ctx, hk, 0).Result()
-			if err != nil {
+	suffix := ""
+	if typ != "" {
+		suffix = "_type"
+	}
+	for _, n := range []int{1, 16, 20} {
+		k := "mem-" + strconv.Itoa(n) + "-" + strconv.FormatBool(comp) + suffix
+		for i := 1; i <= n; i++ {
+			f := uint64(1795636475671090 + i)
+			a := Attempt{Attempt: i, Fence: f, Owner: "3f9a1c0e", Worker: "worker-7f9c8d6b5-x2k4q/12345",
+				TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331", Type: typ}
+			if err := e.s.HistoryStart(ctx, k, a, 0); err != nil {
 				t.Fatal(err)
 			}
-			kept := e.c.LLen(ctx, hk).Val()
-			if want := int64(min(n, DefaultHistory)); kept != want {
-				t.Fatalf("%d attempts written, %d kept; want %d", n, kept, want)
+			if comp {
+				if err := e.s.HistoryCompensation(ctx, k, f, CompensationStep{Step: "hold", Handler: "payments.release", Outcome: "compensated"}); err != nil {
+					t.Fatal(err)
+				}
 			}
-			t.Logf("history_bytes_attempts_%d_compensation_%v=%d bytes", n, comp, b)
+			if err := e.s.HistoryEnd(ctx, k, f, EndLeaseLost); err != nil {
+				t.Fatal(err)
+			}
 		}
+		hk := e.s.historyKey(e.s.Tag(k), k)
+		b, err := e.c.MemoryUsage(ctx, hk, 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := e.c.LLen(ctx, hk).Val()
+		if want := int64(min(n, DefaultHistory)); kept != want {
+			t.Fatalf("%d attempts written, %d kept; want %d", n, kept, want)
+		}
+		t.Logf("history_bytes_attempts_%d_compensation_%v%s=%d bytes", n, comp, suffix, b)
 	}
 }

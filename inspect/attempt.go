@@ -15,6 +15,7 @@ type Attempt struct {
 	Fence         uint64        `json:"fence,string"`
 	Owner         string        `json:"owner,omitempty"`  // digest of the lease's owner token
 	Worker        string        `json:"worker,omitempty"` // host/pid of the worker that ran it
+	Type          string        `json:"type,omitempty"`   // the job's type; "" in entries written before it was kept
 	Started       *time.Time    `json:"started,omitempty"`
 	Ended         *time.Time    `json:"ended,omitempty"`
 	End           string        `json:"end"` // how it ended (idempotency.End*), "" while unknown
@@ -37,7 +38,7 @@ type AttemptStep struct {
 func NewAttempts(hs []idempotency.Attempt, traceURL func(traceID string) string) []Attempt {
 	out := make([]Attempt, 0, len(hs))
 	for _, a := range hs {
-		v := Attempt{Attempt: a.Attempt, Fence: a.Fence, Owner: a.Owner, Worker: a.Worker, End: a.End, TakenOver: a.TakenOver,
+		v := Attempt{Attempt: a.Attempt, Fence: a.Fence, Owner: a.Owner, Worker: a.Worker, Type: a.Type, End: a.End, TakenOver: a.TakenOver,
 			Compensations: make([]AttemptStep, 0, len(a.Compensations)), TraceID: a.TraceID, SpanID: a.SpanID}
 		for _, c := range a.Compensations {
 			v.Compensations = append(v.Compensations, AttemptStep(c))

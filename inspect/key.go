@@ -55,6 +55,12 @@ type KeyInfo struct {
 	// them (see [Inspector.History]); HistoryErr is why it could not be read.
 	History    []idempotency.Attempt
 	HistoryErr error
+
+	// Type is the job's type as the newest attempt of History that kept
+	// one tells it: known without the worker's registrations, also once the
+	// key finished; "" with no history, or one written before the type was
+	// kept.
+	Type string
 }
 
 // Lease is one lease as stored in Redis.
@@ -97,7 +103,19 @@ func (i *Inspector) Key(ctx context.Context, key string) (KeyInfo, error) {
 	}
 	ki.Journals, ki.JournalErr = be.comp.Journals(ctx, name, 10, ki.Fence, ki.LeaseFence)
 	ki.History, ki.HistoryErr = be.s.History(ctx, key)
+	ki.Type = JobType(ki.History)
 	return ki, nil
+}
+
+// JobType returns the job type of the newest attempt of hs (oldest first)
+// that kept one, "" if none did.
+func JobType(hs []idempotency.Attempt) string {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Type != "" {
+			return hs[i].Type
+		}
+	}
+	return ""
 }
 
 // History returns the attempts of idempotency key key, oldest first: the

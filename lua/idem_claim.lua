@@ -23,11 +23,11 @@
 --                 the current window when the key runs again
 --   +4+W+O        the key's attempt history (list, <prefix>idem:h:<tag>:<key>;
 --                 entry layout: idem_history.lua)
--- and the arguments ARGV[9+i*8] to ARGV[16+i*8]: record field (16-byte hash
+-- and the arguments ARGV[9+i*9] to ARGV[17+i*9]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
 -- for the history entry of the attempt the claim starts: owner digest,
--- worker identity, trace ID, span ID ("" for none).
+-- worker identity, trace ID, span ID, job type ("" for none).
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
@@ -81,16 +81,16 @@ local function takenOver(hk, f)
   end
 end
 
--- history appends the start entry of the attempt under fence (ARGV[a+4..a+7]:
--- owner digest, worker, trace ID, span ID) to history list hk; prev, when
+-- history appends the start entry of the attempt under fence (ARGV[a+4..a+8]:
+-- owner digest, worker, trace ID, span ID, job type) to history list hk; prev, when
 -- not 0, is the fence a takeover replaces.
 local function history(hk, a, fence, att, prev)
   if prev ~= 0 then
     takenOver(hk, string.format('%.0f', prev))
   end
   local e = {f = string.format('%.0f', fence), a = att, s = nowms}
-  local fields = {'o', 'w', 't', 'sp'}
-  for j = 1, 4 do
+  local fields = {'o', 'w', 't', 'sp', 'ty'}
+  for j = 1, 5 do
     if ARGV[a + 3 + j] ~= '' then
       e[fields[j]] = ARGV[a + 3 + j]
     end
@@ -193,7 +193,7 @@ end
 
 local out = {}
 local per = 4 + nw + no
-for i = 0, (#ARGV - 8) / 8 - 1 do
-  out[i + 1] = claim(i * per + 1, 9 + i * 8)
+for i = 0, (#ARGV - 8) / 9 - 1 do
+  out[i + 1] = claim(i * per + 1, 9 + i * 9)
 end
 return out

@@ -9,7 +9,7 @@
 -- record (PX = ARGV[2]) and bounded to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
 -- a attempt, o owner digest, w worker, s start and e end (Redis time, unix
 -- ms), x how it ended, to 1 when a takeover ended it, t trace ID, sp span
--- ID, c the compensation steps run for it ({n step, h handler, o outcome},
+-- ID, ty job type (absent in entries written before it was kept), c the compensation steps run for it ({n step, h handler, o outcome},
 -- at most 64).
 --
 -- KEYS[1]  the history list (<prefix>idem:h:<tag>:<key>)
@@ -17,7 +17,7 @@
 -- ARGV[2]  TTL in milliseconds (the record's retention)
 -- ARGV[3]  fence of the attempt the event is about
 -- ARGV[4]  event: "start", "end" or "comp"
--- ARGV[5]  JSON object: start: fields a, o, w, t, sp; end: field x;
+-- ARGV[5]  JSON object: start: fields a, o, w, t, sp, ty; end: field x;
 --          comp: one compensation step {n, h, o}
 -- ARGV[6]  start of a takeover: the previous attempt's fence, whose entry
 --          (if it has no end) ends now as taken over; else ""

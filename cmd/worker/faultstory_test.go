@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -41,11 +42,24 @@ const storyService = "payments"
 // `worker run` processes exporting traces to a real Jaeger over OTLP; after
 // its first saga step (the charge) that worker is killed -9 (or stopped with
 // SIGSTOP); the other takes the job over, refunds the lost attempt's charge
-// and completes it. Then the story must read back completely from
-//   - `worker history KEY --json`: both attempts, the first taken over with
-//     its charge compensated, the second completed, each with its trace ID;
+// and completes it. In the third variant Redis goes away instead: the
+// test's own redis-server is paused (SIGSTOP) for longer than the lease TTL
+// and then resumed, as a partition or a frozen primary would; the data
+// survives, as it does in such an outage (a restart without persistence
+// would lose the record and its history with it: nothing would be left to
+// read back). The worker, unable to renew, finds its lease lost on its local
+// deadline while Redis is still down and cancels the job's context; the
+// held handler returns after the outage, the worker commits nothing (its
+// lease is gone), refunds its charge as the lost attempt's owner, and a
+// claim after the outage takes the key over under a new fence and completes
+// it. Then the story must read back completely from
+//   - `worker history KEY --json`: both attempts of type demo.transfer, the
+//     first taken over (or, after the outage, lease lost by its owner's own
+//     account) with its charge compensated, the second completed, each with
+//     its trace ID;
 //   - a standalone console (`worker ui --service-name`): its key view shows
-//     the same attempts, with trace links;
+//     the same attempts, with trace links, and the job's type (from the
+//     history: the console has no registrations);
 //   - Jaeger, through the links the console renders (the UI paths mapped to
 //     the query API's): the first attempt's trace holds the compensation
 //     span of its charge, with the key attribute and the first fence; the
@@ -55,27 +69,43 @@ const storyService = "payments"
 // A kill -9 loses the span of the killed attempt's job (it never ended, so
 // it was never exported); its claim and charge-step spans, ended before the
 // kill and exported within the batch delay, do arrive, and are logged. A
-// stopped worker resumes at the end: its job span then ends with the lease
-// lost, and the test asserts it reaches the same trace.
+// stopped worker resumes at the end, and a worker cut off from Redis runs
+// on: their job span then ends with the lease lost, and the test asserts it
+// reaches the same trace.
 func TestFaultStory(t *testing.T) {
 	j := testkit.StartJaeger(t)
 	bin := buildWorker(t)
 	brokers, _ := startBroker(t)
 	pgURL := storyDB(t)
 	payURL := storyPaystub(t)
-	for _, tc := range []struct {
-		name string
-		sig  syscall.Signal
-	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGSTOP}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, f := range []storyFault{faultKill, faultStop, faultRedis} {
+		t.Run(string(f), func(t *testing.T) {
 			t.Parallel()
-			faultStory(t, j, bin, brokers, pgURL, payURL, tc.sig)
+			faultStory(t, j, bin, brokers, pgURL, payURL, f)
 		})
 	}
 }
 
-func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, pgURL, payURL string, sig syscall.Signal) {
-	rdb, prefix := testkit.SharedRedis(t)
+// storyFault is what befalls the worker running the saga job after its
+// charge.
+type storyFault string
+
+const (
+	faultKill  storyFault = "kill"  // kill -9
+	faultStop  storyFault = "stop"  // SIGSTOP, SIGCONT once the job completed elsewhere
+	faultRedis storyFault = "redis" // Redis paused for longer than the lease TTL, then resumed
+)
+
+func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, pgURL, payURL string, fault storyFault) {
+	var rdb *redis.Client
+	var prefix string
+	var srv *testkit.RedisServer
+	if fault == faultRedis {
+		srv = testkit.StartRedis(t)
+		rdb, prefix = srv.Client(t), "fs:"
+	} else {
+		rdb, prefix = testkit.SharedRedis(t)
+	}
 	topic := createTopic(t, brokers)
 	group := "g-" + topic
 	env := j.OTelEnv(storyService)
@@ -108,7 +138,14 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 		}
 		return false
 	})
-	runner.signal(t, sig)
+	switch fault {
+	case faultKill:
+		runner.signal(t, syscall.SIGKILL)
+	case faultStop:
+		runner.signal(t, syscall.SIGSTOP)
+	case faultRedis:
+		redisOutage(t, srv, runner)
+	}
 
 	var done leasehold.KeyInfo
 	testkit.Eventually(t, takeoverBound+60*time.Second, "the job completed by the other worker", func() bool {
@@ -121,20 +158,47 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 	if cs := charges(t, pay, key); len(cs) != 2 || !cs[0].Refunded || cs[1].Refunded {
 		t.Fatalf("charges of %s: %+v: want the first refunded and the second kept", key, cs)
 	}
-	if sig == syscall.SIGSTOP {
+	if fault == faultStop {
 		runner.signal(t, syscall.SIGCONT)
 		testkit.Eventually(t, 30*time.Second, "the resumed worker's lease lost", func() bool {
 			return runner.logged(`"msg":"lease lost"`)
 		})
 	}
+	// Downstream, the transfer is written once. After a kill or a stop the
+	// survivor writes it under its fence (a resumed worker's stale write is
+	// refused by the fence guard); after the outage the first attempt's
+	// held write lands before any newer fence exists, under the first
+	// fence, and the second attempt's write finds the row and moves nothing.
+	wantFence := done.Fence
+	if fault == faultRedis {
+		wantFence = first.LeaseFence
+	}
+	if f, n := storyTransfer(t, pgURL, key); n != 1 || f != wantFence {
+		t.Errorf("%d transfer rows of %s, fence %d: want one, under fence %d", n, key, f, wantFence)
+	}
 
-	hs := storyHistory(t, bin, rdb, prefix, key, first.LeaseFence, done.Fence)
+	hs := storyHistory(t, bin, rdb, prefix, key, first.LeaseFence, done.Fence, fault)
 	ui := startUI(t, bin, rdb, prefix, topic, group, j.QueryURL())
 	links := storyConsole(t, ui, key, hs)
-	if sig == syscall.SIGKILL && os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOTS") == "1" {
+	if fault == faultKill && os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOTS") == "1" {
 		keyScreenshot(t, ui, key, filepath.Join("..", "..", "docs", "console", "key-history.png"))
 	}
-	storyTraces(t, j, key, hs, links, sig)
+	storyTraces(t, j, key, hs, links, fault)
+}
+
+// redisOutage pauses the test's redis-server (SIGSTOP: connections stay
+// open and nothing answers, as in a partition or a frozen primary; the
+// data survives) until the runner found its lease lost on its local
+// deadline and the outage outlasted the lease TTL, then resumes it.
+func redisOutage(t *testing.T, srv *testkit.RedisServer, runner *workerProc) {
+	t.Helper()
+	paused := time.Now()
+	srv.Pause()
+	testkit.Eventually(t, leasehold.DefaultLeaseTTL+60*time.Second, "the runner's lease lost while Redis is down, for longer than the lease TTL", func() bool {
+		return runner.logged(`"msg":"lease lost"`) && time.Since(paused) > leasehold.DefaultLeaseTTL
+	})
+	srv.Resume()
+	t.Logf("Redis was down for %v", time.Since(paused).Round(time.Millisecond))
 }
 
 // keyScreenshot saves a PNG of the console's key view of key, scrolled to
@@ -183,6 +247,7 @@ func keyScreenshot(t *testing.T, ui, key, path string) {
 type storyAttempt struct {
 	Attempt       int    `json:"attempt"`
 	Fence         string `json:"fence"`
+	Type          string `json:"type"`
 	End           string `json:"end"`
 	TakenOver     bool   `json:"taken_over"`
 	TraceID       string `json:"trace_id"`
@@ -206,7 +271,7 @@ func (a storyAttempt) compensated(step string) bool {
 // storyHistory runs `worker history KEY --json` until both attempts read
 // back (the compensation's outcome is written just after the refund), and
 // checks them.
-func storyHistory(t *testing.T, bin string, rdb *redis.Client, prefix, key string, fence1, fence2 uint64) []storyAttempt {
+func storyHistory(t *testing.T, bin string, rdb *redis.Client, prefix, key string, fence1, fence2 uint64, fault storyFault) []storyAttempt {
 	t.Helper()
 	var out struct {
 		Key      string         `json:"key"`
@@ -231,12 +296,18 @@ func storyHistory(t *testing.T, bin string, rdb *redis.Client, prefix, key strin
 	switch {
 	case a1.Fence != fmt.Sprint(fence1) || a2.Fence != fmt.Sprint(fence2):
 		t.Errorf("history fences %s, %s: want %d, %d", a1.Fence, a2.Fence, fence1, fence2)
-	case !a1.TakenOver:
+	case fault == faultRedis && (a1.End != idempotency.EndLeaseLost || a1.TakenOver):
+		// Its owner lived through the outage: it wrote its own end once
+		// Redis was back, before any claim took the key over.
+		t.Errorf("first attempt %+v: want lease_lost by its owner's account, not taken over", a1)
+	case fault != faultRedis && !a1.TakenOver:
 		t.Errorf("first attempt not marked taken over: %+v", a1)
 	case a1.End != idempotency.EndTakenOver && a1.End != idempotency.EndLeaseLost:
 		t.Errorf("first attempt ended %q, want %s or %s", a1.End, idempotency.EndTakenOver, idempotency.EndLeaseLost)
 	case a2.End != idempotency.EndCompleted || a2.TakenOver || len(a2.Compensations) != 0:
 		t.Errorf("second attempt %+v: want completed, nothing compensated", a2)
+	case a1.Type != demo.TransferType || a2.Type != demo.TransferType:
+		t.Errorf("attempts of types %q, %q: want %s", a1.Type, a2.Type, demo.TransferType)
 	case a1.TraceID == "" || a2.TraceID == "":
 		t.Errorf("attempts without a trace ID: %+v", out.Attempts)
 	}
@@ -263,19 +334,21 @@ func storyConsole(t *testing.T, ui, key string, hs []storyAttempt) storyLinks {
 	defer func() { _ = resp.Body.Close() }()
 	var v struct {
 		State    string         `json:"state"`
+		Type     string         `json:"type"`
 		TraceURL string         `json:"trace_url"`
 		History  []storyAttempt `json:"history"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("console key view: %s, %v", resp.Status, err)
 	}
-	if v.State != idempotency.Completed.String() || len(v.History) != len(hs) {
-		t.Fatalf("console key view: state %s, %d attempts: want COMPLETED and the %d of worker history", v.State, len(v.History), len(hs))
+	if v.State != idempotency.Completed.String() || len(v.History) != len(hs) || v.Type != demo.TransferType {
+		t.Fatalf("console key view: state %s, type %q, %d attempts: want COMPLETED, %s and the %d of worker history",
+			v.State, v.Type, len(v.History), demo.TransferType, len(hs))
 	}
 	links := storyLinks{key: v.TraceURL}
 	for i, a := range v.History {
 		h := hs[i]
-		if a.Fence != h.Fence || a.End != h.End || a.TakenOver != h.TakenOver || a.TraceID != h.TraceID ||
+		if a.Fence != h.Fence || a.Type != h.Type || a.End != h.End || a.TakenOver != h.TakenOver || a.TraceID != h.TraceID ||
 			len(a.Compensations) != len(h.Compensations) || a.TraceURL == "" {
 			t.Errorf("console attempt %d = %+v, want worker history's %+v with a trace link", i+1, a, h)
 		}
@@ -290,7 +363,7 @@ func storyConsole(t *testing.T, ui, key string, hs []storyAttempt) storyLinks {
 // storyTraces follows the console's links against Jaeger's query API: each
 // UI path (/trace/ID, /search?...) has its API twin (/api/traces/ID,
 // /api/traces?...).
-func storyTraces(t *testing.T, j *testkit.Jaeger, key string, hs []storyAttempt, links storyLinks, sig syscall.Signal) {
+func storyTraces(t *testing.T, j *testkit.Jaeger, key string, hs []storyAttempt, links storyLinks, fault storyFault) {
 	t.Helper()
 	hashed, _ := (*tracing.Tracer)(nil).KeyAttribute(key)
 	f1, f2 := hs[0].Fence, hs[1].Fence
@@ -303,8 +376,9 @@ func storyTraces(t *testing.T, j *testkit.Jaeger, key string, hs []storyAttempt,
 				slices.ContainsFunc(s.References, func(r testkit.JaegerReference) bool { return r.SpanID == hs[0].SpanID })
 		})
 	}
-	if sig == syscall.SIGSTOP {
-		// The stopped attempt's job span ends when it resumes.
+	if fault == faultStop || fault == faultRedis {
+		// The stopped attempt's job span ends when it resumes; the one cut
+		// off from Redis when its held handler returns.
 		compensated := first
 		first = func(tr testkit.JaegerTrace) bool {
 			return compensated(tr) && slices.ContainsFunc(tr.Spans, func(s testkit.JaegerSpan) bool {
@@ -329,7 +403,7 @@ func storyTraces(t *testing.T, j *testkit.Jaeger, key string, hs []storyAttempt,
 			arrived = append(arrived, s.OperationName)
 		}
 	}
-	t.Logf("spans of the %v attempt (fence %s) in its trace: %v", sig, f1, arrived)
+	t.Logf("spans of the %s attempt (fence %s) in its trace: %v", fault, f1, arrived)
 }
 
 func isJob(s testkit.JaegerSpan, hashed, fence string) bool {
@@ -487,6 +561,26 @@ func storyDB(t *testing.T) string {
 	}
 	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable&search_path=%s", cc.User,
 		net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port)), cc.Database, cc.RuntimeParams["search_path"])
+}
+
+// storyTransfer returns the fence of key's demo_transfers row and how many
+// rows it has.
+func storyTransfer(t *testing.T, pgURL, key string) (uint64, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var fence int64
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*), coalesce(max(fence), 0) FROM demo_transfers WHERE key = $1`, key).Scan(&n, &fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(fence), n //nolint:gosec // fences are positive
 }
 
 // storyPaystub serves the payment stub in the test's process.

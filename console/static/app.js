@@ -279,9 +279,9 @@ function journalTable(j) {
 
 function historyTable(hs) {
   const t = el("table", {class: "wide history", id: "key-history"});
-  table(t, ["attempt", "fence", "owner", "worker", "started", "ended", "how it ended", "compensations", "trace"], hs.map(a => el("tr", {"data-fence": a.fence},
+  table(t, ["attempt", "fence", "owner", "worker", "type", "started", "ended", "how it ended", "compensations", "trace"], hs.map(a => el("tr", {"data-fence": a.fence},
     el("td", {class: "num", text: a.attempt || "-"}), el("td", {class: "num mono", text: a.fence}), el("td", {class: "owner", text: a.owner || "-"}),
-    el("td", {class: "mono", text: a.worker || "-"}), el("td", {class: "mono", text: a.started || "-"}), el("td", {class: "mono", text: a.ended || "-"}),
+    el("td", {class: "mono", text: a.worker || "-"}), el("td", {class: "type", text: a.type || "-"}), el("td", {class: "mono", text: a.started || "-"}), el("td", {class: "mono", text: a.ended || "-"}),
     el("td", {class: "end"}, a.end ? el("span", {class: "state-" + a.end, text: a.end + (a.taken_over && a.end !== "taken_over" ? " (taken over)" : "")}) : "running, or its worker died"),
     el("td", {class: "comps", text: a.compensations.length ? a.compensations.map(c => c.step + ": " + c.outcome).join(", ") : "-"}),
     el("td", {}, a.trace_url ? el("a", {href: a.trace_url, target: "_blank", rel: "noopener noreferrer", text: a.trace_id.slice(0, 16)}) : (a.trace_id ? el("span", {class: "mono", text: a.trace_id.slice(0, 16)}) : "-")))));

@@ -17,7 +17,7 @@ import (
 func cmdHistory(ctx context.Context, e *Env, args []string) error {
 	asJSON := false
 	k, ops, err := openKeyCommand(ctx, e, "history", args, func(f *flags) {
-		f.BoolVar(&asJSON, "json", false, "print JSON: {\"key\", \"attempts\": [{attempt, fence, owner, worker, started, ended, end, taken_over, compensations, trace_id, span_id}]}")
+		f.BoolVar(&asJSON, "json", false, "print JSON: {\"key\", \"attempts\": [{attempt, fence, owner, worker, type, started, ended, end, taken_over, compensations, trace_id, span_id}]}")
 	})
 	if err != nil {
 		return err
@@ -39,7 +39,7 @@ func printHistory(w io.Writer, k string, hs []idempotency.Attempt) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "ATTEMPT\tFENCE\tOWNER\tWORKER\tSTARTED\tTOOK\tEND\tCOMPENSATIONS\tTRACE")
+	_, _ = fmt.Fprintln(tw, "ATTEMPT\tFENCE\tOWNER\tWORKER\tTYPE\tSTARTED\tTOOK\tEND\tCOMPENSATIONS\tTRACE")
 	for _, a := range hs {
 		took, end := "-", a.End
 		if !a.Ended.IsZero() && !a.Started.IsZero() {
@@ -50,7 +50,7 @@ func printHistory(w io.Writer, k string, hs []idempotency.Attempt) error {
 		} else if a.TakenOver && end != idempotency.EndTakenOver {
 			end += " (taken over)"
 		}
-		_, _ = fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Fence, dash(a.Owner), dash(a.Worker),
+		_, _ = fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, a.Fence, dash(a.Owner), dash(a.Worker), dash(a.Type),
 			a.Started.UTC().Format("2006-01-02T15:04:05.000Z"), took, end, compensations(a.Compensations), dash(a.TraceID))
 	}
 	return tw.Flush()

@@ -135,6 +135,9 @@ func cmdInspect(ctx context.Context, e *Env, args []string) error {
 
 func printRecord(tw io.Writer, ki inspect.KeyInfo) {
 	_, _ = fmt.Fprintf(tw, "record\t%s\n", ki.State)
+	if ki.Type != "" {
+		_, _ = fmt.Fprintf(tw, "type\t%s (from its history)\n", ki.Type)
+	}
 	if ki.State != idempotency.Absent {
 		_, _ = fmt.Fprintf(tw, "record fence\t%d\n", ki.Fence)
 		_, _ = fmt.Fprintf(tw, "attempt\t%d\n", ki.Attempt)

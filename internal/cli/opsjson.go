@@ -110,6 +110,7 @@ type leaseState struct {
 
 type recordJSON struct {
 	State        string     `json:"state"`
+	Type         string     `json:"type,omitempty"` // the job's type, from the key's history
 	Fence        uint64     `json:"fence,omitempty"`
 	Attempt      int        `json:"attempt,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
@@ -122,7 +123,7 @@ type recordJSON struct {
 }
 
 func newInspectJSON(ki inspect.KeyInfo) inspectJSON {
-	j := inspectJSON{Key: ki.Key, ClusterTag: ki.Tag, LeaseKey: ki.LeaseKey, Record: recordJSON{State: ki.State.String()}}
+	j := inspectJSON{Key: ki.Key, ClusterTag: ki.Tag, LeaseKey: ki.LeaseKey, Record: recordJSON{State: ki.State.String(), Type: ki.Type}}
 	if ki.Leased {
 		j.Lease = &leaseState{Owner: ki.Owner, Fence: ki.LeaseFence, RemainingMS: ki.Remaining.Milliseconds()}
 	}
