@@ -168,6 +168,10 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	}
 	f.Seed = c.Seed
 	f.Drain = drained
+	f.Share = c.Share
+	if f.ShareUnacknowledged, err = r.shareUnacknowledged(ctx, 30*time.Second); err != nil {
+		return f, err
+	}
 	f.Soak = soak
 	f.Partitions = r.parts.all()
 	f.BrokerKills, f.BrokerPauses, f.BrokerOutage = kills, pauses, brokerOut

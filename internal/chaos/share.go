@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Share-group mode (Config.Share): the workers consume through a share
+// group (`worker run --share-group`), which has no committed offsets. What a
+// consumer group's committed offset says (every record before it is done) a
+// share group says with its share-partition start offset (SPSO): every
+// record before it is acknowledged (accepted, or archived by the broker) and
+// none will be delivered again. After the drain, every record of the jobs
+// topic must be acknowledged: the SPSO of each partition at its end offset.
+// A record left below it (available, or acquired by a member) is a record
+// the workers never finished; the run waits for the SPSOs for a while
+// (acknowledgements are sent asynchronously) and counts what is left,
+// share_records_unacknowledged, a must-be-zero figure. Records the broker
+// archived after share.delivery.count.limit deliveries move the SPSO too:
+// those are caught by the jobs' outcomes (jobs_lost) and `worker audit`
+// (unaccounted), which read Redis and PostgreSQL, not the broker.
+
+// ShareGroup is the share group of the run's workers in share mode: a name
+// of the run's own.
+func (c *Config) ShareGroup() string { return fmt.Sprintf("leasehold-chaos-share-%d", c.Seed) }
+
+// group is the name of the workers' group: the share group in share mode,
+// else the consumer group.
+func (c *Config) group() string {
+	if c.Share {
+		return c.ShareGroup()
+	}
+	return leasehold.DefaultGroup
+}
+
+// ShareGap returns how many records of each partition lie between the
+// share group's start offset and the partition's end offset (ends), and
+// their sum. A partition the group has no start offset for counts from 0:
+// none of its records was acknowledged (the jobs topic's log starts at 0). A
+// start offset past the end counts 0.
+func ShareGap(ends, starts map[int32]int64) (total int64, byPartition map[int32]int64) {
+	byPartition = map[int32]int64{}
+	for p, end := range ends {
+		start := starts[p]
+		if gap := end - start; gap > 0 {
+			byPartition[p] = gap
+			total += gap
+		}
+	}
+	return total, byPartition
+}
+
+// shareOffsets reads the jobs topic's end offsets and the share group's
+// start offsets.
+func shareOffsets(ctx context.Context, adm *kadm.Client, group string) (ends, starts map[int32]int64, err error) {
+	listed, err := adm.ListEndOffsets(ctx, leasehold.DefaultTopic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := listed.Error(); err != nil {
+		return nil, nil, err
+	}
+	ends = map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	described, err := adm.DescribeShareGroupOffsets(ctx, group)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, ok := described[group]
+	if !ok {
+		return nil, nil, fmt.Errorf("chaos: share group %s not described", group)
+	}
+	if d.Err != nil {
+		return nil, nil, fmt.Errorf("chaos: share group %s: %w", group, d.Err)
+	}
+	starts = map[int32]int64{}
+	for p, o := range d.Offsets[leasehold.DefaultTopic] {
+		if o.Err == nil && o.StartOffset >= 0 {
+			starts[p] = o.StartOffset
+		}
+	}
+	return ends, starts, nil
+}
+
+// shareUnacknowledged waits up to wait for the share group to have
+// acknowledged every record of the jobs topic, and returns how many it has
+// not by then (share mode only; 0 otherwise). It reads the offsets every
+// 250ms; a read that fails is read again until the wait ends.
+func (r *run) shareUnacknowledged(ctx context.Context, wait time.Duration) (int64, error) {
+	if !r.cfg.Share {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAddrs()...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(wait)
+	var gap int64 = -1
+	var by map[int32]int64
+	var lastErr error
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ends, starts, err := shareOffsets(rctx, adm, r.cfg.ShareGroup())
+		cancel()
+		if err == nil {
+			if gap, by = ShareGap(ends, starts); gap == 0 {
+				return 0, nil
+			}
+		}
+		lastErr = err
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+	if gap < 0 {
+		return 0, fmt.Errorf("chaos: share group offsets: %w", lastErr)
+	}
+	parts := make([]string, 0, len(by))
+	for p, n := range by {
+		parts = append(parts, fmt.Sprintf("%d:%d", p, n))
+	}
+	slices.Sort(parts)
+	r.log.Error("share group: records not acknowledged after the drain", slog.Int64("records", gap),
+		slog.String("by_partition", strings.Join(parts, " ")))
+	return gap, nil
+}
+
+// describeShare writes the share group's start offsets beside the end
+// offsets, and its members and their assignments, to b (describeStuck's
+// share-mode part).
+func describeShare(ctx context.Context, adm *kadm.Client, group string, b *strings.Builder) {
+	ends, starts, err := shareOffsets(ctx, adm, group)
+	if err != nil {
+		fmt.Fprintf(b, "share group offsets: %v\n", err)
+	}
+	ps := make([]int32, 0, len(ends))
+	for p := range ends {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		fmt.Fprintf(b, "partition %s/%d: end=%d share_start=%d\n", leasehold.DefaultTopic, p, ends[p], starts[p])
+	}
+	groups, err := adm.DescribeShareGroups(ctx, group)
+	if err != nil {
+		fmt.Fprintf(b, "share group: %v\n", err)
+		return
+	}
+	for _, g := range groups {
+		fmt.Fprintf(b, "share group %s: state=%s members=%d\n", g.GroupID, g.GroupState, len(g.Members))
+		for _, m := range g.Members {
+			var parts []string
+			for t, pp := range m.Assignment {
+				for p := range pp {
+					parts = append(parts, fmt.Sprintf("%s/%d", t, p))
+				}
+			}
+			slices.Sort(parts)
+			fmt.Fprintf(b, "  member %s (%s): %s\n", m.MemberID, m.ClientID, strings.Join(parts, " "))
+		}
+	}
+}
