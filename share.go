@@ -28,10 +28,16 @@ import (
 //   - accept: once the record's outcome is recorded: completed, duplicate
 //     replayed, failed for good (dead-lettered and recorded), cancelled, or
 //     poison copied to the dead-letter topic (finish);
-//   - release: a retryable failure (report): the broker delivers the record
-//     again, to any member, with its delivery count raised. The count is the
-//     attempt bound: the attempt at the group's share.delivery.count.limit
-//     fails for good instead (the broker would archive the record silently);
+//   - release: a retryable failure with no backoff (a RetryAfterError of 0),
+//     or one that ends while the worker shuts down (report,
+//     shareReleaseNow): the broker delivers the record again, to any member,
+//     with its delivery count raised. A retryable failure with a backoff
+//     (WithBackoff, RetryAfterError) is held instead: parked in the round
+//     like a held key, its lock renewed, and claimed again on this worker
+//     when the backoff ends, as in consumer-group mode (the attempt count in
+//     Redis bounds it, WithMaxAttempts). The attempt at the group's
+//     share.delivery.count.limit fails for good whatever its attempt (the
+//     broker would archive the record silently);
 //   - renew: every record the worker holds, every renew interval, while its
 //     job runs or it waits (a held key, behind an ordered key, after a lost
 //     lease), so that its acquisition lock does not lapse under a live job;
@@ -365,6 +371,17 @@ func (w *Worker) shareAck(d *delivery, status kgo.AckStatus) {
 // failure is final.
 func (w *Worker) lastDelivery(d *delivery) bool {
 	return w.share != nil && w.share.limit > 0 && d.rec.DeliveryCount() >= w.share.limit
+}
+
+// shareReleaseNow reports whether a retryable failure in share mode
+// releases its record to the broker at once: when it has no backoff, or the
+// worker is shutting down. Otherwise the record is parked for its backoff
+// like any retry (report): it stays in the round, so its lock is renewed
+// and the dispatcher does not poll (no automatic accept) until it is
+// acknowledged. The cost: while a record waits out its backoff, its worker
+// takes no new records (the jobs it runs go on; other workers poll).
+func (w *Worker) shareReleaseNow(delay time.Duration) bool {
+	return w.share != nil && (delay <= 0 || w.stopCtx.Err() != nil)
 }
 
 // shareRenew renews the acquisition lock of every record in the round if
