@@ -179,6 +179,7 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 			"4.2+): a job running past its record's lock leaves the record to another worker, which waits for "+
 			"the lease", slog.String("share_group", group), slog.Any("err", err))
 	}
+	w.shareTimeouts(actx, cl)
 	lock, err := w.shareLock(actx, cl)
 	if err != nil {
 		return err
@@ -193,6 +194,36 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 	w.log.Info("share group configured", slog.String("share_group", group),
 		slog.Duration("lock_duration", lock), slog.Int("delivery_limit", int(w.share.limit)))
 	return nil
+}
+
+// shareTimeouts sets the share group's session timeout and heartbeat
+// interval (group configs share.session.timeout.ms and
+// share.heartbeat.interval.ms) to the worker's Kafka session timeout and
+// heartbeat interval, derived from the lease TTL as in consumer-group mode.
+// The share group assigns each partition to some of its members; a killed
+// member keeps its partitions until its session times out, and nobody
+// fetches them meanwhile: at Kafka's default (45s) a chaos run's drain
+// stalled for that long after every kill. A refusal (the brokers'
+// group.share.min.session.timeout.ms and group.share.min.heartbeat.interval.ms,
+// 45s and 5s by default) is logged, not fatal.
+func (w *Worker) shareTimeouts(ctx context.Context, cl *kgo.Client) {
+	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	hb, _ := cl.OptValue(kgo.HeartbeatInterval).(time.Duration)
+	if session <= 0 || hb <= 0 {
+		return
+	}
+	group := w.cfg.shareGroup
+	err := alterGroupConfigs(ctx, cl, group, map[string]string{
+		"share.session.timeout.ms":    strconv.FormatInt(session.Milliseconds(), 10),
+		"share.heartbeat.interval.ms": strconv.FormatInt(hb.Milliseconds(), 10),
+	})
+	if err != nil {
+		w.log.Warn("could not set the share group's session timeout and heartbeat interval; the broker's defaults "+
+			"apply (45s and 5s), so a killed worker's partitions go unfetched until its session times out: lower "+
+			"group.share.min.session.timeout.ms and group.share.min.heartbeat.interval.ms on the brokers",
+			slog.String("share_group", group), slog.Duration("session_timeout", session),
+			slog.Duration("heartbeat_interval", hb), slog.Any("err", err))
+	}
 }
 
 // shareLock sets the group's acquisition lock duration from the longest

@@ -99,6 +99,9 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
+	if err := r.waitShareState(ctx, 3*time.Minute); err != nil {
+		return Figures{Seed: c.Seed}, err
+	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: time.Second, WriteTimeout: time.Second})

@@ -91,6 +91,51 @@ func shareOffsets(ctx context.Context, adm *kadm.Client, group string) (ends, st
 	return ends, starts, nil
 }
 
+// waitShareState waits, in share mode, until the share group has a state
+// for every partition of the jobs topic (the share coordinator wrote it to
+// __share_group_state when the workers joined), so that the fault phase
+// does not kill the broker while it creates that internal topic: a broker
+// (Apache Kafka 4.4.0) killed within a second of auto-creating it found
+// the topic's first partition's log stray at its restart, and a partition
+// of the jobs topic then delivered no record again for the rest of the run
+// (its start offset stuck at 1, its assigned member polling; see
+// docs/kafka.md). The wait ends with an error after wait.
+func (r *run) waitShareState(ctx context.Context, wait time.Duration) error {
+	if !r.cfg.Share {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokerAddrs()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(wait)
+	group := r.cfg.ShareGroup()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		described, err := adm.DescribeShareGroupOffsets(rctx, group)
+		cancel()
+		n := 0
+		if d, ok := described[group]; err == nil && ok && d.Err == nil {
+			for _, o := range d.Offsets[leasehold.DefaultTopic] {
+				if o.Err == nil {
+					n++
+				}
+			}
+		}
+		if n >= jobPartitions {
+			r.log.Info("share group state ready", slog.String("share_group", group), slog.Int("partitions", n))
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("chaos: share group %s has a state for %d of %d partitions after %s (%v)",
+				group, n, jobPartitions, wait, err)
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+}
+
 // shareUnacknowledged waits up to wait for the share group to have
 // acknowledged every record of the jobs topic, and returns how many it has
 // not by then (share mode only; 0 otherwise). It reads the offsets every

@@ -122,7 +122,11 @@ func TestChaosShareShortRun(t *testing.T) {
 		TypePauses:       1,
 		Drain:            90 * time.Second,
 		Worker:           bin,
-		Dir:              filepath.Join(dir, "run"),
+		// CHAOS_DIR keeps the run's logs past the test.
+		Dir: filepath.Join(dir, "run"),
+	}
+	if d := os.Getenv("CHAOS_DIR"); d != "" {
+		c.Dir = d
 	}
 	f, progress := runChaos(t, &c, filepath.Join(c.Dir, "kafka"))
 	if f.BrokerKills < 1 || f.BrokerPauses < 1 {
