@@ -19,10 +19,11 @@ import (
 // consumer group's committed offset says (every record before it is done) a
 // share group says with its share-partition start offset (SPSO): every
 // record before it is acknowledged (accepted, or archived by the broker) and
-// none will be delivered again. After the drain, every record of the jobs
-// topic must be acknowledged: the SPSO of each partition at its end offset.
-// A record left below it (available, or acquired by a member) is a record
-// the workers never finished; the run waits for the SPSOs for a while
+// none will be delivered again, and its lag (KIP-1226) counts the records
+// from there to the end not acknowledged yet. After the drain, every record
+// of the jobs topic must be acknowledged: every partition's lag 0 (see
+// ShareGap). A record left unacknowledged (available, or acquired by a
+// member) is a record the workers never finished; the run waits for the SPSOs for a while
 // (acknowledgements are sent asynchronously) and counts what is left,
 // share_records_unacknowledged, a must-be-zero figure. Records the broker
 // archived after share.delivery.count.limit deliveries move the SPSO too:
@@ -42,16 +43,24 @@ func (c *Config) group() string {
 	return leasehold.DefaultGroup
 }
 
-// ShareGap returns how many records of each partition lie between the
-// share group's start offset and the partition's end offset (ends), and
-// their sum. A partition the group has no start offset for counts from 0:
-// none of its records was acknowledged (the jobs topic's log starts at 0). A
-// start offset past the end counts 0.
-func ShareGap(ends, starts map[int32]int64) (total int64, byPartition map[int32]int64) {
+// ShareGap returns how many records of each partition the share group has
+// not acknowledged, and their sum: the partition's lag (lags, the broker's
+// count of the records from the start offset to the end that are not
+// acknowledged, KIP-1226) where the broker reports one (0 or more), else
+// every record between the group's start offset (starts) and the end
+// offset (ends). The start offset alone overstates the gap: the broker
+// persists it lazily, and a quiet group whose every record is acknowledged
+// may show a start offset below the end for good (16 of 18 with lag 0 on
+// Apache Kafka 4.4.0). A partition with no start offset counts from 0 (the
+// jobs topic's log starts at 0).
+func ShareGap(ends, starts, lags map[int32]int64) (total int64, byPartition map[int32]int64) {
 	byPartition = map[int32]int64{}
 	for p, end := range ends {
-		start := starts[p]
-		if gap := end - start; gap > 0 {
+		gap := end - starts[p]
+		if lag, ok := lags[p]; ok && lag >= 0 {
+			gap = lag
+		}
+		if gap > 0 {
 			byPartition[p] = gap
 			total += gap
 		}
@@ -60,35 +69,35 @@ func ShareGap(ends, starts map[int32]int64) (total int64, byPartition map[int32]
 }
 
 // shareOffsets reads the jobs topic's end offsets and the share group's
-// start offsets.
-func shareOffsets(ctx context.Context, adm *kadm.Client, group string) (ends, starts map[int32]int64, err error) {
+// start offsets and lags (a lag is -1 where the broker does not report one).
+func shareOffsets(ctx context.Context, adm *kadm.Client, group string) (ends, starts, lags map[int32]int64, err error) {
 	listed, err := adm.ListEndOffsets(ctx, leasehold.DefaultTopic)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := listed.Error(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ends = map[int32]int64{}
 	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
 	described, err := adm.DescribeShareGroupOffsets(ctx, group)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d, ok := described[group]
 	if !ok {
-		return nil, nil, fmt.Errorf("chaos: share group %s not described", group)
+		return nil, nil, nil, fmt.Errorf("chaos: share group %s not described", group)
 	}
 	if d.Err != nil {
-		return nil, nil, fmt.Errorf("chaos: share group %s: %w", group, d.Err)
+		return nil, nil, nil, fmt.Errorf("chaos: share group %s: %w", group, d.Err)
 	}
-	starts = map[int32]int64{}
+	starts, lags = map[int32]int64{}, map[int32]int64{}
 	for p, o := range d.Offsets[leasehold.DefaultTopic] {
 		if o.Err == nil && o.StartOffset >= 0 {
-			starts[p] = o.StartOffset
+			starts[p], lags[p] = o.StartOffset, o.Lag
 		}
 	}
-	return ends, starts, nil
+	return ends, starts, lags, nil
 }
 
 // waitShareState waits, in share mode, until the share group has a state
@@ -156,10 +165,10 @@ func (r *run) shareUnacknowledged(ctx context.Context, wait time.Duration) (int6
 	var lastErr error
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ends, starts, err := shareOffsets(rctx, adm, r.cfg.ShareGroup())
+		ends, starts, lags, err := shareOffsets(rctx, adm, r.cfg.ShareGroup())
 		cancel()
 		if err == nil {
-			if gap, by = ShareGap(ends, starts); gap == 0 {
+			if gap, by = ShareGap(ends, starts, lags); gap == 0 {
 				return 0, nil
 			}
 		}
@@ -186,7 +195,7 @@ func (r *run) shareUnacknowledged(ctx context.Context, wait time.Duration) (int6
 // offsets, and its members and their assignments, to b (describeStuck's
 // share-mode part).
 func describeShare(ctx context.Context, adm *kadm.Client, group string, b *strings.Builder) {
-	ends, starts, err := shareOffsets(ctx, adm, group)
+	ends, starts, lags, err := shareOffsets(ctx, adm, group)
 	if err != nil {
 		fmt.Fprintf(b, "share group offsets: %v\n", err)
 	}
@@ -196,7 +205,7 @@ func describeShare(ctx context.Context, adm *kadm.Client, group string, b *strin
 	}
 	slices.Sort(ps)
 	for _, p := range ps {
-		fmt.Fprintf(b, "partition %s/%d: end=%d share_start=%d\n", leasehold.DefaultTopic, p, ends[p], starts[p])
+		fmt.Fprintf(b, "partition %s/%d: end=%d share_start=%d share_lag=%d\n", leasehold.DefaultTopic, p, ends[p], starts[p], lags[p])
 	}
 	groups, err := adm.DescribeShareGroups(ctx, group)
 	if err != nil {
