@@ -265,9 +265,6 @@ func (c *Config) Finish() error {
 	if _, err := leasehold.ParseGroupProtocol(c.GroupProtocol); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if err := c.checkShare(); err != nil {
-		return err
-	}
 	c.BrokerFaultEvery = cmp.Or(c.BrokerFaultEvery, 30*time.Second)
 	c.BrokerPause = cmp.Or(c.BrokerPause, 2*c.SessionTimeout+time.Second)
 	c.PartitionEvery = cmp.Or(c.PartitionEvery, 10*time.Second)
@@ -329,8 +326,12 @@ func (c *Config) Finish() error {
 	return c.finishControls()
 }
 
-// finishControls fills and checks the operator controls' settings.
+// finishControls checks share mode's settings (checkShare), and fills and
+// checks the operator controls'.
 func (c *Config) finishControls() error {
+	if err := c.checkShare(); err != nil {
+		return err
+	}
 	c.TypePauseFor = cmp.Or(c.TypePauseFor, 2*c.LeaseTTL)
 	c.Cancels = min(c.Cancels, c.Jobs/10)
 	switch {
