@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -138,7 +139,10 @@ func (r *run) waitShareState(ctx context.Context, wait time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("chaos: share group %s has a state for %d of %d partitions after %s (%v)",
+			if err == nil {
+				err = errors.New("the other partitions have none")
+			}
+			return fmt.Errorf("chaos: share group %s has a state for %d of %d partitions after %s: %w",
 				group, n, jobPartitions, wait, err)
 		}
 		sleepCtx(ctx, 250*time.Millisecond)
