@@ -171,8 +171,8 @@ func (w *Worker) report(ctx context.Context, d *delivery, e attemptEnd) {
 	case endCompleted, endDuplicate, endFailed, endDeadLettered, endCancelled:
 		w.finish(d)
 	case endRetry, endLeaseLost, endUnrecorded:
-		if e.kind == endRetry && w.share != nil {
-			w.shareAck(d, kgo.AckRelease) // the broker delivers it again: its delivery count is the attempt
+		if e.kind == endRetry && w.shareReleaseNow(e.delay) {
+			w.shareAck(d, kgo.AckRelease) // the broker delivers it again at once
 		} else if w.stopCtx.Err() == nil { // shutting down: left for the partition's next owner
 			w.park(w.stopCtx, d, e.info, e.delay, e.err) //nolint:contextcheck // a retry is reported under the worker's context, cancelled when shutdown begins
 		}

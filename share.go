@@ -28,10 +28,16 @@ import (
 //   - accept: once the record's outcome is recorded: completed, duplicate
 //     replayed, failed for good (dead-lettered and recorded), cancelled, or
 //     poison copied to the dead-letter topic (finish);
-//   - release: a retryable failure (report): the broker delivers the record
-//     again, to any member, with its delivery count raised. The count is the
-//     attempt bound: the attempt at the group's share.delivery.count.limit
-//     fails for good instead (the broker would archive the record silently);
+//   - release: a retryable failure with no backoff (a RetryAfterError of 0),
+//     or one that ends while the worker shuts down (report,
+//     shareReleaseNow): the broker delivers the record again, to any member,
+//     with its delivery count raised. A retryable failure with a backoff
+//     (WithBackoff, RetryAfterError) is held instead: parked in the round
+//     like a held key, its lock renewed, and claimed again on this worker
+//     when the backoff ends, as in consumer-group mode (the attempt count in
+//     Redis bounds it, WithMaxAttempts). The attempt at the group's
+//     share.delivery.count.limit fails for good whatever its attempt (the
+//     broker would archive the record silently);
 //   - renew: every record the worker holds, every renew interval, while its
 //     job runs or it waits (a held key, behind an ordered key, after a lost
 //     lease), so that its acquisition lock does not lapse under a live job;
@@ -173,6 +179,7 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 			"4.2+): a job running past its record's lock leaves the record to another worker, which waits for "+
 			"the lease", slog.String("share_group", group), slog.Any("err", err))
 	}
+	w.shareTimeouts(actx, cl)
 	lock, err := w.shareLock(actx, cl)
 	if err != nil {
 		return err
@@ -187,6 +194,36 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 	w.log.Info("share group configured", slog.String("share_group", group),
 		slog.Duration("lock_duration", lock), slog.Int("delivery_limit", int(w.share.limit)))
 	return nil
+}
+
+// shareTimeouts sets the share group's session timeout and heartbeat
+// interval (group configs share.session.timeout.ms and
+// share.heartbeat.interval.ms) to the worker's Kafka session timeout and
+// heartbeat interval, derived from the lease TTL as in consumer-group mode.
+// The share group assigns each partition to some of its members; a killed
+// member keeps its partitions until its session times out, and nobody
+// fetches them meanwhile: at Kafka's default (45s) a chaos run's drain
+// stalled for that long after every kill. A refusal (the brokers'
+// group.share.min.session.timeout.ms and group.share.min.heartbeat.interval.ms,
+// 45s and 5s by default) is logged, not fatal.
+func (w *Worker) shareTimeouts(ctx context.Context, cl *kgo.Client) {
+	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	hb, _ := cl.OptValue(kgo.HeartbeatInterval).(time.Duration)
+	if session <= 0 || hb <= 0 {
+		return
+	}
+	group := w.cfg.shareGroup
+	err := alterGroupConfigs(ctx, cl, group, map[string]string{
+		"share.session.timeout.ms":    strconv.FormatInt(session.Milliseconds(), 10),
+		"share.heartbeat.interval.ms": strconv.FormatInt(hb.Milliseconds(), 10),
+	})
+	if err != nil {
+		w.log.Warn("could not set the share group's session timeout and heartbeat interval; the broker's defaults "+
+			"apply (45s and 5s), so a killed worker's partitions go unfetched until its session times out: lower "+
+			"group.share.min.session.timeout.ms and group.share.min.heartbeat.interval.ms on the brokers",
+			slog.String("share_group", group), slog.Duration("session_timeout", session),
+			slog.Duration("heartbeat_interval", hb), slog.Any("err", err))
+	}
 }
 
 // shareLock sets the group's acquisition lock duration from the longest
@@ -365,6 +402,17 @@ func (w *Worker) shareAck(d *delivery, status kgo.AckStatus) {
 // failure is final.
 func (w *Worker) lastDelivery(d *delivery) bool {
 	return w.share != nil && w.share.limit > 0 && d.rec.DeliveryCount() >= w.share.limit
+}
+
+// shareReleaseNow reports whether a retryable failure in share mode
+// releases its record to the broker at once: when it has no backoff, or the
+// worker is shutting down. Otherwise the record is parked for its backoff
+// like any retry (report): it stays in the round, so its lock is renewed
+// and the dispatcher does not poll (no automatic accept) until it is
+// acknowledged. The cost: while a record waits out its backoff, its worker
+// takes no new records (the jobs it runs go on; other workers poll).
+func (w *Worker) shareReleaseNow(delay time.Duration) bool {
+	return w.share != nil && (delay <= 0 || w.stopCtx.Err() != nil)
 }
 
 // shareRenew renews the acquisition lock of every record in the round if

@@ -1,7 +1,9 @@
 package leasehold
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -214,4 +216,109 @@ func TestShareLockFor(t *testing.T) {
 			t.Errorf("shareLockFor(%v) = %v, want %v", ttl, got, want)
 		}
 	}
+}
+
+// TestShareRetryBackoff: a retryable failure in share mode waits out its
+// backoff before its next attempt, and the record is not lost meanwhile: it
+// is held (its lock renewed) and claimed again when the backoff ends,
+// instead of being released for an immediate redelivery. The handler fails
+// its first attempt with RetryAfter(backoff), a backoff as long as the
+// acquisition lock (3s for the harness's 2s TTL); the second attempt must
+// start no sooner than the backoff after the first failed, as the second
+// attempt (the Redis attempt count), and complete. Released at once, as
+// before, the second attempt started within milliseconds (checked).
+func TestShareRetryBackoff(t *testing.T) {
+	const backoff = 3 * time.Second
+	h := setup(t, 1)
+	var (
+		mu       sync.Mutex
+		failedAt time.Time
+		gap      time.Duration
+		attempts []int
+	)
+	done := make(chan struct{})
+	w := h.start(t, h.rdb, func(w *Worker) {
+		must(t, w.Register("t", func(_ context.Context, j *Job) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts = append(attempts, j.Attempt)
+			if failedAt.IsZero() {
+				failedAt = time.Now()
+				return nil, RetryAfter(backoff, errors.New("not yet"))
+			}
+			gap = time.Since(failedAt)
+			close(done)
+			return []byte("ok"), nil
+		}))
+	}, h.shareOpts(WithConcurrency(2))...)
+	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "t", Key: "backoff"})})
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the job never ran a second attempt")
+	}
+	testkit.Eventually(t, 30*time.Second, "the job completed", func() bool {
+		return w.Stats().Succeeded == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if gap < backoff {
+		t.Errorf("second attempt %v after the first failed; want at least the backoff %v", gap, backoff)
+	}
+	if len(attempts) != 2 || attempts[1] != 2 {
+		t.Errorf("attempts %v, want [1 2]", attempts)
+	}
+	fmt.Printf("share_retry_backoff_gap_ms=%d ms\n", gap.Milliseconds())
+}
+
+// TestShareFloodBoundedInFlight: a flood of records in share mode is held a
+// poll at a time. A poll takes at most WithConcurrency records (strictly:
+// kgo.ShareMaxRecordsStrict) and the next poll waits until every record of
+// the last one is acknowledged, so the records a worker holds never pass
+// its concurrency, whatever the backlog; the rest stay with the broker,
+// available to every worker. 400 records of 4 KiB with a concurrency of
+// 8, each failing its first attempt with a 300ms backoff, so that records
+// park without holding a pool slot (a worker that polled for free slots
+// alone would gather parked records without bound): the held count, sampled
+// in every attempt, stays at 8 or under, and every job completes once.
+// WithMemoryBudget's bounds are not needed in share mode: what is held is at
+// most concurrency records. (With the dispatcher polling while it holds
+// records, the peak was far above 8: checked.)
+func TestShareFloodBoundedInFlight(t *testing.T) {
+	const jobs, conc = 400, 8
+	h := setup(t, 2)
+	eff := newEffects()
+	var peak atomic.Int64
+	var w *Worker
+	ready := make(chan struct{})
+	w = h.start(t, h.rdb, func(wk *Worker) {
+		must(t, wk.Register("t", func(_ context.Context, j *Job) ([]byte, error) {
+			<-ready
+			if n := int64(w.Stats().InFlight); n > peak.Load() {
+				peak.Store(n) // one goroutine at a time may lose a race: the peak seen is never above the true one
+			}
+			if j.Attempt == 1 {
+				return nil, RetryAfter(300*time.Millisecond, errors.New("later"))
+			}
+			eff.add(j.Key)
+			return nil, nil
+		}))
+	}, h.shareOpts(WithConcurrency(conc))...)
+	close(ready)
+	payload := bytes.Repeat([]byte("x"), 4<<10)
+	recs := make([]*kgo.Record, jobs)
+	for i := range recs {
+		recs[i] = jobRecord(t, NewJob{Type: "t", Key: fmt.Sprintf("flood-%d", i), Payload: payload})
+	}
+	h.produce(t, recs)
+	testkit.Eventually(t, 3*time.Minute, "every job ran", func() bool { return len(eff.snapshot()) == jobs })
+	for k, n := range eff.snapshot() {
+		if n != 1 {
+			t.Errorf("job %s ran %d times", k, n)
+		}
+	}
+	if p := peak.Load(); p > conc || p == 0 {
+		t.Errorf("records held peaked at %d; want 1 to %d (the concurrency)", p, conc)
+	}
+	fmt.Printf("share_flood_held_records_peak=%d records\n", peak.Load())
 }

@@ -25,7 +25,7 @@ type Stats struct {
 	// Parked counts records waiting to be claimed again: parked, queued
 	// behind their ordering key, or waiting on their key's probe.
 	Parked   int
-	InFlight int // polled records not yet committed
+	InFlight int // polled records not yet committed (share mode: not yet acknowledged)
 	// HeldBytes is what the records the worker holds (InFlight) weigh:
 	// their keys, values and headers, the measure of [WithMemoryBudget].
 	// HeldBytesPeak is its highest value since the worker started.
@@ -69,6 +69,9 @@ func (w *Worker) Stats() Stats {
 	if live { // sched and offs are set and no longer written
 		s.Parked = w.sched.len()
 		s.InFlight = w.offs.inFlight()
+		if w.share != nil { // share mode tracks no offsets: the round is what it holds
+			s.InFlight = w.share.pending()
+		}
 		h, peak := w.offs.weight()
 		s.HeldBytes, s.HeldBytesPeak = h.bytes, peak
 	}

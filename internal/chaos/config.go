@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -144,6 +145,14 @@ type Config struct {
 	// classic): consumer runs them in a KIP-848 group.
 	GroupProtocol string
 
+	// Share runs the workers in share-group mode (`worker run
+	// --share-group`, a group of the run's own: [Config.ShareGroup]) instead
+	// of a consumer group, with the same faults and checks, and one more:
+	// every record acknowledged after the drain (see share.go). Share
+	// groups need Apache Kafka: CHAOS_SHARE=1 makes CHAOS_KAFKA default to
+	// apache, and Finish refuses Share with kfake (CHAOS_SHARE, off).
+	Share bool
+
 	envErrs []error // malformed environment variables, reported by Finish
 }
 
@@ -161,6 +170,9 @@ func (c *Config) workerGroupArgs() []string {
 	}
 	if c.GroupProtocol != "" && c.GroupProtocol != string(leasehold.GroupProtocolClassic) {
 		args = append(args, "--group-protocol", c.GroupProtocol)
+	}
+	if c.Share {
+		args = append(args, "--share-group", c.ShareGroup())
 	}
 	return args
 }
@@ -208,7 +220,12 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisServer, "redis-server", cmp.Or(os.Getenv("CHAOS_REDIS_SERVER"), "redis-server"), "redis-server binary (env CHAOS_REDIS_SERVER)")
 	fs.StringVar(&c.PostgresURL, "pg", cmp.Or(os.Getenv("PG_URL"), DefaultPostgresURL), "PostgreSQL URL; the run uses a fresh schema (env PG_URL)")
 	fs.StringVar(&c.Dir, "dir", os.Getenv("CHAOS_DIR"), "directory for logs and Redis data (env CHAOS_DIR; default a new temp dir)")
-	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), KafkaFake), "broker: kfake (the dev-broker), apache (a real Apache Kafka broker, killed and paused too; needs java) or apache-cluster (three nodes; leaders, coordinator and controller killed) (env CHAOS_KAFKA)")
+	fs.BoolVar(&c.Share, "share", envBool("CHAOS_SHARE"), "workers in share-group mode (worker run --share-group); needs -kafka apache or apache-cluster, the default with CHAOS_SHARE=1 (env CHAOS_SHARE)")
+	defKafka := KafkaFake
+	if envBool("CHAOS_SHARE") {
+		defKafka = KafkaApache
+	}
+	fs.StringVar(&c.Kafka, "kafka", cmp.Or(os.Getenv("CHAOS_KAFKA"), defKafka), "broker: kfake (the dev-broker), apache (a real Apache Kafka broker, killed and paused too; needs java) or apache-cluster (three nodes; leaders, coordinator and controller killed) (env CHAOS_KAFKA)")
 	fs.DurationVar(&c.BrokerFaultEvery, "broker-fault-every", c.envDur("CHAOS_BROKER_FAULT_EVERY", 30*time.Second), "with -kafka apache, mean interval between broker kills and pauses (env CHAOS_BROKER_FAULT_EVERY)")
 	fs.DurationVar(&c.BrokerPause, "broker-pause", c.envDur("CHAOS_BROKER_PAUSE", 0), "with -kafka apache, how long the broker stays SIGSTOPped; > session timeout; 0 means 2*session-timeout+1s (env CHAOS_BROKER_PAUSE)")
 	fs.DurationVar(&c.PartitionEvery, "partition-every", c.envDur("CHAOS_PARTITION_EVERY", 10*time.Second), "mean interval between network partitions of a worker (env CHAOS_PARTITION_EVERY)")
@@ -309,8 +326,12 @@ func (c *Config) Finish() error {
 	return c.finishControls()
 }
 
-// finishControls fills and checks the operator controls' settings.
+// finishControls checks share mode's settings (checkShare), and fills and
+// checks the operator controls'.
 func (c *Config) finishControls() error {
+	if err := c.checkShare(); err != nil {
+		return err
+	}
 	c.TypePauseFor = cmp.Or(c.TypePauseFor, 2*c.LeaseTTL)
 	c.Cancels = min(c.Cancels, c.Jobs/10)
 	switch {
@@ -321,6 +342,22 @@ func (c *Config) finishControls() error {
 	case c.TypePauseFor <= c.LeaseTTL/3 || c.TypePauseFor > time.Minute:
 		return fmt.Errorf("%w: type pause %s: want longer than a renew interval (%s) and at most 1m",
 			ErrConfig, c.TypePauseFor, c.LeaseTTL/3)
+	}
+	return nil
+}
+
+// checkShare refuses share mode on kfake (its share-group support is
+// partial) and with a consumer-group protocol.
+func (c *Config) checkShare() error {
+	switch {
+	case !c.Share:
+		return nil
+	case c.Kafka == KafkaFake:
+		return fmt.Errorf("%w: share mode (CHAOS_SHARE) needs Apache Kafka, and kfake's share groups are partial: "+
+			"set CHAOS_KAFKA=apache or apache-cluster (-kafka), or leave CHAOS_KAFKA unset", ErrConfig)
+	case c.GroupProtocol != "" && c.GroupProtocol != string(leasehold.GroupProtocolClassic):
+		return fmt.Errorf("%w: share mode (CHAOS_SHARE) and group protocol %s: a share group has no consumer-group "+
+			"protocol; drop CHAOS_GROUP_PROTOCOL", ErrConfig, c.GroupProtocol)
 	}
 	return nil
 }
@@ -337,6 +374,16 @@ func (c *Config) SoakWarmup() time.Duration {
 func (c *Config) Horizon() time.Duration {
 	h := time.Duration(c.Jobs) * time.Second / time.Duration(c.Rate)
 	return max(h, 4*c.KillEvery, 2*c.Pause)
+}
+
+// envBool reports whether environment variable name is set to a true
+// value (1, t, true, y, yes; case-insensitive).
+func envBool(name string) bool {
+	switch strings.ToLower(os.Getenv(name)) {
+	case "1", "t", "true", "y", "yes":
+		return true
+	}
+	return false
 }
 
 func (c *Config) envInt(name string, def int) int {

@@ -15,7 +15,8 @@ import (
 )
 
 // describeStuck explains a drain that timed out: for every partition of the
-// jobs topic, the end offset and the group's committed offset; the group's
+// jobs topic, the end offset and the group's committed offset (in share
+// mode the share group's start offset: describeShare); the group's
 // members and their assignments; and where the records of the unfinished
 // keys sit. It is written to kafka-state.txt in the run directory and
 // returned, so that a failing run says whether records were never fetched
@@ -36,6 +37,12 @@ func (r *run) describeStuck(ctx context.Context, unfinished map[string]bool) str
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		fmt.Fprintf(&b, "end offsets: %v\n", err)
+	}
+	if r.cfg.Share {
+		// No committed offsets: the share group's start offsets instead.
+		describeShare(ctx, adm, r.cfg.ShareGroup(), &b)
+		r.describeUnfinished(ctx, ends, unfinished, &b)
+		return b.String()
 	}
 	committed, err := adm.FetchOffsets(ctx, leasehold.DefaultGroup)
 	if err != nil {
@@ -70,11 +77,16 @@ func (r *run) describeStuck(ctx context.Context, unfinished map[string]bool) str
 		}
 	}
 
+	r.describeUnfinished(ctx, ends, unfinished, &b)
+	return b.String()
+}
+
+// describeUnfinished lists where the records of the unfinished keys sit.
+func (r *run) describeUnfinished(ctx context.Context, ends kadm.ListedOffsets, unfinished map[string]bool, b *strings.Builder) {
 	if len(unfinished) > 0 {
-		fmt.Fprintf(&b, "records of the %d unfinished keys:\n", len(unfinished))
+		fmt.Fprintf(b, "records of the %d unfinished keys:\n", len(unfinished))
 		b.WriteString(r.locate(ctx, ends, unfinished))
 	}
-	return b.String()
 }
 
 // locate reads the jobs topic from the start to the end offsets and lists

@@ -80,6 +80,12 @@ type Figures struct {
 	PartitionVerdict *PartitionVerdict
 	// Controls are the operator controls injected (nil: none).
 	Controls *ControlFigures
+	// ShareUnacknowledged counts the records of the jobs topic the share
+	// group had not acknowledged (below its start offset) after the drain
+	// and a wait for the acknowledgements; share mode only. Must be 0.
+	ShareUnacknowledged int64
+	// Share is whether the workers ran in share-group mode.
+	Share bool
 	// Audit is what `worker audit` made of the jobs topic after the drain
 	// (nil: not audited). Its unaccounted records must be 0.
 	Audit *AuditFigures
@@ -101,6 +107,7 @@ func (f Figures) MustBeZero() []string {
 		{"partition_overlap_positive", f.overlapPositive()},
 		{"partition_zombie_writes_after_newer_applied", f.zombieAfterNewer()},
 		{"audit_unaccounted", f.auditUnaccounted()},
+		{"share_records_unacknowledged", int(f.ShareUnacknowledged)},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -136,6 +143,9 @@ func (f Figures) Write(w io.Writer) error {
 		{"broker_kills", f.BrokerKills, "kills"},
 		{"broker_pauses", f.BrokerPauses, "pauses"},
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},
+	}
+	if f.Share {
+		lines = append(lines, line{"share_records_unacknowledged", f.ShareUnacknowledged, "records"})
 	}
 	lines = append(lines, f.controlLines()...)
 	lines = append(lines, f.partitionLines()...)
@@ -202,6 +212,7 @@ func (f Figures) historyLines() []line {
 			line{"history_ops", h.Ops, "ops"},
 			line{"history_ambiguous_ops", h.Ambiguous, "ops"},
 			line{"history_keys", h.Keys, "keys"},
+			line{"history_claims", h.Claims, "claims"},
 			line{"history_linearizable", lin, "bool"},
 		)
 	}

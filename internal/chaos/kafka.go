@@ -31,8 +31,9 @@ type brokerFaults struct {
 	b        *kafkabroker.Broker  // the single broker; nil on a cluster
 	cluster  *kafkabroker.Cluster // nil on a single broker
 	log      *slog.Logger
-	turn     int // on a cluster: every fault's turn (which partition's leader)
-	killTurn int // on a cluster: which role the next kill goes to
+	turn     int    // on a cluster: every fault's turn (which partition's leader)
+	killTurn int    // on a cluster: which role the next kill goes to
+	group    string // the workers' consumer or share group (its coordinator is a role)
 
 	run    sync.Mutex // held for the whole of one fault
 	mu     sync.Mutex
@@ -86,7 +87,7 @@ func (r *run) startApache(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: start Apache Kafka (CHAOS_KAFKA=apache): %w", err)
 	}
-	r.kafka = &brokerFaults{b: b, log: r.log}
+	r.kafka = &brokerFaults{b: b, log: r.log, group: r.cfg.group()}
 	r.brokerAdr = b.Addr()
 	r.log.Info("apache kafka started", slog.String("addr", b.Addr()), slog.String("log", b.LogPath()))
 	return createTopics(sctx, r.brokerAddrs(), 1)
@@ -102,7 +103,7 @@ func (r *run) startApacheCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: start an Apache Kafka cluster (CHAOS_KAFKA=apache-cluster): %w", err)
 	}
-	r.kafka = &brokerFaults{cluster: c, log: r.log}
+	r.kafka = &brokerFaults{cluster: c, log: r.log, group: r.cfg.group()}
 	r.brokerAdr = c.Bootstrap()
 	r.log.Info("apache kafka cluster started", slog.String("bootstrap", c.Bootstrap()), slog.String("dir", c.Dir()))
 	return createTopics(sctx, r.brokerAddrs(), -1)
@@ -236,7 +237,7 @@ func (f *brokerFaults) target(ctx context.Context, a Action) (*kafkabroker.Broke
 	var err error
 	switch role {
 	case "group-coordinator":
-		id, err = f.cluster.Coordinator(lctx, leasehold.DefaultGroup)
+		id, err = f.cluster.Coordinator(lctx, f.group)
 	case "active-controller":
 		id, err = f.cluster.ActiveController(lctx)
 	default:

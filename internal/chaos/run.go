@@ -186,14 +186,27 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return f, err
 	}
 	f.Controls = r.ctl.figures(r.hist.Operations())
-	if f.Audit, err = r.audit(ctx); err != nil {
+	if err := r.accountRecords(ctx, &f); err != nil {
 		return f, err
 	}
 	return f, nil
 }
 
+// accountRecords puts in f what became of the jobs topic's records: in
+// share mode, those the share group left unacknowledged; in every mode,
+// `worker audit`'s account.
+func (r *run) accountRecords(ctx context.Context, f *Figures) (err error) {
+	f.Share = r.cfg.Share
+	if f.ShareUnacknowledged, err = r.shareUnacknowledged(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	f.Audit, err = r.audit(ctx)
+	return err
+}
+
 // setUp writes the schedule, opens the jobs' accounts, plans the operator
-// controls and starts the workers; it returns the run's jobs.
+// controls and starts the workers (in share mode, waits for their share
+// group's state: waitShareState); it returns the run's jobs.
 func (r *run) setUp(ctx context.Context, sched Schedule) ([]Job, error) {
 	r.hist = NewHistory()
 	if err := os.WriteFile(filepath.Join(r.dir, "schedule.txt"), []byte(sched.String()), 0o600); err != nil {
@@ -208,6 +221,9 @@ func (r *run) setUp(ctx context.Context, sched Schedule) ([]Job, error) {
 		if _, err := r.addWorker(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.waitShareState(ctx, 3*time.Minute); err != nil {
+		return nil, err
 	}
 	return jobs, nil
 }

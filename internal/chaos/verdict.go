@@ -21,6 +21,11 @@ type HistoryVerdict struct {
 	Ops, Ambiguous int
 	// Keys counts the idempotency keys the operations touch.
 	Keys int
+	// Claims counts the claims among the operations: every delivery of a
+	// record claims its key once (a record parked behind a held key claims
+	// again when it wakes), so Claims over the jobs bounds the deliveries
+	// per job from above.
+	Claims int
 	// Result is porcupine's: Ok (linearizable), Illegal, or Unknown (the
 	// check timed out).
 	Result porcupine.CheckResult
@@ -39,6 +44,9 @@ func CheckHistory(ops []porcupine.Operation, dir string, timeout time.Duration) 
 	keys := map[string]bool{}
 	for _, op := range ops {
 		keys[op.Input.(Op).Key] = true
+		if op.Input.(Op).Kind == OpClaim {
+			v.Claims++
+		}
 		if op.Output.(OpOutput).Unknown {
 			v.Ambiguous++
 		}

@@ -293,6 +293,13 @@ func (b *Broker) props() map[string]string {
 		"group.coordinator.rebalance.protocols":        "classic,consumer,share,streams",
 		"share.coordinator.state.topic.num.partitions": "4",
 		"group.share.min.record.lock.duration.ms":      "1000",
+		// The share group's session floors, as for the other groups: the
+		// worker sets share.session.timeout.ms and
+		// share.heartbeat.interval.ms from the lease TTL (a killed member's
+		// partitions are fetched by nobody until its session times out;
+		// Kafka's floors are 45s and 5s).
+		"group.share.min.session.timeout.ms":    "500",
+		"group.share.min.heartbeat.interval.ms": "100",
 	}
 	for k, v := range b.cfg.Props {
 		p[k] = v
