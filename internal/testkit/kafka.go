@@ -222,7 +222,7 @@ func (k *Kafka) CreateTopic(t testing.TB, name string, partitions int32) {
 	if err != nil {
 		t.Fatalf("testkit: create topic %s: %v", name, err)
 	}
-	if k.cluster == nil && len(k.brokers) > 1 {
+	if k.cluster == nil {
 		k.waitEveryBroker(t, name, partitions)
 	}
 }
@@ -231,6 +231,8 @@ func (k *Kafka) CreateTopic(t testing.TB, name string, partitions int32) {
 // with a leader for each partition: a broker learns of a new topic from the
 // controller a moment after the create returns (seconds on a loaded
 // machine), and a worker that asks it first would find the topic missing.
+// A single KRaft broker too: its metadata cache applies the controller's
+// record after CreateTopics has answered.
 func (k *Kafka) waitEveryBroker(t testing.TB, topic string, partitions int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
