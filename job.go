@@ -47,6 +47,8 @@ type Job struct {
 	act   *activeJob
 	hb    heartbeats
 
+	stopBridge func() bool // stops the lease-lost bridge to ctx (newJob)
+
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step
 
