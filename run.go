@@ -49,7 +49,7 @@ func (w *Worker) newJob(d *delivery, c *claim) *Job {
 	job.stopBridge = context.AfterFunc(lctx, func() {
 		cancel(&LeaseLostError{Key: d.key, Fence: c.Fence, Err: context.Cause(lctx)})
 	})
-	job.hb.throttle, job.hb.passThrough = w.cfg.hbThrottle, w.hbRideRenewals
+	job.hb.throttle, job.hb.passThrough, job.hb.rounds = w.cfg.hbThrottle, w.hbRideRenewals, w.hbRounds
 	w.watchCancel(job, cancel)
 	if c.LastBeat != nil {
 		lb := c.LastBeat
@@ -68,6 +68,7 @@ func (w *Worker) releaseJob(job *Job) {
 	w.activeMu.Unlock()
 	job.stopBridge()
 	job.act.cancel(nil)
+	job.hb.leaveRounds(job)
 }
 
 // execute runs job's handler and, when it succeeds with the lease held,
