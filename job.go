@@ -47,6 +47,8 @@ type Job struct {
 	act   *activeJob
 	hb    heartbeats
 
+	stopBridge func() bool // stops the lease-lost bridge to ctx (newJob)
+
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step
 
@@ -163,15 +165,21 @@ func (j *Job) stepped() *compensation.Journal {
 // heartbeats throttles heartbeat writes for one job. With passThrough every
 // call goes to the store, which keeps the latest details for the lease
 // renewer's next round: the renewals throttle them, and no job holds a timer
-// of its own (10,000 jobs heartbeating would wake 10,000 timers).
+// of its own (10,000 jobs heartbeating would wake 10,000 timers). With
+// rounds (a throttle longer than the renew interval), details held back by
+// the throttle wait in rounds, whose renew-round hook hands them to the store
+// once the throttle has passed; only a throttle shorter than the renew
+// interval holds them on a timer of the job's own.
 type heartbeats struct {
 	mu          sync.Mutex
 	throttle    time.Duration
 	passThrough bool
+	rounds      *heartbeatRounds
 	lastSent    time.Time
 	pending     []byte
 	dirty       bool
 	timer       *time.Timer
+	queued      bool // in rounds
 	closed      bool
 	err         error // last write error
 }
@@ -188,12 +196,89 @@ func (h *heartbeats) record(ctx context.Context, j *Job, d []byte) error {
 		h.mu.Unlock()
 		return h.flush(ctx, j)
 	}
-	if h.timer == nil {
+	switch {
+	case h.rounds != nil:
+		if !h.queued {
+			h.queued = true
+			h.rounds.add(j)
+		}
+	case h.timer == nil:
 		h.timer = time.AfterFunc(wait, func() { _ = h.flush(j.ctx, j) })
 	}
 	err := h.err
 	h.mu.Unlock()
 	return err
+}
+
+// takeDue reports whether held-back details wait and their throttle
+// interval has passed at now; then, or when nothing waits any more, it takes
+// j out of rounds. A job is in rounds exactly while queued (both change
+// under h.mu; the lock order is h.mu, then rounds.mu).
+func (h *heartbeats) takeDue(j *Job, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.queued {
+		return false
+	}
+	due := !h.closed && h.dirty && now.Sub(h.lastSent) >= h.throttle
+	if due || h.closed || !h.dirty {
+		h.queued = false
+		h.rounds.remove(j)
+	}
+	return due
+}
+
+// leaveRounds takes j out of rounds, if it is there, when the job ends.
+func (h *heartbeats) leaveRounds(j *Job) {
+	if h.rounds == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.queued {
+		h.queued = false
+		h.rounds.remove(j)
+	}
+}
+
+// heartbeatRounds holds the jobs whose heartbeat details wait for their
+// throttle interval (at most one entry a running job).
+type heartbeatRounds struct {
+	mu   sync.Mutex
+	jobs map[*Job]struct{}
+}
+
+func (r *heartbeatRounds) add(j *Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.jobs == nil {
+		r.jobs = make(map[*Job]struct{})
+	}
+	r.jobs[j] = struct{}{}
+}
+
+func (r *heartbeatRounds) remove(j *Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.jobs, j)
+}
+
+// flushDue is the renewer's round hook: it hands the store the details whose
+// throttle interval has passed; the store's own hook, next, writes them in
+// this round's batch.
+func (r *heartbeatRounds) flushDue(context.Context) {
+	r.mu.Lock()
+	jobs := make([]*Job, 0, len(r.jobs))
+	for j := range r.jobs {
+		jobs = append(jobs, j)
+	}
+	r.mu.Unlock()
+	now := time.Now()
+	for _, j := range jobs {
+		if j.hb.takeDue(j, now) {
+			_ = j.hb.flush(j.ctx, j)
+		}
+	}
 }
 
 // flush writes pending details, if any.
@@ -234,6 +319,7 @@ func (h *heartbeats) stop(j *Job, flushPending bool) {
 		h.timer = nil
 	}
 	h.mu.Unlock()
+	h.leaveRounds(j)
 	if flushPending {
 		_ = h.flush(context.Background(), j)
 	}

@@ -181,8 +181,11 @@ func (s *schedule) hurry(ds []*delivery) {
 // holdRetryAfter holds the job's limit group fleet-wide when its handler
 // answered RetryAfter.
 func (w *Worker) holdRetryAfter(job *Job, e attemptEnd) {
-	var ra *RetryAfterError
-	if !w.lim.on || (e.kind != endRetry && e.kind != endFailed) || !errors.As(e.err, &ra) || ra.Delay <= 0 {
+	if !w.lim.on || (e.kind != endRetry && e.kind != endFailed) || e.err == nil {
+		return
+	}
+	var ra *RetryAfterError // declared past the common case: errors.As moves it to the heap
+	if !errors.As(e.err, &ra) || ra.Delay <= 0 {
 		return
 	}
 	g, _ := w.limitGroup(job.d)

@@ -192,8 +192,10 @@ func WithRetention(d time.Duration) Opt { return optFunc(func(c *config) { c.ret
 // for all the worker's jobs), so that a crash loses at most one renew
 // interval of progress; no job holds a timer of its own. A throttle shorter
 // than the renew interval stores every throttled heartbeat at once, one
-// script call each; a longer one holds a job's details back on a timer of
-// the job's own until the throttle interval has passed.
+// script call each, holding a job's details back on a timer of the job's own
+// until the throttle interval has passed; a longer one holds them back until
+// the first renew round after the throttle interval has passed, which stores
+// them in its batch (no timer of the job's own either).
 func WithHeartbeatThrottle(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.hbThrottle = d })
 }

@@ -20,28 +20,36 @@ import (
 // runJob runs the handler for a claimed record and settles its end.
 func (w *Worker) runJob(d *delivery, c *claim) {
 	defer w.freeSlot(w.takeSlot(d))
-	job, release := w.newJob(d, c)
-	defer release()
+	job := w.newJob(d, c)
+	defer w.releaseJob(job)
 	w.settle(job, w.execute(job))
+}
+
+// runningJob is a job and its entry in Running, allocated together.
+type runningJob struct {
+	job Job
+	act activeJob
 }
 
 // newJob builds the job of a claim: its context is cancelled with a
 // LeaseLostError when the lease is lost, and it is listed in Running until
-// release.
-func (w *Worker) newJob(d *delivery, c *claim) (job *Job, release func()) {
+// releaseJob.
+func (w *Worker) newJob(d *delivery, c *claim) *Job {
 	jctx, cancel := context.WithCancelCause(traceContext(context.WithoutCancel(w.stopCtx), d))
 	lctx := c.run.Context()
-	stopBridge := context.AfterFunc(lctx, func() {
-		cancel(&LeaseLostError{Key: d.key, Fence: c.Fence, Err: context.Cause(lctx)})
-	})
-	job = &Job{
+	rj := &runningJob{act: activeJob{cancel: cancel, started: time.Now()}}
+	job := &rj.job
+	*job = Job{
 		Key: d.key, Type: d.typ, Payload: d.rec.Value, Headers: userHeaders(d.rec.Headers),
 		Attempt: max(c.Attempt, 1), Takeover: c.Outcome == OutcomeTakeover,
 		Topic: d.rec.Topic, Partition: d.rec.Partition, Offset: d.rec.Offset,
 		fence: c.Fence, last: c.LastBeat, ctx: jctx, c: c, d: d, w: w, tj: d.tj,
-		act: &activeJob{cancel: cancel, started: time.Now()},
+		act: &rj.act,
 	}
-	job.hb.throttle, job.hb.passThrough = w.cfg.hbThrottle, w.hbRideRenewals
+	job.stopBridge = context.AfterFunc(lctx, func() {
+		cancel(&LeaseLostError{Key: d.key, Fence: c.Fence, Err: context.Cause(lctx)})
+	})
+	job.hb.throttle, job.hb.passThrough, job.hb.rounds = w.cfg.hbThrottle, w.hbRideRenewals, w.hbRounds
 	w.watchCancel(job, cancel)
 	if c.LastBeat != nil {
 		lb := c.LastBeat
@@ -50,13 +58,17 @@ func (w *Worker) newJob(d *delivery, c *claim) (job *Job, release func()) {
 	w.activeMu.Lock()
 	w.active[job] = job.act
 	w.activeMu.Unlock()
-	return job, func() {
-		w.activeMu.Lock()
-		delete(w.active, job)
-		w.activeMu.Unlock()
-		stopBridge()
-		cancel(nil)
-	}
+	return job
+}
+
+// releaseJob takes job out of Running and ends its context.
+func (w *Worker) releaseJob(job *Job) {
+	w.activeMu.Lock()
+	delete(w.active, job)
+	w.activeMu.Unlock()
+	job.stopBridge()
+	job.act.cancel(nil)
+	job.hb.leaveRounds(job)
 }
 
 // execute runs job's handler and, when it succeeds with the lease held,

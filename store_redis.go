@@ -97,6 +97,9 @@ func (c *config) leaseOptions() []lease.Opt {
 // itself) is read by leasing.Classify, the module's one reading of go-redis
 // errors.
 func mapStoreErr(err error) error {
+	if err == nil {
+		return nil // before tl, which errors.As moves to the heap: most calls succeed
+	}
 	var tl *idempotency.TooLargeError
 	switch {
 	case errors.As(err, &tl) && tl.What == "result":

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/internal/fleet"
 	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -54,6 +55,10 @@ type Worker struct {
 	// hbRideRenewals: heartbeat details go straight to the store, whose
 	// lease renewer coalesces them at the throttle's pace (set by start).
 	hbRideRenewals bool
+	// hbRounds: heartbeat details held back by a throttle longer than the
+	// renew interval, handed to the store by the renewer's rounds (set by
+	// start; nil without).
+	hbRounds *heartbeatRounds
 
 	// typesPaused is the job types paused fleet-wide, read every renew round
 	// (pause.go); pauseEvery is how long a held record waits to look again.
@@ -346,6 +351,12 @@ func (w *Worker) start(ctx context.Context) error {
 		// per renew interval: the throttle the default asks for, with no
 		// timer of a job's own.
 		w.hbRideRenewals = w.cfg.hbThrottle == s.m.RenewInterval()
+		if w.cfg.hbThrottle > s.m.RenewInterval() {
+			// Details held back by a longer throttle ride the rounds too,
+			// handed to the store's flush once the throttle has passed.
+			w.hbRounds = &heartbeatRounds{}
+			leasing.OnRenewRoundFirst(s.m, w.hbRounds.flushDue)
+		}
 		w.watchPaused(s.m)
 		w.lim.init()
 	}

@@ -398,7 +398,7 @@ func (s *Store) appendComplete(keys []string, args []any, op finishOp, base int6
 		details = "1"
 	}
 	c.mu.Unlock()
-	args = append(args, leasing.Token(c.Lease), strconv.FormatUint(c.Lease.Fence(), 10), c.keys.field, c.fp[:], c.Attempt)
+	args = append(args, leasing.Token(c.Lease), c.Lease.Fence(), c.keys.field, c.fp[:], c.Attempt) // the fence goes out in decimal, as go-redis writes a uint64
 	args = append(args, mid...)
 	return keys, append(args, int(op.state), external, details, op.result, s.deleteFlag())
 }

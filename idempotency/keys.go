@@ -39,7 +39,9 @@ func (s *Store) Tag(k string) string {
 }
 
 func (s *Store) tag(h *keyHash) string {
-	return "{i:" + strconv.Itoa(h.shard(s.cfg.shards)) + "}"
+	var buf [16]byte // "{i:" + up to 8 digits (shards <= 2^24) + "}": one allocation, the string
+	b := strconv.AppendInt(append(buf[:0], "{i:"...), int64(h.shard(s.cfg.shards)), 10)
+	return string(append(b, '}'))
 }
 
 // LeaseName returns the name of the lease that guards key k, as given to the

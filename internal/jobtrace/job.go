@@ -20,7 +20,12 @@ import (
 const maxErrLen = 256
 
 func (t *Tracer) jobAttrs(jobType, key string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{attribute.String(AttrJobType, truncate(jobType, maxNameLen))}
+	return t.appendJobAttrs(make([]attribute.KeyValue, 0, 2), jobType, key)
+}
+
+// appendJobAttrs appends the job type and the redacted key to attrs.
+func (t *Tracer) appendJobAttrs(attrs []attribute.KeyValue, jobType, key string) []attribute.KeyValue {
+	attrs = append(attrs, attribute.String(AttrJobType, truncate(jobType, maxNameLen)))
 	if k, ok := t.cfg.redact.redact(key); ok {
 		attrs = append(attrs, attribute.String(AttrIdempotencyKey, k))
 	}
@@ -49,12 +54,16 @@ func (j *Job) Span() trace.Span { return j.span }
 
 // SetFence records the fence the job runs under.
 func (j *Job) SetFence(fence uint64) {
-	j.span.SetAttributes(fenceAttr(AttrFence, fence))
+	if j.span.IsRecording() {
+		j.span.SetAttributes(fenceAttr(AttrFence, fence))
+	}
 }
 
 // SetAttempt records the attempt number (1 for the first).
 func (j *Job) SetAttempt(n int) {
-	j.span.SetAttributes(attribute.Int(AttrAttempt, n))
+	if j.span.IsRecording() {
+		j.span.SetAttributes(attribute.Int(AttrAttempt, n))
+	}
 }
 
 // StartClaim starts the claim span. End it with the claim's outcome; that
@@ -66,9 +75,12 @@ func (j *Job) StartClaim(ctx context.Context) (context.Context, *Span) {
 // RecordClaim records a claim that ran in a batch (one pipelined round trip
 // for a poll's records) as a claim span from start to now.
 func (j *Job) RecordClaim(ctx context.Context, start time.Time, o outcome.Name, fence uint64, err error) {
-	_, s := j.child(ctx, SpanClaim, kindClaim, nil, trace.WithTimestamp(start))
-	if fence != 0 {
-		s.SetFence(fence)
+	s := Span{span: noop.Span{}, t: j.t, kind: kindClaim, key: j.key, job: j}
+	if j.span.IsRecording() {
+		_, s.span = j.t.tracer.Start(trace.ContextWithSpan(ctx, j.span), SpanClaim, trace.WithTimestamp(start))
+		if fence != 0 {
+			s.SetFence(fence)
+		}
 	}
 	s.End(string(o), err) //nolint:contextcheck // the span's metrics need no request context
 }
@@ -95,21 +107,38 @@ func (j *Job) StartCompensation(ctx context.Context, step string, fence uint64) 
 	return j.child(ctx, SpanCompensation+" "+step, kindCompensation, attrs)
 }
 
-func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attribute.KeyValue, opts ...trace.SpanStartOption) (context.Context, *Span) {
+func (j *Job) child(ctx context.Context, name string, k spanKind, attrs []attribute.KeyValue) (context.Context, *Span) {
 	// Claim, handler, commit and compensation spans are children of the job
 	// span, even when ctx carries a span of the handler's own.
-	ctx = trace.ContextWithSpan(ctx, j.span)
+	if cur := trace.SpanFromContext(ctx); j.span.IsRecording() || cur.IsRecording() ||
+		!cur.SpanContext().Equal(j.span.SpanContext()) {
+		ctx = trace.ContextWithSpan(ctx, j.span)
+	}
 	// A job span that does not record (no SDK, or not sampled) gets no
 	// child spans: a no-op span stands in, so that the child's metrics are
 	// still counted without building a span and its attributes.
-	var sp trace.Span = noop.Span{}
+	sc := &spanCtx{Context: ctx, s: Span{span: noop.Span{}, t: j.t, kind: k, key: j.key, job: j}}
 	if j.span.IsRecording() {
-		opts = append(opts, trace.WithAttributes(attrs...))
-		ctx, sp = j.t.tracer.Start(ctx, name, opts...)
+		sc.Context, sc.s.span = j.t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 	}
-	s := &Span{span: sp, t: j.t, kind: k, key: j.key, job: j}
-	ctx = context.WithValue(context.WithValue(ctx, jobKey{}, j), spanKey{}, s)
-	return ctx, s
+	return sc, &sc.s
+}
+
+// spanCtx is the context of a job's child span: it carries the job and the
+// span (jobFromContext, spanFromContext) in one allocation with the span.
+type spanCtx struct {
+	context.Context
+	s Span
+}
+
+func (c *spanCtx) Value(key any) any {
+	switch key.(type) {
+	case jobKey:
+		return c.s.job
+	case spanKey:
+		return &c.s
+	}
+	return c.Context.Value(key)
 }
 
 // Heartbeat adds a heartbeat event, at most one per heartbeat event interval;
@@ -174,8 +203,10 @@ func (j *Job) End(o outcome.Name, err error) {
 		return
 	}
 	o = outcome.Name(truncate(string(o), maxNameLen))
-	j.span.SetAttributes(attribute.String(AttrOutcome, string(o)))
-	setErr(j.span, err, j.errMessage)
+	if j.span.IsRecording() {
+		j.span.SetAttributes(attribute.String(AttrOutcome, string(o)))
+		setErr(j.span, err, j.errMessage)
+	}
 	if j.ran.Load() {
 		j.t.metrics.JobDone(j.metricCtx(), j.jobType, o, j.t.cfg.now().Sub(j.start))
 	}
@@ -184,8 +215,17 @@ func (j *Job) End(o outcome.Name, err error) {
 
 // metricCtx carries the job span, so that exemplars point at the trace, but
 // not the job's cancellation.
-func (j *Job) metricCtx() context.Context {
-	return trace.ContextWithSpan(context.Background(), j.span)
+func (j *Job) metricCtx() context.Context { return spanMetricCtx(j.span) }
+
+// spanMetricCtx is a background context carrying sp, for the exemplars of
+// the measurements sp's work records; a span without a valid span context
+// has nothing to point at, and the background context alone answers the
+// same to every reader.
+func spanMetricCtx(sp trace.Span) context.Context {
+	if !sp.SpanContext().IsValid() {
+		return context.Background()
+	}
+	return trace.ContextWithSpan(context.Background(), sp)
 }
 
 func (j *Job) errMessage(err error) string {
@@ -227,19 +267,20 @@ func (s *Span) End(o string, err error) {
 		return
 	}
 	o = truncate(o, maxNameLen)
-	s.span.SetAttributes(attribute.String(AttrOutcome, o))
-	setErr(s.span, err, func(err error) string {
-		return truncate(s.t.cfg.redact.scrub(err.Error(), s.key), maxErrLen)
-	})
-	mctx := trace.ContextWithSpan(context.Background(), s.span)
+	if s.span.IsRecording() {
+		s.span.SetAttributes(attribute.String(AttrOutcome, o))
+		setErr(s.span, err, func(err error) string {
+			return truncate(s.t.cfg.redact.scrub(err.Error(), s.key), maxErrLen)
+		})
+	}
 	switch s.kind {
 	case kindClaim:
-		s.t.metrics.Claim(mctx, outcome.Name(o))
+		s.t.metrics.Claim(spanMetricCtx(s.span), outcome.Name(o))
 		if o == string(outcome.Acquired) || o == string(outcome.Takeover) {
 			s.job.ran.Store(true)
 		}
 	case kindCompensation:
-		s.t.metrics.Compensation(mctx, outcome.Name(o))
+		s.t.metrics.Compensation(spanMetricCtx(s.span), outcome.Name(o))
 	}
 	s.span.End()
 }

@@ -134,6 +134,48 @@ type Metrics struct {
 
 	mu    sync.Mutex
 	types map[string]attribute.KeyValue
+	opts  map[optKey]*seriesOpts // measurement options by series (series)
+}
+
+// optKey names one series of a hot-path instrument: its instrument and
+// labels.
+type optKey struct {
+	inst            *metric.Int64Counter // nil for the job duration
+	jobType, result string
+}
+
+// maxSeriesOpts bounds the cache of measurement options; series beyond it
+// build their options on each call.
+const maxSeriesOpts = 1024
+
+// seriesOpts are the measurement options of one series, built once: an
+// attribute set built per measurement was most of a claim's or a job's
+// metric cost.
+type seriesOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// series returns k's options, from the cache or built from k.
+func (m *Metrics) series(k optKey) *seriesOpts {
+	m.mu.Lock()
+	o, ok := m.opts[k]
+	m.mu.Unlock()
+	if ok {
+		return o
+	}
+	attrs := []attribute.KeyValue{attribute.String(LabelOutcome, k.result)}
+	if k.inst == nil {
+		attrs = append(attrs, m.jobType(k.jobType))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	o = &seriesOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	m.mu.Lock()
+	if len(m.opts) < maxSeriesOpts {
+		m.opts[k] = o
+	}
+	m.mu.Unlock()
+	return o
 }
 
 // newMetrics creates the worker's instruments on mp's meter named
@@ -141,7 +183,8 @@ type Metrics struct {
 //
 //nolint:contextcheck // the zero series are set once at construction, under no caller's request
 func newMetrics(mp metric.MeterProvider) (*Metrics, error) {
-	m := &Metrics{meter: mp.Meter(instrumentationName), types: make(map[string]attribute.KeyValue)}
+	m := &Metrics{meter: mp.Meter(instrumentationName), types: make(map[string]attribute.KeyValue),
+		opts: make(map[optKey]*seriesOpts)}
 	info := make(map[string]MetricInfo)
 	for _, c := range Catalog() {
 		info[c.Name] = c
@@ -204,7 +247,7 @@ func (m *Metrics) Claim(ctx context.Context, o outcome.Name) {
 	if m == nil {
 		return
 	}
-	m.claims.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
+	m.claims.Add(ctx, 1, m.series(optKey{inst: &m.claims, result: string(o)}).add...)
 }
 
 // JobDone records a finished job's duration by type and outcome.
@@ -212,7 +255,7 @@ func (m *Metrics) JobDone(ctx context.Context, jobType string, o outcome.Name, d
 	if m == nil {
 		return
 	}
-	m.jobDuration.Record(ctx, d.Seconds(), metric.WithAttributes(m.jobType(jobType), attribute.String(LabelOutcome, string(o))))
+	m.jobDuration.Record(ctx, d.Seconds(), m.series(optKey{jobType: jobType, result: string(o)}).rec...)
 }
 
 // Compensation counts one compensation step with its outcome.
@@ -220,7 +263,7 @@ func (m *Metrics) Compensation(ctx context.Context, o outcome.Name) {
 	if m == nil {
 		return
 	}
-	m.compensations.Add(ctx, 1, metric.WithAttributes(attribute.String(LabelOutcome, string(o))))
+	m.compensations.Add(ctx, 1, m.series(optKey{inst: &m.compensations, result: string(o)}).add...)
 }
 
 // DeadLettered counts one record sent to the dead-letter topic.

@@ -73,13 +73,14 @@ func (r redactor) redact(key string) (string, bool) {
 	case KeyOmitted:
 		return "", false
 	}
+	var buf [len("hmac-sha256:") + 16]byte // the recorded form: one allocation, the string
 	if len(r.secret) > 0 {
 		h := hmac.New(sha256.New, r.secret)
 		h.Write([]byte(key))
-		return "hmac-sha256:" + hex.EncodeToString(h.Sum(nil)[:8]), true
+		return string(hex.AppendEncode(append(buf[:0], "hmac-sha256:"...), h.Sum(nil)[:8])), true
 	}
 	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:8]), true
+	return string(hex.AppendEncode(append(buf[:0], "sha256:"...), sum[:8])), true
 }
 
 // scrub replaces the key in s by its recorded form, so that an error message

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,6 +131,9 @@ type Tracer struct {
 	hooks   []kgo.Hook
 	metrics *Metrics
 	face    any // the public *tracing.Tracer over t (SetFace)
+
+	namesMu sync.Mutex
+	names   map[string]string // job span names by topic (processName)
 }
 
 // SetFace records the public value (a *tracing.Tracer) that wraps t, so that
@@ -298,21 +302,60 @@ func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key strin
 	if r.Context == nil || !trace.SpanContextFromContext(r.Context).IsValid() {
 		r.Context = t.cfg.prop.Extract(cmp.Or(r.Context, context.Background()), kotel.NewRecordCarrier(r))
 	}
-	_, sp := t.tracer.Start(r.Context, SpanProcess+" "+truncate(r.Topic, maxNameLen),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(append(t.consumerAttrs(r), t.jobAttrs(jobType, key)...)...))
+	_, sp := t.tracer.Start(r.Context, t.processName(r.Topic), consumerKind,
+		trace.WithAttributes(t.appendJobAttrs(t.consumerAttrs(r), jobType, key)...))
 	ctx = trace.ContextWithSpan(ctx, sp)
 	if b := baggage.FromContext(r.Context); b.Len() > 0 {
 		ctx = baggage.ContextWithBaggage(ctx, b)
 	}
-	j := &Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}
-	return context.WithValue(ctx, jobKey{}, j), j
+	jc := &jobCtx{Context: ctx, j: Job{t: t, span: sp, jobType: jobType, key: key, start: t.cfg.now()}}
+	return jc, &jc.j
+}
+
+// consumerKind is the span kind option of every job span, built once.
+var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+
+// maxProcessNames bounds the cache of job span names (one per topic).
+const maxProcessNames = 64
+
+// processName returns the job span name of a record of topic,
+// `process <topic>`, from a bounded cache.
+func (t *Tracer) processName(topic string) string {
+	t.namesMu.Lock()
+	defer t.namesMu.Unlock()
+	if n, ok := t.names[topic]; ok {
+		return n
+	}
+	n := SpanProcess + " " + truncate(topic, maxNameLen)
+	if len(t.names) < maxProcessNames {
+		if t.names == nil {
+			t.names = make(map[string]string)
+		}
+		t.names[topic] = n
+	}
+	return n
+}
+
+// jobCtx is the context of a job span: it carries the job (jobFromContext)
+// in one allocation with the job.
+type jobCtx struct {
+	context.Context
+	j Job
+}
+
+func (c *jobCtx) Value(key any) any {
+	if _, ok := key.(jobKey); ok {
+		return &c.j
+	}
+	return c.Context.Value(key)
 }
 
 // consumerAttrs are the messaging attributes of a job span (semantic
 // conventions 1.43).
 func (t *Tracer) consumerAttrs(r *kgo.Record) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{
+	// Room for every attribute below and the two of appendJobAttrs.
+	attrs := make([]attribute.KeyValue, 0, 13)
+	attrs = append(attrs,
 		semconv.MessagingSystemKafka,
 		semconv.MessagingOperationTypeProcess,
 		semconv.MessagingOperationName(SpanProcess),
@@ -320,7 +363,7 @@ func (t *Tracer) consumerAttrs(r *kgo.Record) []attribute.KeyValue {
 		semconv.MessagingDestinationPartitionID(strconv.FormatInt(int64(r.Partition), 10)),
 		semconv.MessagingKafkaOffset(int(r.Offset)),
 		semconv.MessagingMessageBodySize(len(r.Value)),
-	}
+	)
 	if t.cfg.group != "" {
 		attrs = append(attrs, semconv.MessagingConsumerGroupName(t.cfg.group))
 	}

@@ -191,7 +191,9 @@ func OwnerDigest(token string) string {
 		return "-"
 	}
 	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:4])
+	var b [8]byte
+	hex.Encode(b[:], sum[:4])
+	return string(b[:])
 }
 
 // Start checks the backend (for Redis: that it answers, that its

@@ -129,6 +129,16 @@ func OnRenewRound(m *Manager, f func(ctx context.Context)) {
 	m.rounds = append(m.rounds, f)
 }
 
+// OnRenewRoundFirst registers f like [OnRenewRound], to run before the
+// hooks registered with OnRenewRound: what f hands them rides the same
+// round (the worker hands throttled heartbeat details to package
+// idempotency's flush so).
+func OnRenewRoundFirst(m *Manager, f func(ctx context.Context)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rounds = append([]func(context.Context){f}, m.rounds...)
+}
+
 func (m *Manager) runRoundHooks(ctx context.Context, hooks []func(context.Context)) {
 	if len(hooks) == 0 || ctx.Err() != nil {
 		return
