@@ -276,7 +276,7 @@ func (r *heartbeatRounds) flushDue(context.Context) {
 	now := time.Now()
 	for _, j := range jobs {
 		if j.hb.takeDue(j, now) {
-			_ = j.hb.flush(j.ctx, j)
+			_ = j.hb.flush(j.ctx, j) //nolint:contextcheck // the details belong to the job: written under its context, not the round's
 		}
 	}
 }
