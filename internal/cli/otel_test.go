@@ -83,12 +83,27 @@ func TestEnqueueTelemetryWarnings(t *testing.T) {
 
 	t.Run("collector unreachable", func(t *testing.T) {
 		unsetOTelEnv(t)
+		// A collector that hangs up on every connection. The port stays
+		// held for the whole test: a port closed to get "connection
+		// refused" can be bound by another package's test meanwhile (go test
+		// runs packages at once, and several start Jaeger, whose OTLP
+		// receiver would take the exports). A CI run saw 0 warnings here;
+		// that is the one way found for the exports to succeed.
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = lis.Close() })
+		go func() {
+			for {
+				conn, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				_ = conn.Close()
+			}
+		}()
 		addr := lis.Addr().String()
-		_ = lis.Close()
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
 		t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "50")
 		t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
