@@ -63,12 +63,17 @@ type Claim struct {
 	// Duplicate and Mismatch.
 	Record *Record // the stored record
 
-	fp         Fingerprint
-	ttl        time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
-	h          keyHash
-	tag        string
-	keys       claimKeys // built once, for the claim and every write after it
-	window     int64     // window index of the PROCESSING record
+	fp      Fingerprint
+	ttl     time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
+	h       keyHash
+	tag     string
+	name    string    // the lease's name: tag + ":" + Key
+	keys    claimKeys // built once, for the claim and every write after it
+	buckets struct {
+		base int64    // the first window of keys
+		keys []string // bucket keys of the windows the claim named (claimBucketKeys)
+	}
+	window     int64 // window index of the PROCESSING record
 	mu         sync.Mutex
 	details    bool  // details may exist in Redis for this key
 	saved      bool  // this attempt's details were written once: later ones are coalesced (details.go)
@@ -114,9 +119,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		}
 		c.ttl = ttl
 		c.h = hashKey(r.Key)
-		c.tag = s.tag(&c.h)
-		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key),
-			field: c.h.field(), history: s.historyKey(c.tag, c.Key)}
+		s.setClaimKeys(c)
 		todo = append(todo, i)
 	}
 	var others []liveLayout
@@ -199,9 +202,7 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 		c := out[i]
 		tokens[i] = leasing.NewToken()
 		keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
-		for w := base; w < base+int64(n); w++ {
-			keys = append(keys, s.bucketKey(c.tag, w))
-		}
+		keys = append(keys, s.claimBucketKeys(c, base, n)...)
 		for _, o := range olds {
 			keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
 		}
@@ -336,7 +337,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 			return bad("negative fence")
 		}
 		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
-		c.keys.bucket = s.bucketKey(c.tag, win)
+		c.keys.bucket = s.bucketKeyOf(c, win)
 		if d, ok := res[4].(string); ok {
 			c.Details, c.details = []byte(d), true
 		}
@@ -344,7 +345,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if code == scripts.IdemTakeover {
 			c.Outcome = Takeover
 		}
-		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
+		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.name, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
 			// closed, or the reply came after the local deadline): give the

@@ -382,11 +382,7 @@ func (s *Store) appendComplete(keys []string, args []any, op finishOp, base int6
 	c := op.c
 	keys = append(keys, c.keys.lease, c.keys.details, c.keys.result, c.keys.bucket)
 	for w := base; w < base+int64(n); w++ {
-		if w == c.window {
-			keys = append(keys, c.keys.bucket)
-		} else {
-			keys = append(keys, s.bucketKey(c.tag, w))
-		}
+		keys = append(keys, s.bucketKeyOf(c, w))
 	}
 	external := "0"
 	if outcomeLen+len(op.result) > s.inline {
