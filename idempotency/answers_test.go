@@ -119,6 +119,10 @@ func TestCompleteAnswersAfterLostReply(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
+		// Renewals far apart: one between the delete and the Complete would
+		// end the lease locally first (ErrGivenUp, nothing sent), which a
+		// loaded machine made happen with the 100 ms renewals above.
+		e := withAfter(t, &afterScript{}, lease.WithTTL(20*time.Second), lease.WithRenewInterval(15*time.Second))
 		c := e.claim(t, "refused", fp("a"), Acquired)                  //nolint:contextcheck // claims under the test's context
 		must(t, e.c.Del(ctx, e.m.Key(e.s.LeaseName("refused"))).Err()) // expired in Redis
 		err := e.s.Complete(ctx, c, []byte("r"))

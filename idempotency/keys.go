@@ -51,7 +51,8 @@ func (s *Store) appendTag(b []byte, h *keyHash) []byte {
 
 // setClaimKeys fills c's tag and names (claimKeys, but for the bucket) for
 // its key and hash: the tag, the lease name (tag + ":" + K), the details,
-// result and history keys and the record's field are substrings of one
+// result and history keys, the record's field, the fingerprint's bytes and
+// the lease TTL in ms (as the claim script takes them) are substrings of one
 // string, one allocation for all of them (the lease key is the Manager's to
 // build).
 func (s *Store) setClaimKeys(c *Claim) {
@@ -60,7 +61,7 @@ func (s *Store) setClaimKeys(c *Claim) {
 	const kinds = "idem:d:idem:r:idem:h:" // three prefixes of the same length
 	per := len(p) + len(kinds)/3 + len(tag) + 1 + len(k)
 	var b strings.Builder
-	b.Grow(len(tag) + 1 + len(k) + 3*per + len(c.h[:16]))
+	b.Grow(len(tag) + 1 + len(k) + 3*per + 16 + len(c.fp) + 20)
 	b.Write(tag)
 	b.WriteByte(':')
 	b.WriteString(k)
@@ -73,16 +74,22 @@ func (s *Store) setClaimKeys(c *Claim) {
 		b.WriteString(k)
 	}
 	b.Write(c.h[:16])
+	b.Write(c.fp[:])
+	ttl := b.Len()
+	var nb [20]byte
+	b.Write(strconv.AppendInt(nb[:0], c.ttl.Milliseconds(), 10))
 	all := b.String()
 	at := func(i int) string { return all[name+i*per : name+(i+1)*per] }
 	c.tag, c.name = all[:len(tag)], all[:name]
-	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), field: all[name+3*per:]}
+	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), field: all[name+3*per : name+3*per+16],
+		fp: all[name+3*per+16 : ttl], ttl: all[ttl:]}
 }
 
-// claimBucketKeys returns the bucket keys of c's tag for the windows
+// bucketKeys returns the bucket keys of c's tag for the windows
 // base..base+n-1, built once for a claim (one allocation for their bytes and
-// one for the slice) and kept for its later writes (bucketKeyOf).
-func (s *Store) claimBucketKeys(c *Claim, base int64, n int) []string {
+// one for the slice) and kept in c.buckets for its later writes
+// (bucketKeyOf).
+func (c *Claim) bucketKeys(s *Store, base int64, n int) []string {
 	if c.buckets.base == base && len(c.buckets.keys) == n {
 		return c.buckets.keys
 	}
@@ -110,6 +117,15 @@ func (s *Store) claimBucketKeys(c *Claim, base int64, n int) []string {
 func (s *Store) bucketKeyOf(c *Claim, w int64) string {
 	if i := w - c.buckets.base; i >= 0 && i < int64(len(c.buckets.keys)) {
 		return c.buckets.keys[i]
+	}
+	return s.bucketKey(c.tag, w)
+}
+
+// bucketKeyArg is bucketKeyOf as a script key: a pointer to the kept key
+// when the claim named window w (scriptCall).
+func (s *Store) bucketKeyArg(c *Claim, w int64) any {
+	if i := w - c.buckets.base; i >= 0 && i < int64(len(c.buckets.keys)) {
+		return arg(&c.buckets.keys[i])
 	}
 	return s.bucketKey(c.tag, w)
 }
