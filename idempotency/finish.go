@@ -352,19 +352,33 @@ func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) scr
 	for e, j := range call {
 		s.appendComplete(&sc, e == 0, todo[j], base, n)
 		sc.addKey(arg(&todo[j].c.keys.history))
-		sc.addArgs(historyEnd(todo[j].state))
+		sc.addArgs(historyEndArg(todo[j].state))
 	}
 	return sc
 }
 
-// historyEnd is how an attempt that records state ends in its key's
-// history (idem_complete_batch.lua writes it).
-func historyEnd(st State) string {
+// historyEndArg is how an attempt that records state ends in its key's
+// history (idem_complete_batch.lua writes it), as a script argument in an
+// interface made once (a string put in an interface at each call takes an
+// allocation).
+func historyEndArg(st State) any {
 	if st == Failed {
-		return string(outcome.Failed)
+		return endFailed
 	}
-	return string(outcome.Completed)
+	return endCompleted
 }
+
+var endFailed, endCompleted any = string(outcome.Failed), string(outcome.Completed)
+
+// flagArg is a script's flag argument, "1" or "0", in an interface made once.
+func flagArg(b bool) any {
+	if b {
+		return flagOne
+	}
+	return flagZero
+}
+
+var flagOne, flagZero any = "1", "0"
 
 // seq returns 0..n-1.
 func seq(n int) []int {
@@ -393,20 +407,14 @@ func (s *Store) appendComplete(sc *scriptCall, first bool, op finishOp, base int
 	for w := base; w < base+int64(n); w++ {
 		sc.addKey(s.bucketKeyArg(c, w))
 	}
-	external := "0"
-	if outcomeLen+len(op.result) > s.inline {
-		external = "1"
-	}
+	external := outcomeLen+len(op.result) > s.inline
 	c.mu.Lock()
-	details := "0"
-	if c.details {
-		details = "1"
-	}
+	details := c.details
 	c.mu.Unlock()
 	// The fence goes out in decimal, as go-redis writes a uint64.
 	sc.addArgs(arg(&c.args.token), c.Fence, arg(&c.keys.field), arg(&c.keys.fp), c.Attempt)
 	sc.addArgs(mid...)
-	sc.addArgs(int(op.state), external, details, op.result, s.deleteFlag())
+	sc.addArgs(int(op.state), flagArg(external), flagArg(details), op.result, s.deleteFlag())
 }
 
 // refused returns the error of a complete script that Redis refused: the
@@ -504,12 +512,7 @@ func (s *Store) abortFinish(l *lease.Lease, refused bool) {
 // lease (leasing.EndsInScript), which the Store then forgets locally.
 // Otherwise the key stays until endLeases releases it through the Manager;
 // the record is written either way.
-func (s *Store) deleteFlag() string {
-	if s.inScript {
-		return "1"
-	}
-	return "0"
-}
+func (s *Store) deleteFlag() any { return flagArg(s.inScript) }
 
 // endLeases ends the leases of finished claims: locally when the script
 // deleted their keys, else by releasing them through the Manager (a few at a
