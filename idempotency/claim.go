@@ -348,8 +348,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if fence < 0 || prev < 0 {
 			return bad("negative fence")
 		}
-		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
-		c.args.token = token
+		c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token
 		c.keys.bucket = s.bucketKeyOf(c, win)
 		if d, ok := res[4].(string); ok {
 			c.Details, c.details = []byte(d), true
