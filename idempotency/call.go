@@ -39,17 +39,24 @@ func (c *scriptCall) addArgs(a ...any) { c.args = append(c.args, a...) }
 
 // process queues the command on p.
 func (c *scriptCall) process(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	if c.key != 3+c.nkeys {
-		panic("idempotency: script call keys miscounted") // a bug in the caller, caught by every test
-	}
+	c.checkKeys()
 	cmd := redis.NewCmd(ctx, c.args...)
 	cmd.SetFirstKeyPos(3)
 	_ = p.Process(ctx, cmd)
 	return cmd
 }
 
+// checkKeys panics unless every key slot was filled: a bug in the caller,
+// which every test of the call would hit.
+func (c *scriptCall) checkKeys() {
+	if c.key != 3+c.nkeys {
+		panic("idempotency: script call keys miscounted")
+	}
+}
+
 // keyStrings returns the call's keys as strings.
 func (c *scriptCall) keyStrings() []string {
+	c.checkKeys()
 	out := make([]string, 0, c.nkeys)
 	for _, k := range c.args[3:c.key] {
 		switch v := k.(type) {

@@ -269,7 +269,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			// at once when the script answers lost (and traces the call).
 			// With a history, the batch script writes the attempt's end
 			// in the same step (a lost answer loses the lease below).
-			sc := newScriptCall(scripts.IdemComplete, 5+n, 13)
+			sc := newScriptCall(scripts.IdemComplete, 4+n, 13)
 			s.appendComplete(&sc, true, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
 			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, scripts.IdemComplete, sc.keyStrings()[1:], sc.argv()[2:]...)
 			codes[0], _ = res.(int64)
