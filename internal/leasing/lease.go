@@ -42,7 +42,7 @@ type Lease struct {
 	deadline  time.Time
 	lastErr   error
 	onLost    []func(error)
-	cancelled bool     // a renewal answered that an operator cancelled the attempt
+	cancelled bool   // a renewal answered that an operator cancelled the attempt
 	onCancel  func() // run once, when cancelled is first set (OnCancel chains them)
 }
 
