@@ -47,7 +47,8 @@ func (c *claimCounter) count(cmd redis.Cmder) {
 		return
 	}
 	for _, a := range cmd.Args() {
-		if s, ok := a.(string); ok && strings.Contains(s, "idem:d:") && strings.HasSuffix(s, ":"+c.key) {
+		// Keys go out as strings or as Stringers (idempotency's script calls).
+		if s := fmt.Sprint(a); strings.Contains(s, "idem:d:") && strings.HasSuffix(s, ":"+c.key) {
 			c.n.Add(1)
 		}
 	}

@@ -152,10 +152,22 @@ func (w *Worker) accept(r *kgo.Record) *delivery {
 	}
 	d := &delivery{rec: r, tracker: t}
 	d.key = string(headerValue(r.Headers, HeaderKey))
-	d.typ = string(headerValue(r.Headers, HeaderType))
-	d.orderKey = string(r.Key)
-	if d.orderKey == "" {
+	// A registered type's name is the registration's string (its bytes
+	// looked up without a copy); registered names are valid.
+	typ := headerValue(r.Headers, HeaderType)
+	reg := w.handlers[string(typ)]
+	if reg != nil {
+		d.typ = reg.typ
+	} else {
+		d.typ = string(typ)
+	}
+	switch {
+	case len(r.Key) == 0:
 		d.orderKey = d.key
+	case string(r.Key) == d.key:
+		d.orderKey = d.key // the usual case (Enqueue): one string
+	default:
+		d.orderKey = string(r.Key)
 	}
 	var reason string
 	var cause error
@@ -164,9 +176,9 @@ func (w *Worker) accept(r *kgo.Record) *delivery {
 		reason, cause = ReasonMissingKey, fmt.Errorf("%w: no %s header", ErrInvalidKey, HeaderKey)
 	case ValidateKey(d.key) != nil:
 		reason, cause = ReasonInvalidKey, ValidateKey(d.key)
-	case ValidateType(d.typ) != nil:
+	case reg == nil && ValidateType(d.typ) != nil:
 		reason, cause = ReasonInvalidType, ValidateType(d.typ)
-	case w.handlers[d.typ] == nil:
+	case reg == nil:
 		reason, cause = ReasonUnknownType, fmt.Errorf("%w: %q", ErrUnknownType, d.typ)
 	case len(r.Value) > w.cfg.maxPayload:
 		reason, cause = ReasonPayloadTooLarge, fmt.Errorf("%w: %d bytes > %d", ErrPayloadTooLarge, len(r.Value), w.cfg.maxPayload)

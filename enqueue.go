@@ -155,8 +155,12 @@ func ValidateKey(key string) error { return idempotency.ValidateKey(key, MaxKeyL
 // ValidateType checks a job type with the same rules as [ValidateKey]; the
 // error matches [ErrInvalidJobType].
 func ValidateType(t string) error {
+	err := idempotency.ValidateKey(t, MaxKeyLen)
+	if err == nil {
+		return nil // before errors.As, whose target would be allocated on every call
+	}
 	var ke *idempotency.KeyError
-	if err := idempotency.ValidateKey(t, MaxKeyLen); errors.As(err, &ke) {
+	if errors.As(err, &ke) {
 		return fmt.Errorf("%w: %s", ErrInvalidJobType, ke.Reason)
 	}
 	return nil

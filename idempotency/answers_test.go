@@ -119,8 +119,12 @@ func TestCompleteAnswersAfterLostReply(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		c := e.claim(t, "refused", fp("a"), Acquired)                  //nolint:contextcheck // claims under the test's context
-		must(t, e.c.Del(ctx, e.m.Key(e.s.LeaseName("refused"))).Err()) // expired in Redis
+		// Renewals far apart: one between the delete and the Complete would
+		// end the lease locally first (ErrGivenUp, nothing sent), which a
+		// loaded machine made happen with the 100 ms renewals above.
+		e := withAfter(t, &afterScript{}, lease.WithTTL(20*time.Second), lease.WithRenewInterval(15*time.Second)) //nolint:contextcheck // the env lives for the test, not for its context
+		c := e.claim(t, "refused", fp("a"), Acquired)                                                             //nolint:contextcheck // claims under the test's context
+		must(t, e.c.Del(ctx, e.m.Key(e.s.LeaseName("refused"))).Err())                                            // expired in Redis
 		err := e.s.Complete(ctx, c, []byte("r"))
 		if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrGivenUp) {
 			t.Fatalf("Complete without the lease = %v, want ErrRefused", err)

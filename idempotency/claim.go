@@ -63,12 +63,21 @@ type Claim struct {
 	// Duplicate and Mismatch.
 	Record *Record // the stored record
 
-	fp         Fingerprint
-	ttl        time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
-	h          keyHash
-	tag        string
-	keys       claimKeys // built once, for the claim and every write after it
-	window     int64     // window index of the PROCESSING record
+	fp      Fingerprint
+	ttl     time.Duration // the lease TTL asked for (Request.TTL or the Manager's)
+	h       keyHash
+	tag     string
+	name    string    // the lease's name: tag + ":" + Key
+	keys    claimKeys // built once, for the claim and every write after it
+	buckets struct {
+		base int64    // the first window of keys
+		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
+	}
+	args struct { // script arguments passed by pointer (scriptCall)
+		owner, typ string // the history's owner digest and job type
+		token      string // the owner token of the acquired lease
+	}
+	window     int64 // window index of the PROCESSING record
 	mu         sync.Mutex
 	details    bool  // details may exist in Redis for this key
 	saved      bool  // this attempt's details were written once: later ones are coalesced (details.go)
@@ -89,8 +98,9 @@ func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, er
 
 // claimKeys are the per-key Redis names of a claim, built once: its Redis
 // keys, its record's field in a bucket, and (once acquired) the bucket of the
-// claim's window, which holds its PROCESSING record.
-type claimKeys struct{ lease, details, result, field, bucket, history string }
+// claim's window, which holds its PROCESSING record; with them, the
+// fingerprint's bytes and the lease TTL in ms, as the scripts take them.
+type claimKeys struct{ lease, details, result, field, fp, ttl, bucket, history string }
 
 // ClaimBatch claims many keys in one pipeline (one round trip per Redis
 // node; go-redis groups a Cluster pipeline by node), as for a whole poll
@@ -114,9 +124,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		}
 		c.ttl = ttl
 		c.h = hashKey(r.Key)
-		c.tag = s.tag(&c.h)
-		c.keys = claimKeys{lease: s.m.Key(c.tag + ":" + c.Key), details: s.detailsKey(c.tag, c.Key), result: s.resultKey(c.tag, c.Key),
-			field: c.h.field(), history: s.historyKey(c.tag, c.Key)}
+		s.setClaimKeys(c)
 		todo = append(todo, i)
 	}
 	var others []liveLayout
@@ -137,8 +145,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 		sent := time.Now()
 		calls := s.group(todo, func(i int) string { return out[i].tag })
 		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
-			keys, args := s.claimCall(calls[j], reqs, out, tokens, base, n, olds)
-			return scripts.IdemClaim.EvalSha(ctx, p, keys, args...)
+			sc := s.claimCall(calls[j], reqs, out, tokens, base, n, olds)
+			return sc.process(ctx, p)
 		})
 		var again []int
 		for j, call := range calls {
@@ -187,30 +195,35 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 	return out
 }
 
-// claimCall returns the KEYS and ARGV of one idem_claim.lua call for the
-// entries call (indexes into reqs and out), with a new owner token each in
-// tokens.
-func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) ([]string, []any) {
-	keys := make([]string, 0, len(call)*(4+n+len(olds)))
-	args := make([]any, 0, 8+9*len(call))
-	args = append(args, base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds))
-	args = append(args, s.historyMax(), s.historyTTL().Milliseconds())
-	for _, i := range call {
-		c := out[i]
+// claimCall builds one idem_claim.lua call for the entries call (indexes
+// into reqs and out), with a new owner token each in tokens (see scriptCall
+// for the pointers).
+func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) scriptCall {
+	sc := newScriptCall(scripts.IdemClaim, len(call)*(4+n+len(olds)), 8+9*len(call))
+	sc.addArgs(base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds),
+		s.historyMax(), s.historyTTL().Milliseconds())
+	for e, i := range call {
+		c, r := out[i], &reqs[i]
 		tokens[i] = leasing.NewToken()
-		keys = append(keys, c.keys.lease, c.keys.details, c.keys.result)
-		for w := base; w < base+int64(n); w++ {
-			keys = append(keys, s.bucketKey(c.tag, w))
+		c.args.owner, c.args.typ = s.historyOwner(tokens[i]), historyType(r.Type)
+		if e == 0 {
+			sc.addKey(c.keys.lease)
+		} else {
+			sc.addKey(arg(&c.keys.lease))
+		}
+		sc.addKey(arg(&c.keys.details))
+		sc.addKey(arg(&c.keys.result))
+		for b := range c.bucketKeys(s, base, n) {
+			sc.addKey(arg(&c.buckets.keys[b]))
 		}
 		for _, o := range olds {
-			keys = append(keys, s.otherBucketKey(c.tag, o[0], o[1]))
+			sc.addKey(s.otherBucketKey(c.tag, o[0], o[1]))
 		}
-		keys = append(keys, c.keys.history)
-		r := reqs[i]
-		args = append(args, c.keys.field, c.fp[:], tokens[i], c.ttl.Milliseconds(),
-			s.historyOwner(tokens[i]), r.Worker, r.TraceID, r.SpanID, historyType(r.Type))
+		sc.addKey(arg(&c.keys.history))
+		sc.addArgs(arg(&c.keys.field), arg(&c.keys.fp), arg(&tokens[i]), arg(&c.keys.ttl), arg(&c.args.owner),
+			arg(&r.Worker), arg(&r.TraceID), arg(&r.SpanID), arg(&c.args.typ))
 	}
-	return keys, args
+	return sc
 }
 
 // leaseTTL returns the lease TTL of a Request.TTL: the Manager's for zero,
@@ -335,8 +348,8 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if fence < 0 || prev < 0 {
 			return bad("negative fence")
 		}
-		c.Fence, c.Attempt, c.PrevFence, c.window = uint64(fence), int(att), uint64(prev), win
-		c.keys.bucket = s.bucketKey(c.tag, win)
+		c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token
+		c.keys.bucket = s.bucketKeyOf(c, win)
 		if d, ok := res[4].(string); ok {
 			c.Details, c.details = []byte(d), true
 		}
@@ -344,7 +357,7 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		if code == scripts.IdemTakeover {
 			c.Outcome = Takeover
 		}
-		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.tag + ":" + c.Key, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
+		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.name, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
 		if err != nil {
 			// The lease is in Redis but cannot be tracked (the Manager is
 			// closed, or the reply came after the local deadline): give the

@@ -269,15 +269,16 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			// at once when the script answers lost (and traces the call).
 			// With a history, the batch script writes the attempt's end
 			// in the same step (a lost answer loses the lease below).
-			keys, args := s.appendComplete(nil, nil, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
-			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, scripts.IdemComplete, keys[1:], args[2:]...)
+			sc := newScriptCall(scripts.IdemComplete, 4+n, 13)
+			s.appendComplete(&sc, true, todo[0], base, n, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds())
+			res, err := leasing.Fenced(ctx, s.m, todo[0].c.Lease, scripts.IdemComplete, sc.keyStrings()[1:], sc.argv()[2:]...)
 			codes[0], _ = res.(int64)
 			errs[0] = err
 		} else {
 			calls := s.group(seq(len(todo)), func(j int) string { return todo[j].c.tag })
 			cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
-				keys, args := s.completeCall(calls[g], todo, base, n)
-				return scripts.IdemCompleteBatch.EvalSha(ctx, p, keys, args...)
+				sc := s.completeCall(calls[g], todo, base, n)
+				return sc.process(ctx, p)
 			})
 			for g, call := range calls {
 				var replies []any
@@ -342,28 +343,42 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 	}
 }
 
-// completeCall returns the KEYS and ARGV of one idem_complete_batch.lua call
-// for the entries call (indexes into todo), with the windows base..base+n-1.
-func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) ([]string, []any) {
-	keys := make([]string, 0, len(call)*(5+n))
-	args := make([]any, 0, 6+11*len(call))
-	args = append(args, base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
+// completeCall builds one idem_complete_batch.lua call for the entries
+// call (indexes into todo), with the windows base..base+n-1.
+func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) scriptCall {
+	sc := newScriptCall(scripts.IdemCompleteBatch, len(call)*(5+n), 6+11*len(call))
+	sc.addArgs(base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
 		s.historyMax(), s.historyTTL().Milliseconds())
-	for _, j := range call {
-		keys, args = s.appendComplete(keys, args, todo[j], base, n)
-		keys, args = append(keys, todo[j].c.keys.history), append(args, historyEnd(todo[j].state))
+	for e, j := range call {
+		s.appendComplete(&sc, e == 0, todo[j], base, n)
+		sc.addKey(arg(&todo[j].c.keys.history))
+		sc.addArgs(historyEndArg(todo[j].state))
 	}
-	return keys, args
+	return sc
 }
 
-// historyEnd is how an attempt that records state ends in its key's
-// history (idem_complete_batch.lua writes it).
-func historyEnd(st State) string {
+// historyEndArg is how an attempt that records state ends in its key's
+// history (idem_complete_batch.lua writes it), as a script argument in an
+// interface made once (a string put in an interface at each call takes an
+// allocation).
+func historyEndArg(st State) any {
 	if st == Failed {
-		return string(outcome.Failed)
+		return endFailed
 	}
-	return string(outcome.Completed)
+	return endCompleted
 }
+
+var endFailed, endCompleted any = string(outcome.Failed), string(outcome.Completed)
+
+// flagArg is a script's flag argument, "1" or "0", in an interface made once.
+func flagArg(b bool) any {
+	if b {
+		return flagOne
+	}
+	return flagZero
+}
+
+var flagOne, flagZero any = "1", "0"
 
 // seq returns 0..n-1.
 func seq(n int) []int {
@@ -374,33 +389,32 @@ func seq(n int) []int {
 	return out
 }
 
-// appendComplete appends op's KEYS and ARGV for the complete scripts, with
-// the windows base..base+n-1: idem_complete_batch.lua's ten arguments of an
-// entry, with mid after the fifth (idem_complete.lua's window base, window
-// length and retention; none for a batch).
-func (s *Store) appendComplete(keys []string, args []any, op finishOp, base int64, n int, mid ...any) ([]string, []any) {
+// appendComplete adds op's KEYS and ARGV for the complete scripts to sc,
+// with the windows base..base+n-1: idem_complete_batch.lua's ten arguments
+// of an entry, with mid after the fifth (idem_complete.lua's window base,
+// window length and retention; none for a batch). first is set for the
+// call's first entry, whose lease key goes as a string (scriptCall).
+func (s *Store) appendComplete(sc *scriptCall, first bool, op finishOp, base int64, n int, mid ...any) {
 	c := op.c
-	keys = append(keys, c.keys.lease, c.keys.details, c.keys.result, c.keys.bucket)
+	if first {
+		sc.addKey(c.keys.lease)
+	} else {
+		sc.addKey(arg(&c.keys.lease))
+	}
+	sc.addKey(arg(&c.keys.details))
+	sc.addKey(arg(&c.keys.result))
+	sc.addKey(arg(&c.keys.bucket))
 	for w := base; w < base+int64(n); w++ {
-		if w == c.window {
-			keys = append(keys, c.keys.bucket)
-		} else {
-			keys = append(keys, s.bucketKey(c.tag, w))
-		}
+		sc.addKey(s.bucketKeyArg(c, w))
 	}
-	external := "0"
-	if outcomeLen+len(op.result) > s.inline {
-		external = "1"
-	}
+	external := outcomeLen+len(op.result) > s.inline
 	c.mu.Lock()
-	details := "0"
-	if c.details {
-		details = "1"
-	}
+	details := c.details
 	c.mu.Unlock()
-	args = append(args, leasing.Token(c.Lease), c.Lease.Fence(), c.keys.field, c.fp[:], c.Attempt) // the fence goes out in decimal, as go-redis writes a uint64
-	args = append(args, mid...)
-	return keys, append(args, int(op.state), external, details, op.result, s.deleteFlag())
+	// The fence goes out in decimal, as go-redis writes a uint64.
+	sc.addArgs(arg(&c.args.token), c.Fence, arg(&c.keys.field), arg(&c.keys.fp), c.Attempt)
+	sc.addArgs(mid...)
+	sc.addArgs(int(op.state), flagArg(external), flagArg(details), op.result, s.deleteFlag())
 }
 
 // refused returns the error of a complete script that Redis refused: the
@@ -498,12 +512,7 @@ func (s *Store) abortFinish(l *lease.Lease, refused bool) {
 // lease (leasing.EndsInScript), which the Store then forgets locally.
 // Otherwise the key stays until endLeases releases it through the Manager;
 // the record is written either way.
-func (s *Store) deleteFlag() string {
-	if s.inScript {
-		return "1"
-	}
-	return "0"
-}
+func (s *Store) deleteFlag() any { return flagArg(s.inScript) }
 
 // endLeases ends the leases of finished claims: locally when the script
 // deleted their keys, else by releasing them through the Manager (a few at a

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -40,8 +41,93 @@ func (s *Store) Tag(k string) string {
 
 func (s *Store) tag(h *keyHash) string {
 	var buf [16]byte // "{i:" + up to 8 digits (shards <= 2^24) + "}": one allocation, the string
-	b := strconv.AppendInt(append(buf[:0], "{i:"...), int64(h.shard(s.cfg.shards)), 10)
-	return string(append(b, '}'))
+	return string(s.appendTag(buf[:0], h))
+}
+
+func (s *Store) appendTag(b []byte, h *keyHash) []byte {
+	b = strconv.AppendInt(append(b, "{i:"...), int64(h.shard(s.cfg.shards)), 10)
+	return append(b, '}')
+}
+
+// setClaimKeys fills c's tag and names (claimKeys, but for the bucket) for
+// its key and hash: the tag, the lease name (tag + ":" + K), the details,
+// result and history keys, the record's field, the fingerprint's bytes and
+// the lease TTL in ms (as the claim script takes them) are substrings of one
+// string, one allocation for all of them (the lease key is the Manager's to
+// build).
+func (s *Store) setClaimKeys(c *Claim) {
+	var tb [16]byte
+	tag, p, k := s.appendTag(tb[:0], &c.h), s.cfg.prefix, c.Key
+	const kinds = "idem:d:idem:r:idem:h:" // three prefixes of the same length
+	per := len(p) + len(kinds)/3 + len(tag) + 1 + len(k)
+	var b strings.Builder
+	b.Grow(len(tag) + 1 + len(k) + 3*per + 16 + len(c.fp) + 20)
+	b.Write(tag)
+	b.WriteByte(':')
+	b.WriteString(k)
+	name := b.Len()
+	for i := range 3 {
+		b.WriteString(p)
+		b.WriteString(kinds[i*7 : i*7+7])
+		b.Write(tag)
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
+	b.Write(c.h[:16])
+	b.Write(c.fp[:])
+	ttl := b.Len()
+	var nb [20]byte
+	b.Write(strconv.AppendInt(nb[:0], c.ttl.Milliseconds(), 10))
+	all := b.String()
+	at := func(i int) string { return all[name+i*per : name+(i+1)*per] }
+	c.tag, c.name = all[:len(tag)], all[:name]
+	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), field: all[name+3*per : name+3*per+16],
+		fp: all[name+3*per+16 : ttl], ttl: all[ttl:]}
+}
+
+// bucketKeys returns the bucket keys of c's tag for the windows
+// base..base+n-1, built once for a claim (one allocation for their bytes and
+// one for the slice) and kept in c.buckets for its later writes
+// (bucketKeyOf).
+func (c *Claim) bucketKeys(s *Store, base int64, n int) []string {
+	if c.buckets.base == base && len(c.buckets.keys) == n {
+		return c.buckets.keys
+	}
+	var b strings.Builder
+	b.Grow(n * (len(s.cfg.prefix) + len("idem:b:") + len(c.tag) + 1 + 14))
+	ends := make([]int, 0, 8)
+	for w := base; w < base+int64(n); w++ {
+		b.WriteString(s.cfg.prefix)
+		b.WriteString("idem:b:")
+		b.WriteString(c.tag)
+		b.WriteByte(':')
+		b.WriteString(s.windowName(w))
+		ends = append(ends, b.Len())
+	}
+	all, keys, from := b.String(), make([]string, n), 0
+	for i, e := range ends {
+		keys[i], from = all[from:e], e
+	}
+	c.buckets.base, c.buckets.keys = base, keys
+	return keys
+}
+
+// bucketKeyOf returns the bucket key of c's tag for window w: kept from the
+// claim when it named that window, built otherwise.
+func (s *Store) bucketKeyOf(c *Claim, w int64) string {
+	if i := w - c.buckets.base; i >= 0 && i < int64(len(c.buckets.keys)) {
+		return c.buckets.keys[i]
+	}
+	return s.bucketKey(c.tag, w)
+}
+
+// bucketKeyArg is bucketKeyOf as a script key: a pointer to the kept key
+// when the claim named window w (scriptCall).
+func (s *Store) bucketKeyArg(c *Claim, w int64) any {
+	if i := w - c.buckets.base; i >= 0 && i < int64(len(c.buckets.keys)) {
+		return arg(&c.buckets.keys[i])
+	}
+	return s.bucketKey(c.tag, w)
 }
 
 // LeaseName returns the name of the lease that guards key k, as given to the

@@ -60,6 +60,11 @@ type profiles struct{ cpu, mem string }
 // allocation profile.
 func (p profiles) start() (stop func() error, err error) {
 	var cpu *os.File
+	if p.mem != "" {
+		// Every allocation recorded, not a sample: the profile's counts are
+		// then the counts of the run (the run is slower for it).
+		runtime.MemProfileRate = 1
+	}
 	if p.cpu != "" {
 		if cpu, err = os.Create(p.cpu); err != nil {
 			return nil, err

@@ -303,7 +303,7 @@ func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key strin
 		r.Context = t.cfg.prop.Extract(cmp.Or(r.Context, context.Background()), kotel.NewRecordCarrier(r))
 	}
 	_, sp := t.tracer.Start(r.Context, t.processName(r.Topic), consumerKind,
-		trace.WithAttributes(t.appendJobAttrs(t.consumerAttrs(r), jobType, key)...))
+		trace.WithAttributes(t.startJobAttrs(r, jobType, key)...))
 	ctx = trace.ContextWithSpan(ctx, sp)
 	if b := baggage.FromContext(r.Context); b.Len() > 0 {
 		ctx = baggage.ContextWithBaggage(ctx, b)
@@ -350,10 +350,11 @@ func (c *jobCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// consumerAttrs are the messaging attributes of a job span (semantic
-// conventions 1.43).
-func (t *Tracer) consumerAttrs(r *kgo.Record) []attribute.KeyValue {
-	// Room for every attribute below and the two of appendJobAttrs.
+// startJobAttrs are a job span's attributes: the messaging ones (semantic
+// conventions 1.43) and the job's (appendJobAttrs). The key is redacted once when
+// the record's Kafka key is the idempotency key, as Enqueue writes it.
+func (t *Tracer) startJobAttrs(r *kgo.Record, jobType, key string) []attribute.KeyValue {
+	// Room for every attribute below.
 	attrs := make([]attribute.KeyValue, 0, 13)
 	attrs = append(attrs,
 		semconv.MessagingSystemKafka,
@@ -370,13 +371,22 @@ func (t *Tracer) consumerAttrs(r *kgo.Record) []attribute.KeyValue {
 	if t.cfg.clientID != "" {
 		attrs = append(attrs, semconv.MessagingClientID(t.cfg.clientID))
 	}
+	red, ok := t.cfg.redact.redact(key)
 	if r.Key != nil {
-		if k, ok := t.cfg.redact.redact(string(r.Key)); ok {
-			attrs = append(attrs, semconv.MessagingKafkaMessageKey(k))
+		rk, rok := red, ok
+		if string(r.Key) != key {
+			rk, rok = t.cfg.redact.redact(string(r.Key))
+		}
+		if rok {
+			attrs = append(attrs, semconv.MessagingKafkaMessageKey(rk))
 		}
 		if r.Value == nil {
 			attrs = append(attrs, semconv.MessagingKafkaMessageTombstone(true))
 		}
+	}
+	attrs = append(attrs, attribute.String(AttrJobType, truncate(jobType, maxNameLen)))
+	if ok {
+		attrs = append(attrs, attribute.String(AttrIdempotencyKey, red))
 	}
 	return attrs
 }

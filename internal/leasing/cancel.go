@@ -14,7 +14,12 @@ func (l *Lease) OnCancel(f func()) {
 		return
 	}
 	if !l.cancelled {
-		l.onCancel = append(l.onCancel, f)
+		// One callback is the usual case (the worker's): no slice for it.
+		if prev := l.onCancel; prev != nil {
+			l.onCancel = func() { prev(); f() }
+		} else {
+			l.onCancel = f
+		}
 		l.mu.Unlock()
 		return
 	}

@@ -42,8 +42,8 @@ type Lease struct {
 	deadline  time.Time
 	lastErr   error
 	onLost    []func(error)
-	cancelled bool     // a renewal answered that an operator cancelled the attempt
-	onCancel  []func() // run once, when cancelled is first set
+	cancelled bool   // a renewal answered that an operator cancelled the attempt
+	onCancel  func() // run once, when cancelled is first set (OnCancel chains them)
 }
 
 // Name returns the lease name.
@@ -197,13 +197,13 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 		if l.state == stateHeld && nd.After(l.deadline) {
 			l.lastSent, l.deadline, l.lastErr = sent, nd, nil
 		}
-		var cbs []func()
+		var cb func()
 		if r.Cancelled && !l.cancelled && l.state == stateHeld {
-			l.cancelled, cbs, l.onCancel = true, l.onCancel, nil
+			l.cancelled, cb, l.onCancel = true, l.onCancel, nil
 		}
 		l.mu.Unlock()
-		for _, f := range cbs {
-			f()
+		if cb != nil {
+			cb()
 		}
 		return false
 	case errors.Is(r.Err, ErrLost):
