@@ -14,8 +14,9 @@ import (
 //
 // Keys and arguments that are fields of a Claim or its Request go in as
 // strArg: a string in an interface takes an allocation, a strArg (one
-// pointer) none, and a claim's call carries nine of them an entry. The first
-// key is a string (go-redis reads it to route a command on a Cluster).
+// pointer) none, and a claim's entry has about fifteen keys and arguments.
+// The first key is a string (go-redis reads it to route a command on a
+// Cluster).
 type scriptCall struct {
 	args  []any
 	nkeys int

@@ -73,7 +73,7 @@ type Claim struct {
 		base int64    // the first window of keys
 		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
 	}
-	args struct { // script arguments passed by pointer (scriptCall)
+	args struct { // script arguments passed by reference (strArg)
 		owner, typ string // the history's owner digest and job type
 		token      string // the owner token of the acquired lease
 	}
