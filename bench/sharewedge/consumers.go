@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -29,8 +28,7 @@ type consumer struct {
 	cl       *kgo.Client
 	cancel   context.CancelFunc
 	done     chan struct{}
-	cut      *atomic.Bool
-	conns    []net.Conn
+	link     *link
 	lastPoll atomic.Int64 // unix nanos of the last PollRecords call
 	lastRecs atomic.Int64 // unix nanos of the last poll that returned records
 }
@@ -69,26 +67,10 @@ func (f *fleet) startConsumer(ctx context.Context, c *consumer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	cut := &atomic.Bool{}
-	c.cut, c.conns = cut, nil
+	l := &link{}
+	c.link = l
 	name := c.name()
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
-		if cut.Load() {
-			return nil, errors.New("cut off")
-		}
-		conn, err := d.DialContext(ctx, network, host)
-		if err == nil {
-			c.mu.Lock()
-			c.conns = append(c.conns, conn)
-			c.mu.Unlock()
-			if cut.Load() {
-				_ = conn.Close()
-			}
-		}
-		return conn, err
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.ClientID(name), kgo.Dialer(dial),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.ClientID(name), kgo.Dialer(l.dial),
 		kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.KeepRetryableFetchErrors(),
 		kgo.ShareMaxRecords(int32(f.s.maxRecords)), kgo.ShareMaxRecordsStrict(), //nolint:gosec // small
 		kgo.FetchMaxWait(250*time.Millisecond),
@@ -131,7 +113,7 @@ func (f *fleet) consume(ctx context.Context, c *consumer, cl *kgo.Client, name s
 		}
 		var wg sync.WaitGroup
 		for _, r := range recs {
-			wg.Go(func() { f.handle(ctx, r) })
+			wg.Go(func() { f.handle(ctx, c.link, r) })
 		}
 		wg.Wait()
 	}
@@ -139,7 +121,7 @@ func (f *fleet) consume(ctx context.Context, c *consumer, cl *kgo.Client, name s
 
 // handle accepts r, after a hold with renewals if it is a slow one. A
 // consumer stopped meanwhile leaves it unacknowledged.
-func (f *fleet) handle(ctx context.Context, r *kgo.Record) {
+func (f *fleet) handle(ctx context.Context, l *link, r *kgo.Record) {
 	if slow(f.s.seed, f.s.slowFraction, r.Partition, r.Offset) && r.DeliveryCount() <= 1 {
 		end := time.Now().Add(f.s.slowHold)
 		t := time.NewTicker(f.s.lock / 3)
@@ -149,11 +131,13 @@ func (f *fleet) handle(ctx context.Context, r *kgo.Record) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				l.wait()
 				r.Ack(kgo.AckRenew)
 			case <-time.After(time.Until(end)):
 			}
 		}
 	}
+	l.wait()
 	if ctx.Err() != nil {
 		return
 	}
@@ -166,12 +150,9 @@ func (f *fleet) handle(ctx context.Context, r *kgo.Record) {
 // closed while its records are in flight (they are released).
 func (f *fleet) stop(c *consumer, cut bool) {
 	c.mu.Lock()
-	cl, cancel, done, flag := c.cl, c.cancel, c.done, c.cut
-	if cut && flag != nil {
-		flag.Store(true)
-		for _, conn := range c.conns {
-			_ = conn.Close()
-		}
+	cl, cancel, done, l := c.cl, c.cancel, c.done, c.link
+	if cut && l != nil {
+		l.cut(0)
 	}
 	c.cl = nil
 	c.mu.Unlock()
@@ -195,27 +176,39 @@ func (f *fleet) stopAll() {
 	}
 }
 
-// consumerFaults cuts or closes a random consumer every s.consumerEvery on
-// average and starts it again 0.1 to 1s later.
+// consumerFaults strikes a random consumer every s.consumerEvery on
+// average, in turn: a kill (its connections cut for good, a new client 0.1
+// to 1s later), a close mid-flight (then a new client), a partition from the
+// broker for s.partitionFor (the same client goes on), and a pause of
+// s.pauseFor (the same client goes on).
 func (f *fleet) consumerFaults(ctx context.Context, n *faultCounts) {
 	rng := mrand.New(mrand.NewPCG(f.s.seed, 0xc0)) //nolint:gosec // a schedule
-	cut := true
-	for {
+	kinds := []string{"kill", "close", "partition", "pause"}
+	for i := 0; ; i++ {
 		wait := f.s.consumerEvery/2 + time.Duration(rng.Int64N(int64(f.s.consumerEvery)))
 		if !sleep(ctx, wait) {
 			return
 		}
 		c := f.cs[rng.IntN(len(f.cs))]
-		f.stop(c, cut)
-		if cut {
-			n.consumerCuts.Add(1)
-		} else {
-			n.consumerCloses.Add(1)
+		kind := kinds[i%len(kinds)]
+		slog.Info("consumer fault", slog.String("consumer", c.name()), slog.String("kind", kind))
+		switch kind {
+		case "kill", "close":
+			f.stop(c, kind == "kill")
+			time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond))))
+			f.startConsumer(f.ctx, c)
+		case "partition":
+			c.mu.Lock()
+			l := c.link
+			c.mu.Unlock()
+			l.cut(f.s.partitionFor)
+		case "pause":
+			c.mu.Lock()
+			l := c.link
+			c.mu.Unlock()
+			l.freeze(f.s.pauseFor)
 		}
-		slog.Info("consumer stopped", slog.String("consumer", c.name()), slog.Bool("cut", cut))
-		cut = !cut
-		time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond))))
-		f.startConsumer(f.ctx, c)
+		n.consumer[kind].Add(1)
 	}
 }
 

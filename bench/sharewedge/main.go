@@ -71,6 +71,8 @@ type settings struct {
 	brokerEvery   time.Duration
 	brokerPause   time.Duration
 	consumerEvery time.Duration
+	partitionFor  time.Duration
+	pauseFor      time.Duration
 	kills, pauses bool
 	probe         bool
 	dir           string
@@ -94,7 +96,9 @@ func main() {
 	flag.DurationVar(&s.hb, "heartbeat", 2*time.Second, "the group's share.heartbeat.interval.ms (the chaos run's workers': 2s)")
 	flag.DurationVar(&s.brokerEvery, "broker-every", 30*time.Second, "mean interval between broker faults, alternately a kill -9 and a SIGSTOP (0: none)")
 	flag.DurationVar(&s.brokerPause, "broker-pause", 13*time.Second, "how long a SIGSTOP lasts (the chaos run's: 2 x session + 1s)")
-	flag.DurationVar(&s.consumerEvery, "consumer-every", 5*time.Second, "mean interval between consumer faults, alternately a cut (kill -9) and a close (0: none)")
+	flag.DurationVar(&s.consumerEvery, "consumer-every", 5*time.Second, "mean interval between consumer faults, in turn a kill -9 (connections cut), a close, a partition and a pause (0: none)")
+	flag.DurationVar(&s.partitionFor, "partition-for", 11*time.Second, "how long a consumer stays cut off from the broker (the chaos run's: 2 x lease TTL + session + 1s)")
+	flag.DurationVar(&s.pauseFor, "pause-for", 5*time.Second, "how long a consumer stays frozen (the chaos run's: 2 x lease TTL + 1s)")
 	flag.BoolVar(&s.kills, "broker-kills", true, "make broker kills")
 	flag.BoolVar(&s.pauses, "broker-pauses", true, "make broker pauses")
 	flag.BoolVar(&s.probe, "probe", true, "on a stall, try a fresh client on a new member, then a restart of every consumer")
@@ -229,7 +233,7 @@ func run(ctx context.Context, s settings) error {
 	defer pcancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { produce(pctx, b.Addr(), s, t) })
-	faults := &faultCounts{}
+	faults := newFaultCounts()
 	if s.brokerEvery > 0 && (s.kills || s.pauses) {
 		wg.Go(func() { brokerFaults(pctx, b, s, faults) })
 	}
@@ -332,7 +336,16 @@ func produce(ctx context.Context, addr string, s settings, t *tally) {
 }
 
 type faultCounts struct {
-	brokerKills, brokerPauses, consumerCuts, consumerCloses atomic.Int64
+	brokerKills, brokerPauses atomic.Int64
+	consumer                  map[string]*atomic.Int64 // by kind: kill, close, partition, pause
+}
+
+func newFaultCounts() *faultCounts {
+	n := &faultCounts{consumer: map[string]*atomic.Int64{}}
+	for _, k := range []string{"kill", "close", "partition", "pause"} {
+		n.consumer[k] = &atomic.Int64{}
+	}
+	return n
 }
 
 // brokerFaults alternates a kill -9 (down 0.5 to 2s) and a SIGSTOP
@@ -401,8 +414,9 @@ func report(start time.Time, s settings, t *tally, n *faultCounts, drained bool,
 	fmt.Printf("drain_s=%.1f s\n", drainTook.Seconds())
 	fmt.Printf("broker_kills=%d kills\n", n.brokerKills.Load())
 	fmt.Printf("broker_pauses=%d pauses\n", n.brokerPauses.Load())
-	fmt.Printf("consumer_cuts=%d cuts\n", n.consumerCuts.Load())
-	fmt.Printf("consumer_closes=%d closes\n", n.consumerCloses.Load())
+	for _, k := range []string{"kill", "close", "partition", "pause"} {
+		fmt.Printf("consumer_%ss=%d faults\n", k, n.consumer[k].Load())
+	}
 	fmt.Printf("stalls=%d partitions\n", len(t.stalls))
 	for i, r := range t.stalls {
 		fmt.Printf("stall%d_partition=%d partition\n", i, r.partition)
