@@ -152,7 +152,7 @@ func (f *fleet) stop(c *consumer, cut bool) {
 	c.mu.Lock()
 	cl, cancel, done, l := c.cl, c.cancel, c.done, c.link
 	if cut && l != nil {
-		l.cut(0)
+		l.cut()
 	}
 	c.cl = nil
 	c.mu.Unlock()
@@ -179,11 +179,14 @@ func (f *fleet) stopAll() {
 // consumerFaults strikes a random consumer every s.consumerEvery on
 // average, in turn: a kill (its connections cut for good, a new client 0.1
 // to 1s later), a close mid-flight (then a new client), a partition from the
-// broker for s.partitionFor (the same client goes on), and a pause of
-// s.pauseFor (the same client goes on).
+// broker for s.partitionFor, in turn both ways, requests only and replies
+// only (the same client goes on), and a pause of s.pauseFor (the same
+// client goes on).
 func (f *fleet) consumerFaults(ctx context.Context, n *faultCounts) {
 	rng := mrand.New(mrand.NewPCG(f.s.seed, 0xc0)) //nolint:gosec // a schedule
 	kinds := []string{"kill", "close", "partition", "pause"}
+	dirs := []int{both, toServer, fromServer}
+	var parts int
 	for i := 0; ; i++ {
 		wait := f.s.consumerEvery/2 + time.Duration(rng.Int64N(int64(f.s.consumerEvery)))
 		if !sleep(ctx, wait) {
@@ -201,12 +204,15 @@ func (f *fleet) consumerFaults(ctx context.Context, n *faultCounts) {
 			c.mu.Lock()
 			l := c.link
 			c.mu.Unlock()
-			l.cut(f.s.partitionFor)
+			dir := dirs[parts%len(dirs)]
+			parts++
+			l.hold(dir, f.s.partitionFor, false)
+			slog.Info("consumer partitioned", slog.String("consumer", c.name()), slog.Int("dir", dir))
 		case "pause":
 			c.mu.Lock()
 			l := c.link
 			c.mu.Unlock()
-			l.freeze(f.s.pauseFor)
+			l.hold(both, f.s.pauseFor, true)
 		}
 		n.consumer[kind].Add(1)
 	}

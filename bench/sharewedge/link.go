@@ -9,23 +9,32 @@ import (
 )
 
 // link is one client's network, which a fault can cut for good (a process
-// killed with SIGKILL: the broker sees its connections close), cut for a
-// while (a network partition: the same client talks again afterwards) or
-// freeze (a process SIGSTOPped: its connections stay open, nothing moves on
-// them, and its handlers stop too).
+// killed with SIGKILL: the broker sees its connections close), blackhole
+// for a while (a network partition as the chaos run makes one, one way or
+// both: nothing is refused or reset, the bytes sent the cut way are held
+// and go through when the link heals, unless their connection was closed
+// meanwhile), or freeze (a process SIGSTOPped: both ways held and its
+// handlers stopped too).
 type link struct {
-	mu       sync.Mutex
-	dead     bool
-	cutUntil time.Time
-	frozen   chan struct{} // non-nil while frozen, closed at the thaw
-	conns    []net.Conn
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+	toSrv chan struct{} // non-nil while requests are held; closed at the heal
+	frSrv chan struct{} // non-nil while replies are held; closed at the heal
+	froze chan struct{} // non-nil while the handlers are frozen; closed at the thaw
 }
+
+// The directions of a partition.
+const (
+	toServer   = 1
+	fromServer = 2
+	both       = toServer | fromServer
+)
 
 var errCut = errors.New("cut off")
 
 func (l *link) dial(ctx context.Context, network, host string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	l.wait()
 	if l.refused() {
 		return nil, errCut
 	}
@@ -40,24 +49,19 @@ func (l *link) dial(ctx context.Context, network, host string) (net.Conn, error)
 		_ = conn.Close()
 		return nil, errCut
 	}
-	return &gateConn{Conn: conn, l: l}, nil
+	return &gateConn{Conn: conn, l: l, closed: make(chan struct{})}, nil
 }
 
 func (l *link) refused() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.dead || time.Now().Before(l.cutUntil)
+	return l.dead
 }
 
-// cut closes every connection and refuses new ones, for good (d 0) or
-// for d.
-func (l *link) cut(d time.Duration) {
+// cut closes every connection and refuses new ones, for good.
+func (l *link) cut() {
 	l.mu.Lock()
-	if d == 0 {
-		l.dead = true
-	} else {
-		l.cutUntil = time.Now().Add(d)
-	}
+	l.dead = true
 	conns := l.conns
 	l.conns = nil
 	l.mu.Unlock()
@@ -66,43 +70,84 @@ func (l *link) cut(d time.Duration) {
 	}
 }
 
-// freeze stops all traffic and the handlers for d.
-func (l *link) freeze(d time.Duration) {
-	ch := make(chan struct{})
+// hold holds the traffic of dir for d; with handlers, the handlers too (a
+// pause).
+func (l *link) hold(dir int, d time.Duration, handlers bool) {
+	chs := []*chan struct{}{}
 	l.mu.Lock()
-	l.frozen = ch
+	if dir&toServer != 0 && l.toSrv == nil {
+		chs = append(chs, &l.toSrv)
+	}
+	if dir&fromServer != 0 && l.frSrv == nil {
+		chs = append(chs, &l.frSrv)
+	}
+	if handlers && l.froze == nil {
+		chs = append(chs, &l.froze)
+	}
+	for _, p := range chs {
+		*p = make(chan struct{})
+	}
 	l.mu.Unlock()
 	time.AfterFunc(d, func() {
 		l.mu.Lock()
-		l.frozen = nil
-		l.mu.Unlock()
-		close(ch)
+		defer l.mu.Unlock()
+		for _, p := range chs {
+			close(*p)
+			*p = nil
+		}
 	})
 }
 
-// wait blocks while the link is frozen.
-func (l *link) wait() {
+func (l *link) gate(which *chan struct{}) chan struct{} {
 	l.mu.Lock()
-	ch := l.frozen
-	l.mu.Unlock()
-	if ch != nil {
+	defer l.mu.Unlock()
+	return *which
+}
+
+// wait blocks while the handlers are frozen.
+func (l *link) wait() {
+	if ch := l.gate(&l.froze); ch != nil {
 		<-ch
 	}
 }
 
-// gateConn holds reads and writes while its link is frozen.
+// gateConn holds writes while requests are held and reads while replies
+// are, until the heal or its own close.
 type gateConn struct {
 	net.Conn
-	l *link
+	l      *link
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (g *gateConn) hold(ch chan struct{}) error {
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-g.closed:
+		return net.ErrClosed
+	}
 }
 
 func (g *gateConn) Read(b []byte) (int, error) {
 	n, err := g.Conn.Read(b)
-	g.l.wait()
+	if herr := g.hold(g.l.gate(&g.l.frSrv)); herr != nil {
+		return 0, herr
+	}
 	return n, err
 }
 
 func (g *gateConn) Write(b []byte) (int, error) {
-	g.l.wait()
+	if err := g.hold(g.l.gate(&g.l.toSrv)); err != nil {
+		return 0, err
+	}
 	return g.Conn.Write(b)
+}
+
+func (g *gateConn) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.Conn.Close()
 }

@@ -77,6 +77,21 @@ type settings struct {
 	probe         bool
 	dir           string
 	dump          string
+	props         propsFlag
+}
+
+// propsFlag collects -broker-prop name=value flags.
+type propsFlag map[string]string
+
+func (p propsFlag) String() string { return fmt.Sprint(map[string]string(p)) }
+
+func (p propsFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	p[name] = value
+	return nil
 }
 
 func main() {
@@ -104,6 +119,8 @@ func main() {
 	flag.BoolVar(&s.probe, "probe", true, "on a stall, try a fresh client on a new member, then a restart of every consumer")
 	flag.StringVar(&s.dir, "dir", "", "the broker's directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&s.dump, "dump", "", "on the first stall, write every goroutine's stack to this file")
+	s.props = propsFlag{}
+	flag.Var(s.props, "broker-prop", "a server.properties entry for the broker, name=value (repeatable)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -206,7 +223,7 @@ func slow(seed uint64, fraction float64, p int32, off int64) bool {
 
 func run(ctx context.Context, s settings) error {
 	start := time.Now()
-	b, err := kafkabroker.Start(ctx, kafkabroker.Config{Dir: s.dir})
+	b, err := kafkabroker.Start(ctx, kafkabroker.Config{Dir: s.dir, Props: s.props})
 	if err != nil {
 		return err
 	}
@@ -220,6 +237,8 @@ func run(ctx context.Context, s settings) error {
 	if err := setUp(ctx, b.Addr(), s); err != nil {
 		return err
 	}
+	printBrokerConfigs(ctx, b.Addr(), "group.share.partition.max.record.locks", "group.share.delivery.count.limit",
+		"group.share.record.lock.duration.ms")
 	t := newTally(s.partitions)
 	f := &fleet{s: s, addr: b.Addr(), t: t, ctx: ctx}
 	for i := range s.consumers {
@@ -494,5 +513,26 @@ func brokerLines(path string) {
 	slices.Sort(names)
 	for _, k := range names {
 		fmt.Printf("broker_log_share_%s=%d lines\n", k, kinds[k])
+	}
+}
+
+// printBrokerConfigs prints the broker's values of names (node 1).
+func printBrokerConfigs(ctx context.Context, addr string, names ...string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		slog.Warn("describe broker configs", slog.Any("err", err))
+		return
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if slices.Contains(names, c.Key) {
+				fmt.Printf("broker_%s=%s value\n", strings.ReplaceAll(c.Key, ".", "_"), c.MaybeValue())
+			}
+		}
 	}
 }
