@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -70,7 +71,13 @@ func (f *fleet) startConsumer(ctx context.Context, c *consumer) {
 	l := &link{}
 	c.link = l
 	name := c.name()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.ClientID(name), kgo.Dialer(l.dial),
+	opts := []kgo.Opt{}
+	if f.s.klogDir != "" {
+		if lf, err := os.Create(filepath.Join(f.s.klogDir, name+".log")); err == nil {
+			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(lf, kgo.LogLevelDebug, nil)))
+		}
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(f.addr), kgo.ClientID(name), kgo.Dialer(l.dial),
 		kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.KeepRetryableFetchErrors(),
 		kgo.ShareMaxRecords(int32(f.s.maxRecords)), kgo.ShareMaxRecordsStrict(), //nolint:gosec // small
 		kgo.FetchMaxWait(250*time.Millisecond),
@@ -80,7 +87,7 @@ func (f *fleet) startConsumer(ctx context.Context, c *consumer) {
 					f.t.errSeen("ack", r.Partition, r.Err, name)
 				}
 			}
-		}))
+		}))...)
 	if err != nil {
 		slog.Error("new client", slog.Any("err", err))
 		return
@@ -98,12 +105,17 @@ func (f *fleet) startConsumer(ctx context.Context, c *consumer) {
 func (f *fleet) consume(ctx context.Context, c *consumer, cl *kgo.Client, name string) {
 	for ctx.Err() == nil {
 		c.lastPoll.Store(time.Now().UnixNano())
-		fs := cl.PollRecords(ctx, f.s.maxRecords)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if f.s.pollWait > 0 {
+			pctx, cancel = context.WithTimeout(ctx, f.s.pollWait)
+		}
+		fs := cl.PollRecords(pctx, f.s.maxRecords)
+		cancel()
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return
 		}
 		fs.EachError(func(_ string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				f.t.errSeen("fetch", p, err, name)
 			}
 		})
@@ -139,6 +151,10 @@ func (f *fleet) handle(ctx context.Context, l *link, r *kgo.Record) {
 	}
 	l.wait()
 	if ctx.Err() != nil {
+		return
+	}
+	if r.DeliveryCount() <= 1 && slow(f.s.seed^0x7e1, f.s.releaseFraction, r.Partition, r.Offset) {
+		r.Ack(kgo.AckRelease) // a retryable failure without a backoff: delivered again
 		return
 	}
 	r.Ack(kgo.AckAccept)
@@ -320,6 +336,8 @@ func (f *fleet) heal(ctx context.Context) {
 		undo func()
 	}{
 		{"none", func() {}, func() {}},
+		{"pause-resume-assigned", func() { f.pauseResumeAssigned(ctx) }, func() {}},
+		{"restart-assigned", func() { f.restartAssigned(ctx) }, func() {}},
 		{"fresh-member", f.addProbe, f.removeProbe},
 		{"alone", f.alone, f.together},
 		{"restart-all", f.restartAll, func() {}},
@@ -459,5 +477,75 @@ func (f *fleet) describeAll(ctx context.Context) {
 	f.t.mu.Unlock()
 	for _, p := range ps {
 		f.describe(ctx, p)
+	}
+}
+
+// assignedStalled returns the consumers the share group assigns a stalled
+// partition to, with those partitions.
+func (f *fleet) assignedStalled(ctx context.Context) map[*consumer][]int32 {
+	f.t.mu.Lock()
+	stalled := map[int32]bool{}
+	for p, t := range f.t.stalled {
+		if !t.IsZero() {
+			stalled[int32(p)] = true //nolint:gosec // small
+		}
+	}
+	f.t.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr))
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(cl).DescribeShareGroups(dctx, group)
+	if err != nil {
+		return nil
+	}
+	out := map[*consumer][]int32{}
+	for _, g := range groups {
+		for _, m := range g.Members {
+			for p := range m.Assignment[topic] {
+				if !stalled[p] {
+					continue
+				}
+				for _, c := range f.cs {
+					c.mu.Lock()
+					if c.cl != nil && c.name() == m.ClientID {
+						out[c] = append(out[c], p)
+					}
+					c.mu.Unlock()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pauseResumeAssigned pauses the stalled partitions on the clients they are
+// assigned to and resumes them 2s later: the client forgets them in its
+// share session and adds them again.
+func (f *fleet) pauseResumeAssigned(ctx context.Context) {
+	for c, ps := range f.assignedStalled(ctx) {
+		c.mu.Lock()
+		cl := c.cl
+		c.mu.Unlock()
+		if cl == nil {
+			continue
+		}
+		slog.Info("pause and resume", slog.String("consumer", c.name()), slog.Any("partitions", ps))
+		cl.PauseFetchPartitions(map[string][]int32{topic: ps})
+		time.Sleep(2 * time.Second)
+		cl.ResumeFetchPartitions(map[string][]int32{topic: ps})
+	}
+}
+
+// restartAssigned closes the clients the stalled partitions are assigned to
+// and starts new ones (new members).
+func (f *fleet) restartAssigned(ctx context.Context) {
+	for c := range f.assignedStalled(ctx) {
+		slog.Info("restart", slog.String("consumer", c.name()))
+		f.stop(c, false)
+		f.startConsumer(f.ctx, c)
 	}
 }

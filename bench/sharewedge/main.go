@@ -57,27 +57,30 @@ const (
 )
 
 type settings struct {
-	seed          uint64
-	partitions    int
-	consumers     int
-	maxRecords    int
-	rate          int
-	faults, drain time.Duration
-	stall         time.Duration
-	slowFraction  float64
-	slowHold      time.Duration
-	lock          time.Duration
-	session, hb   time.Duration
-	brokerEvery   time.Duration
-	brokerPause   time.Duration
-	consumerEvery time.Duration
-	partitionFor  time.Duration
-	pauseFor      time.Duration
-	kills, pauses bool
-	probe         bool
-	dir           string
-	dump          string
-	props         propsFlag
+	seed            uint64
+	partitions      int
+	consumers       int
+	maxRecords      int
+	rate            int
+	faults, drain   time.Duration
+	stall           time.Duration
+	slowFraction    float64
+	slowHold        time.Duration
+	lock            time.Duration
+	session, hb     time.Duration
+	brokerEvery     time.Duration
+	brokerPause     time.Duration
+	consumerEvery   time.Duration
+	partitionFor    time.Duration
+	pauseFor        time.Duration
+	kills, pauses   bool
+	probe           bool
+	dir             string
+	dump            string
+	klogDir         string
+	pollWait        time.Duration
+	releaseFraction float64
+	props           propsFlag
 }
 
 // propsFlag collects -broker-prop name=value flags.
@@ -119,6 +122,9 @@ func main() {
 	flag.BoolVar(&s.probe, "probe", true, "on a stall, try a fresh client on a new member, then a restart of every consumer")
 	flag.StringVar(&s.dir, "dir", "", "the broker's directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&s.dump, "dump", "", "on the first stall, write every goroutine's stack to this file")
+	flag.DurationVar(&s.pollWait, "poll-wait", 250*time.Millisecond, "each poll's deadline, as leasehold's dispatcher polls (0: none)")
+	flag.Float64Var(&s.releaseFraction, "release-fraction", 0.02, "fraction of first deliveries released (AckRelease) instead of accepted, as a retryable failure without a backoff")
+	flag.StringVar(&s.klogDir, "klog-dir", "", "write each client's franz-go debug log to a file of its own in this directory")
 	s.props = propsFlag{}
 	flag.Var(s.props, "broker-prop", "a server.properties entry for the broker, name=value (repeatable)")
 	flag.Parse()
