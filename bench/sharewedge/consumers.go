@@ -73,7 +73,7 @@ func (f *fleet) startConsumer(ctx context.Context, c *consumer) {
 	name := c.name()
 	opts := []kgo.Opt{}
 	if f.s.klogDir != "" {
-		if lf, err := os.Create(filepath.Join(f.s.klogDir, name+".log")); err == nil {
+		if lf, err := os.Create(filepath.Join(f.s.klogDir, name+".log")); err == nil { //nolint:gosec // the user's directory
 			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(lf, kgo.LogLevelDebug, nil)))
 		}
 	}
@@ -215,7 +215,7 @@ func (f *fleet) consumerFaults(ctx context.Context, n *faultCounts) {
 		case "kill", "close":
 			f.stop(c, kind == "kill")
 			time.Sleep(100*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond))))
-			f.startConsumer(f.ctx, c)
+			f.startConsumer(f.ctx, c) //nolint:contextcheck // a consumer outlives the fault phase
 		case "partition":
 			c.mu.Lock()
 			l := c.link
@@ -546,6 +546,6 @@ func (f *fleet) restartAssigned(ctx context.Context) {
 	for c := range f.assignedStalled(ctx) {
 		slog.Info("restart", slog.String("consumer", c.name()))
 		f.stop(c, false)
-		f.startConsumer(f.ctx, c)
+		f.startConsumer(f.ctx, c) //nolint:contextcheck // a consumer lives as long as the run
 	}
 }

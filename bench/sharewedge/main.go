@@ -147,16 +147,14 @@ type tally struct {
 	errs      map[string]int       // "fetch p=P err" / "ack p=P err" -> count
 	errLogged map[string]time.Time
 	stalls    []stallReport
-	fresh     atomic.Int64 // records the probe member got
 }
 
 type stallReport struct {
-	partition    int32
-	at           time.Duration // since the start
-	lag          int64
-	healedBy     string
-	healedAfter  time.Duration
-	brokerLagWas int64
+	partition   int32
+	at          time.Duration // since the start
+	lag         int64
+	healedBy    string
+	healedAfter time.Duration
 }
 
 func newTally(parts int) *tally {
@@ -233,7 +231,7 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
+	defer func() { //nolint:contextcheck // the broker is stopped after ctx ends too
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = b.Stop(sctx)
@@ -346,7 +344,7 @@ func produce(ctx context.Context, addr string, s settings, t *tally) {
 		due = int(time.Since(begin).Seconds() * float64(s.rate))
 		for ; n < due && ctx.Err() == nil; n++ {
 			r := &kgo.Record{Partition: int32(n % s.partitions), Value: []byte(strconv.Itoa(n))} //nolint:gosec // small
-			cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			cl.Produce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
 				if err == nil {
 					t.produce(r.Partition, r.Offset)
 				}
@@ -355,7 +353,7 @@ func produce(ctx context.Context, addr string, s settings, t *tally) {
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := cl.Flush(fctx); err != nil {
+	if err := cl.Flush(fctx); err != nil { //nolint:contextcheck // flushed after the fault phase's ctx ended
 		slog.Error("producer flush", slog.Any("err", err))
 	}
 }
@@ -389,7 +387,7 @@ func brokerFaults(ctx context.Context, b *kafkabroker.Broker, s settings, n *fau
 			n.brokerKills.Add(1)
 			slog.Info("broker killed", slog.Duration("down", down))
 			time.Sleep(down)
-			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 			err := b.Restart(rctx)
 			cancel()
 			slog.Info("broker restarted", slog.Any("err", err))
@@ -482,7 +480,7 @@ func brokerLines(path string) {
 		fmt.Fprintln(os.Stderr, "broker log:", err)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	kinds := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
