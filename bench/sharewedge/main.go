@@ -122,8 +122,8 @@ func main() {
 	flag.BoolVar(&s.probe, "probe", true, "on a stall, try a fresh client on a new member, then a restart of every consumer")
 	flag.StringVar(&s.dir, "dir", "", "the broker's directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&s.dump, "dump", "", "on the first stall, write every goroutine's stack to this file")
-	flag.DurationVar(&s.pollWait, "poll-wait", 250*time.Millisecond, "each poll's deadline, as leasehold's dispatcher polls (0: none)")
-	flag.Float64Var(&s.releaseFraction, "release-fraction", 0.02, "fraction of first deliveries released (AckRelease) instead of accepted, as a retryable failure without a backoff")
+	flag.DurationVar(&s.pollWait, "poll-wait", 0, "each poll's deadline (leasehold's dispatcher uses 250ms; 0: none)")
+	flag.Float64Var(&s.releaseFraction, "release-fraction", 0, "fraction of first deliveries released (AckRelease) instead of accepted, as a retryable failure without a backoff")
 	flag.StringVar(&s.klogDir, "klog-dir", "", "write each client's franz-go debug log to a file of its own in this directory")
 	s.props = propsFlag{}
 	flag.Var(s.props, "broker-prop", "a server.properties entry for the broker, name=value (repeatable)")
