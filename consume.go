@@ -99,7 +99,7 @@ func (w *Worker) poll(n int, wait time.Duration) (batch []*delivery, closed bool
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
 		}
-		w.log.Warn("fetch error", slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("err", err))
+		w.logFetchError(topic, p, err)
 	})
 	fetches.EachRecord(func(r *kgo.Record) {
 		if d := w.accept(r); d != nil {

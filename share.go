@@ -113,6 +113,7 @@ type shareState struct {
 	stop    chan struct{} // closed when the renewer stops (stopShare)
 	done    chan struct{} // closed by the renewer when it has stopped
 	once    sync.Once
+	errs    fetchErrLog // the fetch errors logged (shareOpts keeps the retryable ones)
 }
 
 // shareLockFor returns the acquisition lock duration for the longest lease
@@ -135,7 +136,10 @@ func (w *Worker) longestLeaseTTL() time.Duration {
 }
 
 // shareOpts returns the share-group consumer options: a poll takes at most
-// the pool's size, strictly (the broker may not hand more).
+// the pool's size, strictly (the broker may not hand more). Retryable
+// per-partition fetch errors are kept (franz-go strips them by default): a
+// share session gives no other sign of a partition that fails to fetch, so
+// the poll logs them, at most once a minute each (fetchErrLog).
 func (w *Worker) shareOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ShareGroup(w.cfg.shareGroup),
@@ -143,7 +147,103 @@ func (w *Worker) shareOpts() []kgo.Opt {
 		kgo.ShareMaxRecords(int32(min(w.cfg.concurrency, 1<<20))), //nolint:gosec // bounded above
 		kgo.ShareMaxRecordsStrict(),
 		kgo.ShareAckCallback(w.onShareAcks),
+		kgo.KeepRetryableFetchErrors(),
 	}
+}
+
+// fetchErrEvery is how often a fetch error of one topic, partition and kind
+// is logged at most in share mode.
+const fetchErrEvery = time.Minute
+
+// fetchErrKeys bounds the fetch errors fetchErrLog remembers.
+const fetchErrKeys = 1024
+
+// fetchErrLog limits the fetch errors logged in share mode, where retryable
+// ones are kept: a broker restart answers every fetch of every partition
+// with one until it is back. One line per topic, partition and error kind
+// (a Kafka error code's name, else the error's text) per fetchErrEvery,
+// with the count of those not logged since the last line.
+type fetchErrLog struct {
+	mu   sync.Mutex
+	seen map[fetchErrKey]*fetchErrSeen
+}
+
+type fetchErrKey struct {
+	topic     string
+	partition int32
+	kind      string
+}
+
+type fetchErrSeen struct {
+	logged     time.Time
+	suppressed int
+}
+
+// allow reports whether the error may be logged now and how many of its
+// kind were not logged since its last line.
+func (l *fetchErrLog) allow(topic string, p int32, err error, now time.Time) (suppressed int, ok bool) {
+	k := fetchErrKey{topic: topic, partition: p, kind: fetchErrKind(err)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = make(map[fetchErrKey]*fetchErrSeen)
+	}
+	e := l.seen[k]
+	if e != nil && now.Sub(e.logged) < fetchErrEvery {
+		e.suppressed++
+		return 0, false
+	}
+	if e == nil {
+		if len(l.seen) >= fetchErrKeys {
+			l.prune(now)
+		}
+		e = &fetchErrSeen{}
+		l.seen[k] = e
+	}
+	suppressed, e.logged, e.suppressed = e.suppressed, now, 0
+	return suppressed, true
+}
+
+// prune forgets the errors last logged more than fetchErrEvery ago, and
+// everything if that is not enough (a line too many, not a growing map).
+func (l *fetchErrLog) prune(now time.Time) {
+	for k, e := range l.seen {
+		if now.Sub(e.logged) >= fetchErrEvery {
+			delete(l.seen, k)
+		}
+	}
+	if len(l.seen) >= fetchErrKeys {
+		clear(l.seen)
+	}
+}
+
+// fetchErrKind names err for fetchErrLog: a Kafka error's name, else its
+// text, cut to 80 bytes.
+func fetchErrKind(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Message
+	}
+	s := err.Error()
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+// logFetchError logs a fetch error of the poll: every one in consumer-group
+// mode (franz-go strips the retryable ones there), at most one a minute per
+// topic, partition and kind in share mode.
+func (w *Worker) logFetchError(topic string, p int32, err error) {
+	attrs := []any{slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("err", err)}
+	if w.share != nil {
+		n, ok := w.share.errs.allow(topic, p, err, time.Now())
+		if !ok {
+			return
+		}
+		attrs = append(attrs, slog.Int("not_logged_since_last", n))
+	}
+	w.log.Warn("fetch error", attrs...)
 }
 
 // onShareAcks logs acknowledgements the broker refused (the record is then

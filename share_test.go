@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -321,4 +322,51 @@ func TestShareFloodBoundedInFlight(t *testing.T) {
 		t.Errorf("records held peaked at %d; want 1 to %d (the concurrency)", p, conc)
 	}
 	fmt.Printf("share_flood_held_records_peak=%d records\n", peak.Load())
+}
+
+// TestShareFetchErrorsKeptAndLimited: the share client keeps retryable
+// fetch errors (franz-go strips them by default, and a share session gives
+// no other sign of a partition that fails to fetch), and the poll logs each
+// topic, partition and kind at most once a minute, with the count it did not
+// log, remembering at most fetchErrKeys of them.
+func TestShareFetchErrorsKeptAndLimited(t *testing.T) {
+	t.Parallel()
+	w := &Worker{cfg: config{shareGroup: "sg", topics: []string{"t"}, concurrency: 4}}
+	cl, err := kgo.NewClient(append(w.shareOpts(), kgo.SeedBrokers("127.0.0.1:1"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := cl.OptValue(kgo.KeepRetryableFetchErrors)
+	cl.Close()
+	if keep != true {
+		t.Fatalf("share client KeepRetryableFetchErrors = %v, want true", keep)
+	}
+
+	var l fetchErrLog
+	t0 := time.Unix(1000, 0)
+	notLeader := fmt.Errorf("fetch: %w", kerr.NotLeaderForPartition)
+	allow := func(p int32, err error, at time.Duration) (int, bool) { return l.allow("t", p, err, t0.Add(at)) }
+	if n, ok := allow(0, notLeader, 0); !ok || n != 0 {
+		t.Fatalf("first error: allowed %v, suppressed %d; want allowed, 0", ok, n)
+	}
+	for i := range 5 {
+		if _, ok := allow(0, kerr.NotLeaderForPartition, time.Duration(i+1)*time.Second); ok {
+			t.Fatalf("the same error %d s later was allowed", i+1)
+		}
+	}
+	if _, ok := allow(1, notLeader, 2*time.Second); !ok {
+		t.Fatal("another partition's error was not allowed")
+	}
+	if _, ok := allow(0, kerr.UnknownTopicOrPartition, 2*time.Second); !ok {
+		t.Fatal("another kind of error was not allowed")
+	}
+	if n, ok := allow(0, notLeader, fetchErrEvery); !ok || n != 5 {
+		t.Fatalf("a minute later: allowed %v, suppressed %d; want allowed, 5", ok, n)
+	}
+	for p := range int32(3 * fetchErrKeys) {
+		allow(p, errors.New("dial tcp: connection refused"), 3*time.Second)
+	}
+	if n := len(l.seen); n > fetchErrKeys {
+		t.Fatalf("%d errors remembered, want at most %d", n, fetchErrKeys)
+	}
 }
