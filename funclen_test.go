@@ -41,7 +41,6 @@ var longFuncDebt = map[string]int{
 	"idempotency/lookup.go lookup":              96,
 	"internal/chaos/config.go Finish":           85,
 	"internal/chaos/resp.go parseRESP":          67,
-	"internal/chaos/run.go apply":               97,
 	"internal/chaos/run.go run":                 118,
 	"internal/chaos/verdict.go judgePartitions": 63,
 	"internal/cli/demo.go runDemo":              192,

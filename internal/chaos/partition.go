@@ -142,16 +142,14 @@ func (r *run) pickRunning(slot int) *Proc {
 }
 
 // partition carries out e (a Partition) on a live worker in the background:
-// cut, wait e.For, heal.
-func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
+// cut, wait e.For, heal. It returns why it could not (see [run.workerFault]).
+func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) string {
 	if r.liveCount() < 2 {
-		log.Info("skipped: it would leave no live worker")
-		return
+		return "it would leave no live worker"
 	}
 	w := r.pickRunning(e.Slot)
 	if w == nil {
-		log.Info("skipped: no idle worker")
-		return
+		return "no idle worker"
 	}
 	r.mu.Lock()
 	n := r.nets[w]
@@ -177,4 +175,5 @@ func (r *run) partition(ctx context.Context, e Event, log *slog.Logger) {
 		r.parts.add(PartitionMark{Worker: w.Name, Net: e.Net, Cut: e.Cut, From: from, To: to})
 		log.Info("healed", slog.String("worker", w.Name), slog.Duration("after", to.Sub(from)))
 	})
+	return ""
 }

@@ -72,8 +72,9 @@ type run struct {
 	obs     *Observer
 	faults  sync.WaitGroup
 
-	ctl       *controls // nil: no cancels or pauses of the job type
-	cancelIdx []int     // the jobs to cancel: they hold
+	ctl        *controls // nil: no cancels or pauses of the job type
+	cancelIdx  []int     // the jobs to cancel: they hold
+	deferUntil time.Time // a deferred worker fault is given up after it
 }
 
 func (r *run) run(ctx context.Context) (Figures, error) {
@@ -119,6 +120,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	}
 
 	start := time.Now()
+	r.deferUntil = start.Add(c.Horizon() + deferFor)
 	enqErr := make(chan error, 1)
 	go func() { enqErr <- r.enqueue(ctx, jobs, start) }()
 	r.scheduleControls(ctx, start, jobs)
@@ -495,54 +497,9 @@ func (r *run) apply(ctx context.Context, e Event) {
 	log := r.log.With(slog.String("event", e.String()))
 	switch e.Action {
 	case Kill:
-		if r.liveCount() < 2 {
-			log.Info("skipped: it would leave no live worker")
-			return
-		}
-		w := r.pick(e.Slot)
-		if w == nil {
-			log.Info("skipped: no idle worker")
-			return
-		}
-		if err := w.Kill(); err != nil {
-			log.Warn("kill", slog.Any("err", err))
-		}
-		r.mu.Lock()
-		r.kills = append(r.kills, KillMark{Worker: w.Name, At: time.Now()})
-		r.mu.Unlock()
-		r.obs.MarkKill(10 * r.cfg.LeaseTTL)
-		log.Info("killed", slog.String("worker", w.Name))
-		r.faults.Go(func() {
-			defer r.idle(w)
-			sleepCtx(ctx, e.For)
-			if err := w.Start(); err != nil {
-				log.Warn("restart after kill", slog.Any("err", err))
-			}
-		})
+		r.workerFault(ctx, e, log, r.kill)
 	case Pause:
-		if r.liveCount() < 2 {
-			log.Info("skipped: it would leave no live worker")
-			return
-		}
-		w := r.pick(e.Slot)
-		if w == nil {
-			log.Info("skipped: no idle worker")
-			return
-		}
-		if err := w.Pause(); err != nil {
-			log.Warn("pause", slog.Any("err", err))
-			r.idle(w)
-			return
-		}
-		r.obs.MarkPause(e.For)
-		log.Info("paused", slog.String("worker", w.Name))
-		r.faults.Go(func() {
-			defer r.idle(w)
-			sleepCtx(ctx, e.For)
-			if err := w.Resume(); err != nil {
-				log.Warn("resume", slog.Any("err", err))
-			}
-		})
+		r.workerFault(ctx, e, log, r.pause)
 	case RestartRedis:
 		r.faults.Go(func() {
 			out, err := r.redis.Bounce(ctx, 5*time.Second, e.For)
@@ -558,7 +515,7 @@ func (r *run) apply(ctx context.Context, e Event) {
 		}
 		r.faults.Go(func() { r.kafka.apply(ctx, e, log) })
 	case Partition:
-		r.partition(ctx, e, log)
+		r.workerFault(ctx, e, log, r.partition)
 	case AddWorker:
 		w, err := r.addWorker(ctx)
 		if err != nil {
@@ -587,6 +544,97 @@ func (r *run) apply(ctx context.Context, e Event) {
 			log.Info("removed", slog.String("worker", w.Name))
 		})
 	}
+}
+
+// deferFor bounds how long past the schedule's horizon a worker fault that
+// could not be carried out at its time is retried.
+const deferFor = 30 * time.Second
+
+// workerFault carries out a kill, pause or partition through try, which
+// returns why it could not ("" once done). Such a fault needs a second live
+// worker and an idle one; when another fault holds them at the event's time,
+// the fault is deferred and retried every 250ms until it can be carried out
+// or the horizon plus [deferFor] has passed, so that a fault the schedule
+// guarantees (one pause at least) is not lost to a moment's overlap.
+func (r *run) workerFault(ctx context.Context, e Event, log *slog.Logger, try func(context.Context, Event, *slog.Logger) string) {
+	why := try(ctx, e, log)
+	if why == "" {
+		return
+	}
+	log.Info("deferred", slog.String("why", why))
+	r.faults.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if why = try(ctx, e, log); why == "" {
+				return
+			}
+			if time.Now().After(r.deferUntil) {
+				log.Info("skipped", slog.String("why", why))
+				return
+			}
+		}
+	})
+}
+
+// kill SIGKILLs a live, idle worker and starts it again after e.For.
+func (r *run) kill(ctx context.Context, e Event, log *slog.Logger) string {
+	if r.liveCount() < 2 {
+		return "it would leave no live worker"
+	}
+	w := r.pick(e.Slot)
+	if w == nil {
+		return "no idle worker"
+	}
+	if err := w.Kill(); err != nil {
+		log.Warn("kill", slog.Any("err", err))
+	}
+	r.mu.Lock()
+	r.kills = append(r.kills, KillMark{Worker: w.Name, At: time.Now()})
+	r.mu.Unlock()
+	r.obs.MarkKill(10 * r.cfg.LeaseTTL)
+	log.Info("killed", slog.String("worker", w.Name))
+	r.faults.Go(func() {
+		defer r.idle(w)
+		sleepCtx(ctx, e.For)
+		if err := w.Start(); err != nil {
+			log.Warn("restart after kill", slog.Any("err", err))
+		}
+	})
+	return ""
+}
+
+// pause SIGSTOPs a live, idle worker and SIGCONTs it after e.For. A pause
+// that fails is not retried: the worker is in a state the harness did not
+// plan, and the log says so.
+func (r *run) pause(ctx context.Context, e Event, log *slog.Logger) string {
+	if r.liveCount() < 2 {
+		return "it would leave no live worker"
+	}
+	w := r.pick(e.Slot)
+	if w == nil {
+		return "no idle worker"
+	}
+	if err := w.Pause(); err != nil {
+		log.Warn("pause", slog.Any("err", err))
+		r.idle(w)
+		return ""
+	}
+	r.obs.MarkPause(e.For)
+	log.Info("paused", slog.String("worker", w.Name))
+	r.faults.Go(func() {
+		defer r.idle(w)
+		sleepCtx(ctx, e.For)
+		if err := w.Resume(); err != nil {
+			log.Warn("resume", slog.Any("err", err))
+		}
+	})
+	return ""
 }
 
 // reviveAll starts every worker that is down and was not removed on purpose,
