@@ -265,14 +265,12 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 		return fmt.Errorf("leasehold: kafka client: %w", err)
 	}
 	defer cl.Close()
+	if err := w.setShareReset(ctx, cl); err != nil {
+		return err
+	}
 	actx, cancel := context.WithTimeout(ctx, topicWait)
 	defer cancel()
 	group := w.cfg.shareGroup
-	err = alterGroupConfigs(actx, cl, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	if err != nil {
-		return fmt.Errorf("leasehold: share group %q: setting share.auto.offset.reset: %w "+
-			"(share groups need Kafka 4.2 or later)", group, err)
-	}
 	err = alterGroupConfigs(actx, cl, group, map[string]string{"share.renew.acknowledge.enable": "true"})
 	if err != nil {
 		w.log.Warn("could not enable lock renewals on the share group (share.renew.acknowledge.enable, Kafka "+
@@ -294,6 +292,41 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 	w.log.Info("share group configured", slog.String("share_group", group),
 		slog.Duration("lock_duration", lock), slog.Int("delivery_limit", int(w.share.limit)))
 	return nil
+}
+
+// setShareReset sets the share group's share.auto.offset.reset to earliest,
+// so that a new group starts at the topics' first records. The brokers must
+// answer before the first fetch: while they cannot be reached (no answer, or
+// an error Kafka calls retriable) it tries again, 0.5s to 5s apart, logging
+// each try, until they answer or ctx ends. A worker started during a broker
+// outage waits it out, as a consumer-group worker's client does, instead of
+// exiting. An error from Kafka itself (an old broker, a refused config, no
+// permission) fails at once.
+func (w *Worker) setShareReset(ctx context.Context, cl *kgo.Client) error {
+	group := w.cfg.shareGroup
+	wait := 500 * time.Millisecond
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, topicWait)
+		err := alterGroupConfigs(actx, cl, group, map[string]string{"share.auto.offset.reset": "earliest"})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var ke *kerr.Error
+		if ctx.Err() != nil || errors.As(err, &ke) && !ke.Retriable {
+			return fmt.Errorf("leasehold: share group %q: setting share.auto.offset.reset: %w "+
+				"(share groups need Kafka 4.2 or later)", group, err)
+		}
+		w.log.Warn("kafka does not answer; the worker starts once the share group's configs are set",
+			slog.String("share_group", group), slog.Int("try", try), slog.Duration("next_try_in", wait), slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leasehold: share group %q: waiting for kafka to set share.auto.offset.reset: %w (last: %w)",
+				group, context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // shareTimeouts sets the share group's session timeout and heartbeat

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -369,4 +371,89 @@ func TestShareFetchErrorsKeptAndLimited(t *testing.T) {
 	if n := len(l.seen); n > fetchErrKeys {
 		t.Fatalf("%d errors remembered, want at most %d", n, fetchErrKeys)
 	}
+}
+
+// TestShareStartWaitsForKafka: a share-mode worker started while Kafka does
+// not answer waits for it, logging each try, and starts once it answers
+// (before, Start failed and `worker run` exited); a start whose context
+// ends first fails and says what it waited for.
+func TestShareStartWaitsForKafka(t *testing.T) {
+	const waiting = "kafka does not answer; the worker starts once the share group's configs are set"
+	h := setup(t, 1)
+	newWorker := func(t *testing.T, seed string, sink *testkit.LogSink, eff *effects) *Worker {
+		t.Helper()
+		w, err := New(h.rdb, h.opts(h.shareOpts(WithKafka(kgo.SeedBrokers(seed)), WithLogger(slog.New(sink)))...)...)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		must(t, w.Register("t", func(_ context.Context, j *Job) ([]byte, error) {
+			eff.add(j.Key)
+			return nil, nil
+		}))
+		return w
+	}
+
+	t.Run("starts once kafka answers", func(t *testing.T) {
+		proxy := testkit.StartProxy(t, h.kafka.Brokers()[0])
+		proxy.Block()
+		sink, eff := &testkit.LogSink{}, newEffects()
+		w := newWorker(t, proxy.Addr(), sink, eff)
+		started := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			started <- w.Start(ctx)
+		}()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = w.Shutdown(ctx)
+		})
+		testkit.Eventually(t, time.Minute, "a try logged while kafka is cut off", func() bool { return sink.Has(waiting) })
+		select {
+		case err := <-started:
+			t.Fatalf("Start returned while kafka did not answer: %v", err)
+		default:
+		}
+		proxy.Unblock()
+		select {
+		case err := <-started:
+			if err != nil {
+				t.Fatalf("Start after kafka answered: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Start did not return within a minute of kafka answering")
+		}
+		keys := h.produceJobs(t, "t", "wait", 5)
+		testkit.Eventually(t, time.Minute, "every job ran", func() bool { return len(eff.snapshot()) == len(keys) })
+		for _, k := range keys {
+			if n := eff.count(k); n != 1 {
+				t.Errorf("job %s ran %d times", k, n)
+			}
+		}
+	})
+
+	t.Run("a start that ends first says why", func(t *testing.T) {
+		proxy := testkit.StartProxy(t, h.kafka.Brokers()[0])
+		proxy.Block()
+		sink := &testkit.LogSink{}
+		w := newWorker(t, proxy.Addr(), sink, newEffects())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			// Ends the start once it waits for kafka, not before.
+			for !sink.Has(waiting) && ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+		err := w.Start(ctx)
+		if err == nil {
+			_ = w.Shutdown(context.Background())
+			t.Fatal("Start succeeded with kafka cut off")
+		}
+		if !sink.Has(waiting) || !strings.Contains(err.Error(), "waiting for kafka") {
+			t.Errorf("Start: %v (waited: %v), want an error that says it waited for kafka", err, sink.Has(waiting))
+		}
+	})
 }

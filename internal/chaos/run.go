@@ -100,7 +100,6 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	if err != nil {
 		return Figures{Seed: c.Seed}, err
 	}
-
 	rdb := redis.NewClient(&redis.Options{Addr: r.redis.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer func() { _ = rdb.Close() }()
@@ -124,6 +123,8 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	enqErr := make(chan error, 1)
 	go func() { enqErr <- r.enqueue(ctx, jobs, start) }()
 	r.scheduleControls(ctx, start, jobs)
+	stopSup := r.startSupervisor(ctx)
+	defer stopSup()
 
 	for _, e := range sched.Events {
 		select {
@@ -154,6 +155,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 	}
 	r.log.Info("fault phase over; restarting dead workers and draining", slog.Duration("took", time.Since(start)),
 		slog.Int("broker_kills", kills), slog.Int("broker_pauses", pauses))
+	stopSup()
 	r.reviveAll()
 
 	ledger, drained, err := r.drain(ctx, jobs)
@@ -635,6 +637,57 @@ func (r *run) pause(ctx context.Context, e Event, log *slog.Logger) string {
 		}
 	})
 	return ""
+}
+
+// startSupervisor runs supervise until the returned function is called
+// (more than once is fine); that function waits for it to return.
+func (r *run) startSupervisor(ctx context.Context) func() {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.supervise(sctx); close(done) }()
+	return sync.OnceFunc(func() { cancel(); <-done })
+}
+
+// supervise restarts, every 500ms until ctx ends (the fault phase), a
+// worker that exited on its own: one the harness is not killing, pausing,
+// partitioning or removing. Users run `worker run` under a supervisor
+// (Kubernetes, systemd's Restart=) that does so; `worker run` exits when it
+// cannot start within 15s, as when the broker is down longer, and such a
+// worker used to stay down until the drain while the faults scheduled
+// meanwhile found no second live worker. Each restart is logged with the
+// exit's error.
+func (r *run) supervise(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, w := range r.exited() {
+			exit := w.ExitErr()
+			err := w.Start()
+			r.idle(w)
+			r.log.Warn("restarted: it had exited", slog.String("worker", w.Name), slog.Any("exit", exit),
+				slog.String("log", w.LogPath), slog.Any("err", err))
+		}
+	}
+}
+
+// exited returns the workers that exited on their own (not removed, no fault
+// in progress), marked busy until supervise has restarted them.
+func (r *run) exited() []*Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ws []*Proc
+	for _, w := range r.workers {
+		if !r.removed[w] && !r.busy[w] && !w.Running() {
+			r.busy[w] = true
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
 
 // reviveAll starts every worker that is down and was not removed on purpose,
