@@ -19,10 +19,12 @@ import (
 // historyTimeout bounds one history write, and historyReadTimeout the read
 // of a lost attempt's span before a compensation step: the history is an
 // account for operators, and a Redis that does not answer must not hold a
-// job or a compensation back for long (a write that times out is lost).
+// job or a compensation back for long (a write that times out is lost; a
+// read that does leaves the step's span out of the attempt's trace, so it
+// gets a second: 250ms was too short on a loaded machine).
 const (
 	historyTimeout     = 500 * time.Millisecond
-	historyReadTimeout = 250 * time.Millisecond
+	historyReadTimeout = time.Second
 )
 
 // historyObserver writes the ends of attempts that the scripts do not into

@@ -128,16 +128,7 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 	if !first.Leased {
 		t.Fatalf("after its charge the job holds no lease: %+v", first)
 	}
-	var runner *workerProc
-	testkit.Eventually(t, 10*time.Second, "the worker that runs the job", func() bool {
-		for _, w := range workers {
-			if w.leasesHeld() > 0 {
-				runner = w
-				return true
-			}
-		}
-		return false
-	})
+	runner := runnerOf(t, insp, key, first.LeaseFence, workers)
 	switch fault {
 	case faultKill:
 		runner.signal(t, syscall.SIGKILL)
@@ -147,6 +138,11 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 		redisOutage(t, srv, runner)
 	}
 
+	// The fault must have caught the first attempt running: the hold keeps
+	// it in its handler for 30s after the charge.
+	if k := readKey(t, insp, key); k.State == idempotency.Completed {
+		t.Fatalf("the job completed under fence %d before the %s fault reached worker %d", k.Fence, fault, runner.cmd.Process.Pid)
+	}
 	var done leasehold.KeyInfo
 	testkit.Eventually(t, takeoverBound+60*time.Second, "the job completed by the other worker", func() bool {
 		done = readKey(t, insp, key)
@@ -184,6 +180,36 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 		keyScreenshot(t, ui, key, filepath.Join("..", "..", "docs", "console", "key-history.png"))
 	}
 	storyTraces(t, j, key, hs, links, fault)
+}
+
+// runnerOf returns the worker process running key's attempt under fence, by
+// the worker identity (host/pid) the claim wrote into the key's history: a
+// gauge of held leases would also count a lease the other worker holds for
+// a moment.
+func runnerOf(t *testing.T, insp *inspect.Inspector, key string, fence uint64, workers []*workerProc) *workerProc {
+	t.Helper()
+	var runner *workerProc
+	testkit.Eventually(t, 10*time.Second, "the worker that runs the job, from the key's history", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs, err := insp.History(ctx, key)
+		if err != nil {
+			return false
+		}
+		for _, a := range hs {
+			if a.Fence != fence {
+				continue
+			}
+			for _, w := range workers {
+				if strings.HasSuffix(a.Worker, "/"+strconv.Itoa(w.cmd.Process.Pid)) {
+					runner = w
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return runner
 }
 
 // redisOutage pauses the test's redis-server (SIGSTOP: connections stay
