@@ -91,16 +91,7 @@ func shareTakeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.
 		first = readKey()
 		return first.Leased
 	})
-	var runner *workerProc
-	testkit.Eventually(t, 10*time.Second, "the worker that runs the job", func() bool {
-		for _, w := range workers {
-			if w.leasesHeld() > 0 {
-				runner = w
-				return true
-			}
-		}
-		return false
-	})
+	runner := runnerOf(t, insp, key, first.LeaseFence, workers)
 	runner.signal(t, sig)
 	signalled := time.Now()
 	var took time.Duration

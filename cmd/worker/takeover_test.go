@@ -130,16 +130,11 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 		first = readKey()
 		return first.Leased
 	})
-	var runner, survivor *workerProc
-	testkit.Eventually(t, 10*time.Second, "the worker that runs the job", func() bool {
-		for i, w := range workers {
-			if w.leasesHeld() > 0 {
-				runner, survivor = w, workers[1-i]
-				return true
-			}
-		}
-		return false
-	})
+	runner := runnerOf(t, insp, key, first.LeaseFence, workers)
+	survivor := workers[0]
+	if runner == workers[0] {
+		survivor = workers[1]
+	}
 
 	runner.signal(t, sig)
 	signalled := time.Now()
