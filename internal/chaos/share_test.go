@@ -105,14 +105,9 @@ func TestConfigShare(t *testing.T) {
 // drain (share_records_unacknowledged). It fails, never skips, when java or
 // the broker cannot start. CHAOS_SEED replays a failing seed.
 //
-// Not in `make test` yet: on franz-go v1.22.2 a share partition stopped
-// delivering in some runs (1 of 2 beside a CPU burner), a client defect
-// fixed in v1.22.3 (docs/kafka.md); the runs since are too few to put it
-// in CI. CHAOS_SHARE_SHORT=1 runs it.
+// On franz-go v1.22.2 a share partition stopped delivering in some runs, a
+// client defect fixed in v1.22.3 (docs/kafka.md).
 func TestChaosShareShortRun(t *testing.T) {
-	if os.Getenv("CHAOS_SHARE_SHORT") == "" {
-		t.Skip("opt-in until enough runs on franz-go v1.22.3 show the share wedge gone (docs/kafka.md); CHAOS_SHARE_SHORT=1 runs it")
-	}
 	// Not parallel: the chaos runs take both cores.
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
