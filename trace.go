@@ -121,7 +121,11 @@ func traceContext(ctx context.Context, d *delivery) context.Context {
 	if d.tj == nil {
 		return ctx
 	}
-	return trace.ContextWithSpan(ctx, d.tj.Span())
+	sp := d.tj.Span()
+	if !sp.SpanContext().IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx // no span either way (nothing records): no context to make
+	}
+	return trace.ContextWithSpan(ctx, sp)
 }
 
 // childSpan is a child of a job span (handler, commit): an operation's

@@ -127,6 +127,7 @@ func WithClock(now func() time.Time) Opt {
 // events. It is safe for concurrent use.
 type Tracer struct {
 	cfg     cfg
+	kind    providerKind // what cfg.tp can record (records)
 	tracer  trace.Tracer
 	hooks   []kgo.Hook
 	metrics *Metrics
@@ -212,10 +213,11 @@ func New(opts ...Opt) (*Tracer, error) {
 	km := kotel.NewMeter(kotel.MeterProvider(c.mp))
 	t := &Tracer{
 		cfg:     c,
+		kind:    kindOf(c.tp),
 		tracer:  c.tp.Tracer(instrumentationName, trace.WithInstrumentationVersion(buildinfo.Version()), trace.WithSchemaURL(semconv.SchemaURL)),
 		metrics: m,
 	}
-	t.hooks = append(kotel.NewKotel(kotel.WithTracer(kt), kotel.WithMeter(km)).Hooks(), clientHook{t})
+	t.hooks = append(kotel.NewKotel(kotel.WithMeter(km)).Hooks(), fetchGate{t: t, kt: kt}, clientHook{t})
 	return t, nil
 }
 
@@ -302,9 +304,18 @@ func (t *Tracer) StartJob(ctx context.Context, r *kgo.Record, jobType, key strin
 	if r.Context == nil || !trace.SpanContextFromContext(r.Context).IsValid() {
 		r.Context = t.cfg.prop.Extract(cmp.Or(r.Context, context.Background()), kotel.NewRecordCarrier(r))
 	}
-	_, sp := t.tracer.Start(r.Context, t.processName(r.Topic), consumerKind,
-		trace.WithAttributes(t.startJobAttrs(r, jobType, key)...))
-	ctx = trace.ContextWithSpan(ctx, sp)
+	var sp trace.Span
+	if t.records() {
+		_, sp = t.tracer.Start(r.Context, t.processName(r.Topic), consumerKind,
+			trace.WithAttributes(t.startJobAttrs(r, jobType, key)...))
+	} else {
+		// Nothing records: the job carries the incoming trace context,
+		// if any, and no span of its own (see records).
+		sp = trace.SpanFromContext(r.Context)
+	}
+	if sp.SpanContext().IsValid() {
+		ctx = trace.ContextWithSpan(ctx, sp)
+	}
 	if b := baggage.FromContext(r.Context); b.Len() > 0 {
 		ctx = baggage.ContextWithBaggage(ctx, b)
 	}
