@@ -35,7 +35,9 @@ type runningJob struct {
 // LeaseLostError when the lease is lost, and it is listed in Running until
 // releaseJob.
 func (w *Worker) newJob(d *delivery, c *claim) *Job {
-	jctx, cancel := context.WithCancelCause(traceContext(context.WithoutCancel(w.stopCtx), d))
+	// w.baseCtx: the start context's values, never cancelled (the
+	// dispatcher's stop does not end a running job).
+	jctx, cancel := context.WithCancelCause(traceContext(w.baseCtx, d))
 	lctx := c.run.Context()
 	rj := &runningJob{act: activeJob{cancel: cancel, started: time.Now()}}
 	job := &rj.job
