@@ -584,14 +584,24 @@ func (r *run) workerFault(ctx context.Context, e Event, log *slog.Logger, try fu
 	})
 }
 
+// target picks (marks busy) the live, idle worker at slot for a kill or a
+// pause, or returns nil and why none can take it: the fault would leave no
+// live worker, or every live one is busy with another fault.
+func (r *run) target(slot int) (*Proc, string) {
+	if r.liveCount() < 2 {
+		return nil, "it would leave no live worker"
+	}
+	if w := r.pick(slot); w != nil {
+		return w, ""
+	}
+	return nil, "no idle worker"
+}
+
 // kill SIGKILLs a live, idle worker and starts it again after e.For.
 func (r *run) kill(ctx context.Context, e Event, log *slog.Logger) string {
-	if r.liveCount() < 2 {
-		return "it would leave no live worker"
-	}
-	w := r.pick(e.Slot)
+	w, why := r.target(e.Slot)
 	if w == nil {
-		return "no idle worker"
+		return why
 	}
 	if err := w.Kill(); err != nil {
 		log.Warn("kill", slog.Any("err", err))
@@ -615,12 +625,9 @@ func (r *run) kill(ctx context.Context, e Event, log *slog.Logger) string {
 // that fails is not retried: the worker is in a state the harness did not
 // plan, and the log says so.
 func (r *run) pause(ctx context.Context, e Event, log *slog.Logger) string {
-	if r.liveCount() < 2 {
-		return "it would leave no live worker"
-	}
-	w := r.pick(e.Slot)
+	w, why := r.target(e.Slot)
 	if w == nil {
-		return "no idle worker"
+		return why
 	}
 	if err := w.Pause(); err != nil {
 		log.Warn("pause", slog.Any("err", err))
