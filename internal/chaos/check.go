@@ -54,33 +54,9 @@ type Evidence struct {
 func Check(ctx context.Context, ev Evidence, jobs []Job) (Figures, error) {
 	var f Figures
 	f.JobsEnqueued = len(jobs)
-	balances := map[string]int64{}
-	rows, err := ev.DB.Query(ctx, `SELECT id, balance FROM demo_accounts`)
+	balances, transfers, err := readTransfers(ctx, ev.DB)
 	if err != nil {
-		return f, fmt.Errorf("chaos: read accounts: %w", err)
-	}
-	for rows.Next() {
-		var id string
-		var b int64
-		if err := rows.Scan(&id, &b); err != nil {
-			return f, fmt.Errorf("chaos: read accounts: %w", err)
-		}
-		balances[id] = b
-	}
-	if err := rows.Err(); err != nil {
-		return f, fmt.Errorf("chaos: read accounts: %w", err)
-	}
-	transfers := map[string]bool{}
-	rows, err = ev.DB.Query(ctx, `SELECT key FROM demo_transfers`)
-	if err != nil {
-		return f, fmt.Errorf("chaos: read transfers: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return f, fmt.Errorf("chaos: read transfers: %w", err)
-	}
-	for _, k := range keys {
-		transfers[k] = true
+		return f, err
 	}
 
 	// Charges not refunded, per job key. A charge id is "<key>/<fence>".
@@ -105,6 +81,47 @@ func Check(ctx context.Context, ev Evidence, jobs []Job) (Figures, error) {
 		f.account(j, InitialBalance-from, to-InitialBalance, transfers[j.Key], net[j.Key], ev.Cancelled[j.Key])
 	}
 	return f, nil
+}
+
+// readTransfers reads the accounts' balances and the keys of the transfer
+// rows from one snapshot: read apart, a transfer committed between the two
+// reads (a drain that timed out leaves jobs running) would look half
+// applied.
+func readTransfers(ctx context.Context, db *pgxpool.Pool) (map[string]int64, map[string]bool, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read accounts: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	balances := map[string]int64{}
+	rows, err := tx.Query(ctx, `SELECT id, balance FROM demo_accounts`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read accounts: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var b int64
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, nil, fmt.Errorf("chaos: read accounts: %w", err)
+		}
+		balances[id] = b
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("chaos: read accounts: %w", err)
+	}
+	rows, err = tx.Query(ctx, `SELECT key FROM demo_transfers`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read transfers: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read transfers: %w", err)
+	}
+	transfers := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		transfers[k] = true
+	}
+	return balances, transfers, nil
 }
 
 // account counts job j in f: debited and credited are what moved between

@@ -53,6 +53,7 @@ func ExampleFigures_Write() {
 	// takeover_latency_p99_ms=2500 ms
 	// redis_outage_ms=1200 ms
 	// drain_ms=180000 ms
+	// drain_unfinished=0 jobs
 	// broker_kills=1 kills
 	// broker_pauses=1 pauses
 	// broker_outage_ms=16000 ms

@@ -59,6 +59,10 @@ type Figures struct {
 	// job's transfer was in PostgreSQL; the whole drain timeout when they
 	// never all were.
 	Drain time.Duration
+	// DrainUnfinished counts the jobs whose transfer was not in PostgreSQL
+	// when the drain timed out (0 when it finished): the other figures are
+	// then of a run still moving.
+	DrainUnfinished int
 	// BrokerKills counts the SIGKILLs of the Kafka broker that were carried
 	// out (each followed by a restart on its data); 0 on the dev-broker.
 	BrokerKills int
@@ -98,6 +102,7 @@ func (f Figures) MustBeZero() []string {
 		name string
 		v    int
 	}{
+		{"drain_unfinished", f.DrainUnfinished},
 		{"jobs_lost", f.JobsLost},
 		{"fenced_effects_duplicated", f.FencedEffectsDuplicated},
 		{"unfenced_net_not_one", f.UnfencedNetNotOne},
@@ -140,6 +145,7 @@ func (f Figures) Write(w io.Writer) error {
 		{"takeover_latency_p99_ms", ms(p99), "ms"},
 		{"redis_outage_ms", ms(f.RedisOutage), "ms"},
 		{"drain_ms", ms(f.Drain), "ms"},
+		{"drain_unfinished", f.DrainUnfinished, "jobs"},
 		{"broker_kills", f.BrokerKills, "kills"},
 		{"broker_pauses", f.BrokerPauses, "pauses"},
 		{"broker_outage_ms", ms(f.BrokerOutage), "ms"},

@@ -42,7 +42,7 @@ func TestFiguresFormat(t *testing.T) {
 		"fenced_effects_duplicated": "0 keys", "unfenced_net_not_one": "0 keys",
 		"zombie_writes_rejected": "2 writes", "compensations_run": "3 refunds", "takeovers": "4 leases",
 		"takeover_latency_p50_ms": "200 ms", "takeover_latency_p99_ms": "300 ms",
-		"redis_outage_ms": "1500 ms", "drain_ms": "2500 ms", "broker_kills": "1 kills", "broker_pauses": "2 pauses",
+		"redis_outage_ms": "1500 ms", "drain_ms": "2500 ms", "drain_unfinished": "0 jobs", "broker_kills": "1 kills", "broker_pauses": "2 pauses",
 		"broker_outage_ms": "14000 ms", "seed": "99 seed",
 		"partitions": "4 partitions", "partitions_redis": "2 partitions", "partitions_kafka": "1 partitions",
 		"partitions_redis_kafka": "1 partitions", "partition_takeovers": "3 leases", "partition_takeovers_measured": "2 leases",

@@ -75,6 +75,7 @@ type run struct {
 	ctl        *controls // nil: no cancels or pauses of the job type
 	cancelIdx  []int     // the jobs to cancel: they hold
 	deferUntil time.Time // a deferred worker fault is given up after it
+	drainLeft  int       // jobs unfinished when the drain timed out
 }
 
 func (r *run) run(ctx context.Context) (Figures, error) {
@@ -201,6 +202,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 // `worker audit`'s account.
 func (r *run) accountRecords(ctx context.Context, f *Figures) (err error) {
 	f.Share = r.cfg.Share
+	f.DrainUnfinished = r.drainLeft
 	if f.ShareUnacknowledged, err = r.shareUnacknowledged(ctx, 30*time.Second); err != nil {
 		return err
 	}
@@ -850,6 +852,7 @@ func (r *run) drain(ctx context.Context, jobs []Job) (paystub.Ledger, time.Durat
 		}
 		if time.Now().After(deadline) {
 			r.log.Warn("drain timeout", slog.Int("transfers", done), slog.Int("jobs", len(jobs)))
+			r.drainLeft = max(len(jobs)-done, 0)
 			r.logStuck(ctx, r.unfinished(ctx, jobs))
 			return last, cmp.Or(drained, r.cfg.Drain), nil
 		}
