@@ -49,8 +49,9 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	if err := o.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now() // before the mark: a latency is measured from the mark
 	o.MarkKill(10 * time.Second)
-	killed := time.Now()
+	marked := time.Now()
 
 	// Worker A renews its lease for 2 TTLs and releases the other early,
 	// which is then claimed again by a new token (not a takeover).
@@ -75,10 +76,12 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 		t.Fatalf("dead lease still there: %d, %v", n, err)
 	}
 	put("lh:lease:{dead}", "D1")
-	tookOver := time.Since(killed)
 	if err := o.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The poll that saw the new owner has returned: the latency cannot be
+	// longer (on a loaded machine the poll itself may take a while).
+	seen := time.Since(killed)
 
 	if got := o.Takeovers(); got != 1 {
 		t.Fatalf("takeovers = %d, want 1", got)
@@ -87,15 +90,15 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	if len(lat) != 1 {
 		t.Fatalf("latencies = %v, want one", lat)
 	}
-	if lat[0] < ttl || lat[0] > tookOver+50*time.Millisecond {
-		t.Fatalf("latency %s, want between the TTL %s and the takeover time %s", lat[0], ttl, tookOver)
+	if lat[0] < ttl || lat[0] > seen {
+		t.Fatalf("latency %s, want between the TTL %s and the end of the poll that saw the takeover, %s", lat[0], ttl, seen)
 	}
 	s := o.Slowest(5)
 	if len(s) != 1 || s[0].Key != "lh:lease:{dead}" || s[0].Latency != lat[0] {
 		t.Fatalf("slowest = %+v, want the dead lease's takeover", s)
 	}
-	if d := killed.Sub(s[0].KilledAt); d < 0 || d > 50*time.Millisecond {
-		t.Fatalf("takeover's kill time %s, want the kill (marked just before %s)", s[0].KilledAt, killed)
+	if at := s[0].KilledAt; at.Before(killed) || at.After(marked) {
+		t.Fatalf("takeover's kill time %s, want the mark's, between %s and %s", at, killed, marked)
 	}
 }
 

@@ -136,7 +136,7 @@ func TestChaosShareShortRun(t *testing.T) {
 		BrokerFaultEvery: time.Minute,
 		Cancels:          4,
 		TypePauses:       1,
-		Drain:            2 * time.Minute,
+		Drain:            4 * time.Minute, // a bound: see TestChaosApacheRun
 		Worker:           bin,
 		Dir:              filepath.Join(dir, "run"),
 	}
