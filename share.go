@@ -313,20 +313,29 @@ func (w *Worker) setShareReset(ctx context.Context, cl *kgo.Client) error {
 			return nil
 		}
 		var ke *kerr.Error
-		if ctx.Err() != nil || errors.As(err, &ke) && !ke.Retriable {
+		if errors.As(err, &ke) && !ke.Retriable {
 			return fmt.Errorf("leasehold: share group %q: setting share.auto.offset.reset: %w "+
 				"(share groups need Kafka 4.2 or later)", group, err)
+		}
+		if ctx.Err() != nil {
+			return shareWaitErr(ctx, group, err)
 		}
 		w.log.Warn("kafka does not answer; the worker starts once the share group's configs are set",
 			slog.String("share_group", group), slog.Int("try", try), slog.Duration("next_try_in", wait), slog.Any("err", err))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("leasehold: share group %q: waiting for kafka to set share.auto.offset.reset: %w (last: %w)",
-				group, context.Cause(ctx), err)
+			return shareWaitErr(ctx, group, err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// shareWaitErr is setShareReset's error when its context ended before Kafka
+// answered: why it ended, and the last try's error.
+func shareWaitErr(ctx context.Context, group string, last error) error {
+	return fmt.Errorf("leasehold: share group %q: waiting for kafka to set share.auto.offset.reset: %w (last: %w)",
+		group, context.Cause(ctx), last)
 }
 
 // shareTimeouts sets the share group's session timeout and heartbeat
