@@ -613,13 +613,7 @@ func (r *run) kill(ctx context.Context, e Event, log *slog.Logger) string {
 	r.mu.Unlock()
 	r.obs.MarkKill(10 * r.cfg.LeaseTTL)
 	log.Info("killed", slog.String("worker", w.Name))
-	r.faults.Go(func() {
-		defer r.idle(w)
-		sleepCtx(ctx, e.For)
-		if err := w.Start(); err != nil {
-			log.Warn("restart after kill", slog.Any("err", err))
-		}
-	})
+	r.later(ctx, w, e.For, log, "restart after kill", w.Start)
 	return ""
 }
 
@@ -638,14 +632,20 @@ func (r *run) pause(ctx context.Context, e Event, log *slog.Logger) string {
 	}
 	r.obs.MarkPause(e.For)
 	log.Info("paused", slog.String("worker", w.Name))
+	r.later(ctx, w, e.For, log, "resume", w.Resume)
+	return ""
+}
+
+// later ends a fault in the background: after d it runs f (a restart, a
+// resume), logs its error as what, and frees w for other faults.
+func (r *run) later(ctx context.Context, w *Proc, d time.Duration, log *slog.Logger, what string, f func() error) {
 	r.faults.Go(func() {
 		defer r.idle(w)
-		sleepCtx(ctx, e.For)
-		if err := w.Resume(); err != nil {
-			log.Warn("resume", slog.Any("err", err))
+		sleepCtx(ctx, d)
+		if err := f(); err != nil {
+			log.Warn(what, slog.Any("err", err))
 		}
 	})
-	return ""
 }
 
 // startSupervisor runs supervise until the returned function is called
