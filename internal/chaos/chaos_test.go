@@ -64,7 +64,7 @@ func TestChaosShortRun(t *testing.T) {
 			t.Errorf("progress log lacks %s:\n%s", want, progress)
 		}
 	}
-	wantCancels(t, f)
+	wantCancels(t, f, progress)
 	if f.RedisOutage <= 0 {
 		t.Errorf("redis_outage_ms = %s, want the restart measured", f.RedisOutage)
 	}
@@ -103,10 +103,19 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 
 // wantCancels fails the test unless the run cancelled a running job and
 // worker audit counted each cancelled key as cancelled.
-func wantCancels(t *testing.T, f Figures) {
+func wantCancels(t *testing.T, f Figures, progress string) {
 	t.Helper()
 	if c := f.Controls; c == nil || c.CancelsRequested == 0 || f.JobsCancelled == 0 || c.TypePauses == 0 {
-		t.Errorf("no job cancelled while it ran, or the type never paused: %+v, %d cancelled", c, f.JobsCancelled)
+		// What became of each cancel: requested, missed, or taken by a
+		// later attempt after its attempt lost the lease.
+		var lines []string
+		for l := range strings.Lines(progress) {
+			if strings.Contains(l, "cancel") || strings.Contains(l, "type paused") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("no job cancelled while it ran, or the type never paused: %+v, %d cancelled; from the progress log:\n%s",
+			c, f.JobsCancelled, strings.Join(lines, ""))
 	}
 	if a := f.Audit; a == nil || a.Counts[audit.Cancelled] != int64(f.JobsCancelled) {
 		t.Errorf("audit %+v: want %d cancelled records", a, f.JobsCancelled)

@@ -152,7 +152,7 @@ func TestChaosShareShortRun(t *testing.T) {
 			t.Errorf("progress log lacks %s", want)
 		}
 	}
-	wantCancels(t, f)
+	wantCancels(t, f, progress)
 	wantPartitions(t, f, progress)
 	// The workers really ran in the share group.
 	logs, _ := filepath.Glob(filepath.Join(c.Dir, "worker-*.log"))
