@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -143,16 +144,9 @@ func (r *Redis) kill() {
 	<-r.exited
 }
 
-// freePort returns a port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort returns a port of 127.0.0.1 that was free a moment ago, below the
+// kernel's ephemeral range (package freeport says why).
+func freePort() (int, error) { return freeport.Port(context.Background()) }
 
 // logTail returns the last 2,000 bytes of the server's log in dir.
 func logTail(dir string) string {

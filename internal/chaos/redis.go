@@ -3,11 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -95,13 +95,15 @@ func (r *Redis) Bounce(ctx context.Context, grace, down time.Duration) (time.Dur
 	return time.Since(begin), nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, below
+// the kernel's ephemeral range (package freeport says why).
 func FreePort(ctx context.Context) (int, error) {
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("chaos: free port: %w", err)
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	p, err := freeport.Port(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: %w", err)
+	}
+	return p, nil
 }

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -119,7 +120,7 @@ func prepare(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	for _, p := range []*int{&b.cfg.Port, &b.cfg.ControllerPort} {
 		if *p == 0 {
-			if *p, err = freePort(); err != nil {
+			if *p, err = freePort(ctx); err != nil {
 				b.removeTemp()
 				return nil, err
 			}
@@ -470,13 +471,12 @@ func javaPath() (string, error) {
 	return p, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a port probe, closed at once
+func freePort(ctx context.Context) (int, error) {
+	p, err := freeport.Port(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("kafkabroker: free port: %w", err)
+		return 0, fmt.Errorf("kafkabroker: %w", err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 func tail(s string, n int) string {

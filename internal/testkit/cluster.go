@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -657,38 +658,16 @@ func (n *ClusterNode) ownsSlot(ctx context.Context, slot int) (bool, error) {
 }
 
 // clusterFreePorts returns n distinct ports p, each free together with its
-// cluster bus port p+10000.
+// cluster bus port p+10000, below the kernel's ephemeral range (package
+// freeport says why).
 func clusterFreePorts(n int) ([]int, error) {
-	var (
-		out  []int
-		held []net.Listener
-		lc   net.ListenConfig
-	)
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
-	for tries := 0; len(out) < n && tries < 200; tries++ {
-		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	out := make([]int, 0, n)
+	for range n {
+		p, err := freeport.Pair(context.Background(), 10000)
 		if err != nil {
 			return nil, err
 		}
-		p := l.Addr().(*net.TCPAddr).Port
-		if p+10000 > 65535 {
-			_ = l.Close()
-			continue
-		}
-		bus, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
-		if err != nil {
-			_ = l.Close()
-			continue
-		}
-		held = append(held, l, bus)
 		out = append(out, p)
-	}
-	if len(out) < n {
-		return nil, fmt.Errorf("found only %d free port pairs", len(out))
 	}
 	return out, nil
 }

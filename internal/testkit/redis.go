@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -249,16 +250,9 @@ func (s *RedisServer) Restart(keepData bool) {
 	}
 }
 
-// freePort returns a port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort returns a port of 127.0.0.1 that was free a moment ago, below the
+// kernel's ephemeral range (package freeport says why).
+func freePort() (int, error) { return freeport.Port(context.Background()) }
 
 // SharedRedis returns a client of the shared Redis (REDIS_URL, default
 // redis://127.0.0.1:6379/0) and a fresh random key prefix ("t:<random>:") for
