@@ -46,17 +46,6 @@ func IsCancelledFailure(failure string) bool {
 // cancelled it.
 const EventCancelled = "leasehold.cancelled"
 
-// watchCancel cancels job's context with a *CancelledError when a renewal of
-// its lease answers that an operator cancelled its attempt.
-func (w *Worker) watchCancel(job *Job, cancel context.CancelCauseFunc) {
-	l := job.c.run.Lease()
-	if l == nil {
-		return
-	}
-	key, fence := job.Key, job.fence
-	l.OnCancel(func() { cancel(&CancelledError{Key: key, Fence: fence}) })
-}
-
 // settleCancelled: the handler was cancelled by an operator. Its saga steps
 // are compensated, then the cancel is recorded as the key's terminal outcome
 // (no dead-letter copy: the operator asked for it). When the record cannot

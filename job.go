@@ -47,7 +47,7 @@ type Job struct {
 	act   *activeJob
 	hb    heartbeats
 
-	stopBridge func() bool // stops the lease-lost bridge to ctx (newJob)
+	stopBridge func() bool // a store without leases: stops the bridge from its context (runningJob.watch)
 
 	jmu     sync.Mutex
 	journal *compensation.Journal // created by the first Step

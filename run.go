@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/jobtrace"
+	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/retry"
 	"github.com/leasehold/leasehold/outcome"
 )
@@ -25,10 +26,45 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	w.settle(job, w.execute(job))
 }
 
-// runningJob is a job and its entry in Running, allocated together.
+// runningJob is a job and its entry in Running, allocated together. It
+// watches the job's lease (leasing.Watch): a lost lease cancels the job's
+// context with a LeaseLostError, an operator's cancel with a CancelledError.
 type runningJob struct {
 	job Job
 	act activeJob
+}
+
+// watch ties the job's context to its lease. A store without leases (the
+// tests' fake) gives only a context: it is bridged with context.AfterFunc.
+func (rj *runningJob) watch() {
+	job := &rj.job
+	if l := job.c.run.Lease(); l != nil {
+		leasing.Watch(l, rj)
+		return
+	}
+	lctx := job.c.run.Context()
+	job.stopBridge = context.AfterFunc(lctx, func() { rj.LeaseEnded(context.Cause(lctx)) })
+}
+
+// unwatch stops the lease's news from reaching the job's context.
+func (j *Job) unwatch() {
+	if l := j.c.run.Lease(); l != nil {
+		leasing.Unwatch(l)
+	}
+	if j.stopBridge != nil {
+		j.stopBridge()
+	}
+}
+
+// LeaseEnded cancels the job's context: its lease ended (leasing.Watcher).
+func (rj *runningJob) LeaseEnded(cause error) {
+	rj.act.cancel(&LeaseLostError{Key: rj.job.Key, Fence: rj.job.fence, Err: cause})
+}
+
+// LeaseCancelled cancels the job's context: an operator cancelled the
+// attempt (leasing.Watcher).
+func (rj *runningJob) LeaseCancelled() {
+	rj.act.cancel(&CancelledError{Key: rj.job.Key, Fence: rj.job.fence})
 }
 
 // newJob builds the job of a claim: its context is cancelled with a
@@ -38,7 +74,6 @@ func (w *Worker) newJob(d *delivery, c *claim) *Job {
 	// w.baseCtx: the start context's values, never cancelled (the
 	// dispatcher's stop does not end a running job).
 	jctx, cancel := context.WithCancelCause(traceContext(w.baseCtx, d))
-	lctx := c.run.Context()
 	rj := &runningJob{act: activeJob{cancel: cancel, started: time.Now()}}
 	job := &rj.job
 	*job = Job{
@@ -48,11 +83,8 @@ func (w *Worker) newJob(d *delivery, c *claim) *Job {
 		fence: c.Fence, last: c.LastBeat, ctx: jctx, c: c, d: d, w: w, tj: d.tj,
 		act: &rj.act,
 	}
-	job.stopBridge = context.AfterFunc(lctx, func() {
-		cancel(&LeaseLostError{Key: d.key, Fence: c.Fence, Err: context.Cause(lctx)})
-	})
 	job.hb.throttle, job.hb.passThrough, job.hb.rounds = w.cfg.hbThrottle, w.hbRideRenewals, w.hbRounds
-	w.watchCancel(job, cancel)
+	rj.watch()
 	if c.LastBeat != nil {
 		lb := c.LastBeat
 		job.act.progress.Store(&lb)
@@ -68,7 +100,7 @@ func (w *Worker) releaseJob(job *Job) {
 	w.activeMu.Lock()
 	delete(w.active, job)
 	w.activeMu.Unlock()
-	job.stopBridge()
+	job.unwatch()
 	job.act.cancel(nil)
 	job.hb.leaveRounds(job)
 }

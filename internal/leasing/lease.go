@@ -44,6 +44,7 @@ type Lease struct {
 	onLost    []func(error)
 	cancelled bool   // a renewal answered that an operator cancelled the attempt
 	onCancel  func() // run once, when cancelled is first set (OnCancel chains them)
+	watcher   Watcher
 }
 
 // Name returns the lease name.
@@ -168,13 +169,16 @@ func (l *Lease) finish(cause error, lost bool) ([]func(error), bool) {
 	if lost {
 		l.state = stateLost
 	}
-	cbs := l.onLost
-	l.onLost = nil
+	cbs, w := l.onLost, l.watcher
+	l.onLost, l.watcher = nil, nil
 	l.mu.Unlock()
 	l.m.untrack(l)
 	// Cancel first: whoever sees Done closed also sees the context ended.
 	l.cancel(cause)
 	close(l.done)
+	if w != nil {
+		w.LeaseEnded(cause)
+	}
 	if !lost {
 		cbs = nil
 	}
@@ -197,13 +201,19 @@ func (l *Lease) renewed(sent time.Time, r RenewResult) (transientErr bool) {
 		if l.state == stateHeld && nd.After(l.deadline) {
 			l.lastSent, l.deadline, l.lastErr = sent, nd, nil
 		}
-		var cb func()
+		var (
+			cb func()
+			w  Watcher
+		)
 		if r.Cancelled && !l.cancelled && l.state == stateHeld {
-			l.cancelled, cb, l.onCancel = true, l.onCancel, nil
+			l.cancelled, cb, l.onCancel, w = true, l.onCancel, nil, l.watcher
 		}
 		l.mu.Unlock()
 		if cb != nil {
 			cb()
+		}
+		if w != nil {
+			w.LeaseCancelled()
 		}
 		return false
 	case errors.Is(r.Err, ErrLost):
