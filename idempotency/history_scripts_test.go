@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +141,43 @@ func TestHistoryWrittenByClaimAndComplete(t *testing.T) {
 	hs, _ = e.s.History(ctx, "scan")
 	if len(hs) != 2 || hs[0].Fence != s.Fence || hs[0].End != string(outcome.Completed) || hs[1].End != "" {
 		t.Fatalf("scanned key's history = %+v", hs)
+	}
+}
+
+// TestHistoryEndMatchesOnlyMembers: the complete script ends the last entry
+// on its JSON text; a worker name holding the texts it looks for ('"x":',
+// '"f":"<fence>"') is escaped in the entry and neither hides the entry's
+// open end nor ends another fence's entry.
+func TestHistoryEndMatchesOnlyMembers(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	c := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: `w"x":"failed"`}})[0]
+	if c.Err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v", c)
+	}
+	if err := e.s.Complete(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ := e.s.History(ctx, "k")
+	if len(hs) != 1 || hs[0].End != string(outcome.Completed) || hs[0].Worker != `w"x":"failed"` || hs[0].Ended.IsZero() {
+		t.Fatalf("history = %+v", hs)
+	}
+
+	d := e.s.ClaimBatch(ctx, []Request{{Key: "d", Fingerprint: fp("b"), Worker: "host/1"}})[0]
+	if d.Err != nil || d.Outcome != Acquired {
+		t.Fatalf("claim: %+v", d)
+	}
+	// A later entry whose worker name spells d's fence: not d's entry.
+	if err := e.s.HistoryStart(ctx, "d", Attempt{Fence: d.Fence + 1, Worker: fmt.Sprintf(`"f":"%d"`, d.Fence)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Complete(ctx, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = e.s.History(ctx, "d")
+	if len(hs) != 2 || hs[0].Fence != d.Fence || hs[0].End != string(outcome.Completed) || hs[1].End != "" {
+		t.Fatalf("history = %+v", hs)
 	}
 }
 

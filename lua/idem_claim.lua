@@ -37,8 +37,9 @@
 -- ARGV[7]   the most attempts a history keeps; 0: no history is written
 -- ARGV[8]   history TTL in milliseconds (the record's retention)
 -- A claim that runs the job (acquired, takeover) appends the attempt's start
--- entry to the history (RPUSH + LTRIM: the list is not read); a takeover
--- first ends the previous fence's entry, if it has no end, as taken_over.
+-- entry to the history (RPUSH, and LTRIM past the bound: the list is not
+-- read); a takeover first ends the previous fence's entry, if it has no end,
+-- as taken_over.
 -- Returns   one reply per entry, in order:
 --           {1, fence, attempt, 0, details, window}              acquired
 --           {2, fence, attempt, previous fence, details, window} takeover
@@ -95,8 +96,9 @@ local function history(hk, a, fence, att, prev)
       e[fields[j]] = ARGV[a + 3 + j]
     end
   end
-  redis.call('RPUSH', hk, cjson.encode(e))
-  redis.call('LTRIM', hk, -hmax, -1)
+  if redis.call('RPUSH', hk, cjson.encode(e)) > hmax then
+    redis.call('LTRIM', hk, -hmax, -1)
+  end
   redis.call('PEXPIRE', hk, httl)
 end
 
