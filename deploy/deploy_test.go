@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/leasehold/leasehold/tracing"
 	"github.com/leasehold/leasehold/workercmd"
 )
@@ -331,12 +332,10 @@ func TestRedisConf(t *testing.T) {
 	if err != nil {
 		t.Fatalf("redis-server is not on PATH: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	abs, _ := filepath.Abs("redis.conf")
 	var logb bytes.Buffer
 	cmd := exec.Command(bin, abs, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(), "--daemonize", "no")

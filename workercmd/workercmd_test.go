@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/devkafka"
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -139,12 +139,10 @@ func (l *lines) String() string {
 // workercmd has no embedded Kafka of its own (kfake stays out of it).
 func devBroker(t *testing.T, topics map[string]int32) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	addrs, stop, err := devkafka.Start(context.Background(), "127.0.0.1", port, topics, 0)
 	if err != nil {
 		t.Fatal(err)

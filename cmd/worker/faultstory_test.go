@@ -27,6 +27,7 @@ import (
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/leasehold/leasehold/internal/paystub"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/tracing"
@@ -529,12 +530,11 @@ func startUI(t *testing.T, bin string, rdb *redis.Client, prefix, topic, group, 
 
 func storyAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 func readKey(t *testing.T, insp *inspect.Inspector, key string) leasehold.KeyInfo {

@@ -28,6 +28,7 @@ import (
 	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/devkafka"
+	"github.com/leasehold/leasehold/internal/freeport"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -344,12 +345,11 @@ func startWorker(t *testing.T, bin string, brokers []string, rdb *redis.Client, 
 func startWorkerWith(t *testing.T, bin string, brokers []string, rdb *redis.Client, prefix, topic, group string,
 	env []string, extra ...string) *workerProc {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	hp, err := freeport.Port(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(hp))
 	o := rdb.Options()
 	w := &workerProc{http: "http://" + addr, logPath: filepath.Join(t.TempDir(), "worker.log"), exited: make(chan struct{})}
 	logf, err := os.Create(w.logPath)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leasehold/leasehold/internal/devkafka"
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,12 +61,10 @@ func TestMyWorker(t *testing.T) {
 	}
 	// A development Kafka in the test process: the binary, as a team's
 	// binary, has no embedded one (kfake stays out of it).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	addrs, stopKafka, err := devkafka.Start(context.Background(), "127.0.0.1", port,
 		map[string]int32{"reports": 6, "reports.dlq": 1}, 0)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/inspect"
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 // demoConfig is what `worker demo` reads.
@@ -97,12 +97,10 @@ func demoRedis(ctx context.Context, url, localURL string) (redis.UniversalClient
 	if err != nil {
 		return nil, "", nil, errors.New("no Redis: 127.0.0.1:6379 does not answer, REDIS_URL is unset and redis-server is not on PATH")
 	}
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	port, err := freeport.Port(ctx)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	dir, err := os.MkdirTemp("", "leasehold-demo-redis-")
 	if err != nil {
 		return nil, "", nil, err

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/freeport"
 )
 
 // topicSpec is a topic and its partition count.
@@ -66,12 +68,11 @@ func (a *App) startEmbeddedKafka(ctx context.Context, addr string, topics []topi
 		return nil, usagef("listen address %q: bad port", addr)
 	}
 	if p == 0 {
-		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
+		// Below the ephemeral range: an outgoing connection cannot take it
+		// before the broker binds it (package freeport).
+		if p, err = freeport.Port(ctx); err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
-		p = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
 	}
 	seed := make(map[string]int32, len(topics))
 	for _, t := range topics {
