@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lua"
 )
 
 // TestCancelRunningJob: one worker; 20 long jobs, each cancelled while it
@@ -187,4 +190,75 @@ func waitMembers(t *testing.T, h *harness, n int) {
 		g, ok := dg[h.group]
 		return ok && g.State == "Stable" && len(g.Members) == n && len(dg.AssignedPartitions()[h.topic]) == n
 	})
+}
+
+// TestCancelCoversTakeover: an operator cancels a running attempt, and its
+// lease is lost before the renewal carries the cancel to it (the request
+// and the expiry in one transaction: the attempt never learns of the
+// cancel). The worker's takeover is covered by the cancel: it compensates
+// the lost attempt's charge, records the key as cancelled, never runs the
+// handler again, and the history shows the lost attempt and the cancelled
+// takeover.
+func TestCancelCoversTakeover(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 1)
+	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
+		led.refund(a.Key)
+		return nil
+	})
+	runs := newEffects()
+	running := make(chan *Job, 1)
+	handler := func(ctx context.Context, j *Job) ([]byte, error) {
+		runs.add(j.Key)
+		if err := j.Step(ctx, "charge", func(context.Context) error { led.charge(j.Key); return nil },
+			"test.refund", refundArgs{Key: j.Key}); err != nil {
+			return nil, err
+		}
+		running <- j
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	w := h.start(t, h.rdb, func(w *Worker) { must(t, w.Register("test.cancel", handler)) },
+		WithCompensation(reg), WithLeaseTTL(time.Second))
+	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.cancel", Key: "covered-1"})})
+
+	j := <-running
+	rs := w.store.(*redisStore)
+	ctx := t.Context()
+	lk, mk := rs.m.Key(rs.s.LeaseName(j.Key)), rs.s.CancelMarkKey(j.Key)
+	// What Inspector.Cancel sends, and the lease's expiry, in one step.
+	src, err := fs.ReadFile(lua.FS, "lease_cancel.lua")
+	must(t, err)
+	_, err = h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Eval(ctx, string(src), []string{lk, mk}, fmt.Sprint(j.fence), "test",
+			rs.s.Retention().Milliseconds())
+		p.PExpire(ctx, lk, time.Millisecond)
+		return nil
+	})
+	must(t, err)
+
+	testkit.Eventually(t, 30*time.Second, "the key recorded as cancelled", func() bool { return w.Stats().Cancelled == 1 })
+	ki, err := rs.s.LookupResult(ctx, "covered-1")
+	must(t, err)
+	if ki.State != idempotency.Failed || !IsCancelledFailure(string(ki.Result)) {
+		t.Fatalf("record %+v, want failed as cancelled", ki)
+	}
+	if n := runs.count("covered-1"); n != 1 {
+		t.Fatalf("the handler ran %d times, want once (the takeover is covered by the cancel)", n)
+	}
+	testkit.Eventually(t, 10*time.Second, "the charge refunded", func() bool {
+		charged, refunded := led.net("covered-1")
+		return charged == 1 && refunded == 1
+	})
+	var hs []idempotency.Attempt
+	testkit.Eventually(t, 10*time.Second, "both attempts ended in the history", func() bool {
+		hs, err = rs.s.History(ctx, "covered-1")
+		must(t, err)
+		return len(hs) == 2 && hs[0].End != "" && hs[1].End != ""
+	})
+	if hs[0].Fence != j.fence || hs[0].End != idempotency.EndLeaseLost || hs[1].End != idempotency.EndCancelled {
+		t.Fatalf("history %+v", hs)
+	}
 }

@@ -113,6 +113,11 @@ func (w *Worker) execute(job *Job) attemptEnd {
 	if job.Takeover {
 		w.compensatePrevious(job)
 	}
+	if job.c.Cancelled {
+		// An operator cancelled the attempt before this one, which ended
+		// before it recorded the cancel: the cancel covers this attempt.
+		job.act.cancel(&CancelledError{Key: job.Key, Fence: job.fence})
+	}
 	if err := context.Cause(job.ctx); err != nil {
 		// The lease was lost before the handler could start (a slow
 		// takeover compensation, a starved worker): do not start it.

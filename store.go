@@ -27,6 +27,7 @@ type claim struct {
 	Outcome   Outcome
 	Fence     uint64
 	PrevFence uint64        // for OutcomeTakeover: the fence taken over
+	Cancelled bool          // an operator cancelled the previous attempt, which ended first: do not run (idempotency.Claim.Cancelled)
 	Attempt   int           // 1 for the first run of the key
 	LastBeat  []byte        // details stored by the previous attempt
 	Result    []byte        // cached result for OutcomeDuplicate

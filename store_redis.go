@@ -223,7 +223,7 @@ func (rs *redisStore) answer(c *claim, ic *idempotency.Claim) bool {
 	c.Outcome = ic.Outcome // one enum: leasehold.Outcome is idempotency.Outcome
 	switch ic.Outcome {
 	case OutcomeAcquired, OutcomeTakeover:
-		c.Fence, c.Attempt, c.LastBeat, c.PrevFence = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence
+		c.Fence, c.Attempt, c.LastBeat, c.PrevFence, c.Cancelled = ic.Fence, ic.Attempt, ic.Details, ic.PrevFence, ic.Cancelled
 		c.run = &redisAttempt{rs: rs, ic: ic}
 	case OutcomeHeld:
 		c.Remaining = ic.Remaining

@@ -55,6 +55,13 @@ type Claim struct {
 	Attempt   int          // this attempt's number, 1 for the first
 	PrevFence uint64       // the previous attempt's fence (Takeover: the one to compensate), 0 if none
 	Details   []byte       // heartbeat details saved by an earlier attempt, nil if none
+	// Cancelled: an operator cancelled the previous attempt (PrevFence), which
+	// ended before it recorded the cancel (its lease lost, or released for a
+	// retry). The cancel covers this attempt: do not run the job; record it
+	// failed as cancelled (Fail with Terminal) after compensating the
+	// previous attempts. A claim after this one is covered too until the key
+	// records an outcome.
+	Cancelled bool
 
 	// Held.
 	Holder    string        // the holder's owner token ("" for a keep hold); a capability: keep it out of logs
@@ -100,7 +107,7 @@ func (s *Store) Claim(ctx context.Context, k string, fp Fingerprint) (*Claim, er
 // keys, its record's field in a bucket, and (once acquired) the bucket of the
 // claim's window, which holds its PROCESSING record; with them, the
 // fingerprint's bytes and the lease TTL in ms, as the scripts take them.
-type claimKeys struct{ lease, details, result, field, fp, ttl, bucket, history string }
+type claimKeys struct{ lease, details, result, field, fp, ttl, bucket, history, cancel string }
 
 // ClaimBatch claims many keys in one pipeline (one round trip per Redis
 // node; go-redis groups a Cluster pipeline by node), as for a whole poll
@@ -199,7 +206,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 // into reqs and out), with a new owner token each in tokens (see scriptCall
 // for the pointers).
 func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) scriptCall {
-	sc := newScriptCall(scripts.IdemClaim, len(call)*(4+n+len(olds)), 8+9*len(call))
+	sc := newScriptCall(scripts.IdemClaim, len(call)*(5+n+len(olds)), 8+9*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds),
 		s.historyMax(), s.historyTTL().Milliseconds())
 	for e, i := range call {
@@ -220,6 +227,7 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 			sc.addKey(s.otherBucketKey(c.tag, o[0], o[1]))
 		}
 		sc.addKey(arg(&c.keys.history))
+		sc.addKey(arg(&c.keys.cancel))
 		sc.addArgs(arg(&c.keys.field), arg(&c.keys.fp), arg(&tokens[i]), arg(&c.keys.ttl), arg(&c.args.owner),
 			arg(&r.Worker), arg(&r.TraceID), arg(&r.SpanID), arg(&c.args.typ))
 	}
@@ -338,40 +346,15 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 	code, _ := res[0].(int64)
 	switch code {
 	case scripts.IdemAcquired, scripts.IdemTakeover:
-		if len(res) < 6 {
+		if len(res) < 7 {
 			return bad("too short")
 		}
 		fence, _ := res[1].(int64)
-		att, _ := res[2].(int64)
 		prev, _ := res[3].(int64)
-		win, _ := res[5].(int64)
 		if fence < 0 || prev < 0 {
 			return bad("negative fence")
 		}
-		c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token
-		c.keys.bucket = s.bucketKeyOf(c, win)
-		if d, ok := res[4].(string); ok {
-			c.Details, c.details = []byte(d), true
-		}
-		c.Outcome = Acquired
-		if code == scripts.IdemTakeover {
-			c.Outcome = Takeover
-		}
-		l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.name, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
-		if err != nil {
-			// The lease is in Redis but cannot be tracked (the Manager is
-			// closed, or the reply came after the local deadline): give the
-			// key back.
-			back := "given back"
-			if aerr := s.abandon(ctx, c, token); aerr != nil {
-				back = "left to expire in its lease TTL (giving it back failed: " + aerr.Error() + ")"
-			}
-			c.Outcome, c.Lease = 0, nil
-			c.Err = fmt.Errorf("%w: claim %s was granted (fence %d) but could not be held (%w), and was %s; "+
-				"do not run the job, claim the key again", ErrGivenUp, quoteKey(c.Key), c.Fence, err, back)
-			return false
-		}
-		c.Lease = l
+		s.parseRunning(ctx, c, res, code == scripts.IdemTakeover, token, sent)
 	case scripts.IdemHeld:
 		if len(res) < 3 {
 			return bad("too short")
@@ -418,6 +401,42 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 		return bad("status " + strconv.FormatInt(code, 10))
 	}
 	return false
+}
+
+// parseRunning fills c from an acquired or takeover reply (res, checked by
+// parseClaim) and adopts its lease; a lease that cannot be held is given
+// back and c.Err says so.
+func (s *Store) parseRunning(ctx context.Context, c *Claim, res []any, takeover bool, token string, sent time.Time) {
+	fence, _ := res[1].(int64)
+	att, _ := res[2].(int64)
+	prev, _ := res[3].(int64)
+	win, _ := res[5].(int64)
+	cancelled, _ := res[6].(int64)
+	c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token //nolint:gosec // checked non-negative by parseClaim
+	c.Cancelled = cancelled == 1
+	c.keys.bucket = s.bucketKeyOf(c, win)
+	if d, ok := res[4].(string); ok {
+		c.Details, c.details = []byte(d), true
+	}
+	c.Outcome = Acquired
+	if takeover {
+		c.Outcome = Takeover
+	}
+	l, err := leasing.Adopt(ctx, s.m, lease.Grant{Name: c.name, Token: token, Fence: c.Fence, TTL: c.ttl, SentAt: sent})
+	if err != nil {
+		// The lease is in Redis but cannot be tracked (the Manager is
+		// closed, or the reply came after the local deadline): give the
+		// key back.
+		back := "given back"
+		if aerr := s.abandon(ctx, c, token); aerr != nil {
+			back = "left to expire in its lease TTL (giving it back failed: " + aerr.Error() + ")"
+		}
+		c.Outcome, c.Lease = 0, nil
+		c.Err = fmt.Errorf("%w: claim %s was granted (fence %d) but could not be held (%w), and was %s; "+
+			"do not run the job, claim the key again", ErrGivenUp, quoteKey(c.Key), c.Fence, err, back)
+		return
+	}
+	c.Lease = l
 }
 
 // abandon releases the lease of a claim that could not be adopted, and puts

@@ -16,6 +16,7 @@ import (
 //	details   <prefix>idem:d:<tag>:<K>                   string, heartbeat details, PX = retention
 //	result    <prefix>idem:r:<tag>:<K>                   string, a result too large to sit in the bucket
 //	history   <prefix>idem:h:<tag>:<K>                   list of JSON attempts (history.go), PX = retention
+//	cancel    <prefix>idem:x:<tag>:<K>                   string, the fence an operator cancelled, PX = retention
 //
 // A bucket holds the records of every key of its shard written in its window;
 // it expires at window end + retention.
@@ -51,22 +52,22 @@ func (s *Store) appendTag(b []byte, h *keyHash) []byte {
 
 // setClaimKeys fills c's tag and names (claimKeys, but for the bucket) for
 // its key and hash: the tag, the lease name (tag + ":" + K), the details,
-// result and history keys, the record's field, the fingerprint's bytes and
+// result, history and cancel mark keys, the record's field, the fingerprint's bytes and
 // the lease TTL in ms (as the claim script takes them) are substrings of one
 // string, one allocation for all of them (the lease key is the Manager's to
 // build).
 func (s *Store) setClaimKeys(c *Claim) {
 	var tb [16]byte
 	tag, p, k := s.appendTag(tb[:0], &c.h), s.cfg.prefix, c.Key
-	const kinds = "idem:d:idem:r:idem:h:" // three prefixes of the same length
-	per := len(p) + len(kinds)/3 + len(tag) + 1 + len(k)
+	const kinds = "idem:d:idem:r:idem:h:idem:x:" // four prefixes of the same length
+	per := len(p) + len(kinds)/4 + len(tag) + 1 + len(k)
 	var b strings.Builder
-	b.Grow(len(tag) + 1 + len(k) + 3*per + 16 + len(c.fp) + 20)
+	b.Grow(len(tag) + 1 + len(k) + 4*per + 16 + len(c.fp) + 20)
 	b.Write(tag)
 	b.WriteByte(':')
 	b.WriteString(k)
 	name := b.Len()
-	for i := range 3 {
+	for i := range 4 {
 		b.WriteString(p)
 		b.WriteString(kinds[i*7 : i*7+7])
 		b.Write(tag)
@@ -81,8 +82,8 @@ func (s *Store) setClaimKeys(c *Claim) {
 	all := b.String()
 	at := func(i int) string { return all[name+i*per : name+(i+1)*per] }
 	c.tag, c.name = all[:len(tag)], all[:name]
-	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), field: all[name+3*per : name+3*per+16],
-		fp: all[name+3*per+16 : ttl], ttl: all[ttl:]}
+	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), cancel: at(3),
+		field: all[name+4*per : name+4*per+16], fp: all[name+4*per+16 : ttl], ttl: all[ttl:]}
 }
 
 // bucketKeys returns the bucket keys of c's tag for the windows
@@ -133,6 +134,13 @@ func (s *Store) bucketKeyArg(c *Claim, w int64) any {
 // LeaseName returns the name of the lease that guards key k, as given to the
 // lease.Manager; Manager.Key(LeaseName(k)) is its Redis key.
 func (s *Store) LeaseName(k string) string { return s.Tag(k) + ":" + k }
+
+// CancelMarkKey returns the Redis key of k's cancel mark: the fence of the
+// attempt an operator cancelled, written with the lease's cancel request
+// (package inspect) and kept for the record's retention. A claim after that
+// attempt, if it ended before recording the cancel, finds it and is covered
+// (Claim.Cancelled).
+func (s *Store) CancelMarkKey(k string) string { return s.cfg.prefix + "idem:x:" + s.Tag(k) + ":" + k }
 
 func (s *Store) bucketKey(tag string, window int64) string {
 	return s.cfg.prefix + "idem:b:" + tag + ":" + s.windowName(window)

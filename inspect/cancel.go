@@ -16,7 +16,7 @@ import (
 // CancelResult is the attempt [Inspector.Cancel] asked to stop.
 type CancelResult struct {
 	Key   string
-	Fence uint64 // the fence of the attempt to cancel; a later attempt is not affected
+	Fence uint64 // the fence of the attempt to cancel (a claim after it, if it ends first, is covered too)
 }
 
 // Cancel asks the worker running idempotency key key to cancel it, with a
@@ -25,7 +25,11 @@ type CancelResult struct {
 // lease renewal (within one renew interval), cancels the job's context with
 // a cause matching leasehold.ErrCancelled, compensates its saga steps and
 // records the key as cancelled: later deliveries replay that outcome until
-// the key is reset ([Inspector.Reset]). Asking twice is harmless.
+// the key is reset ([Inspector.Reset]). Asking twice is harmless. If the
+// attempt ends before it records the cancel (its lease lost, or released
+// for a retry), the next claim of the key is covered by the cancel: that
+// worker compensates the earlier attempts and records the key as cancelled
+// without running the job. Only a commit that landed first wins over it.
 //
 // A key with no record is refused with [ErrUnknownKey], one that completed
 // or failed with [ErrFinished], one waiting for a retry with
@@ -67,8 +71,9 @@ func (i *Inspector) cancel(ctx context.Context, be *backend, key, reason string)
 		return res, fmt.Errorf("%w (lease fence %d, record fence %d)", ErrLeaseChanged, info.LeaseFence, info.Fence)
 	}
 	res.Fence = info.LeaseFence
-	lk := be.m.Key(be.s.LeaseName(key))
-	code, err := scripts.LeaseCancel.Run(ctx, i.rdb, []string{lk}, strconv.FormatUint(res.Fence, 10), reason).Int64()
+	lk, mk := be.m.Key(be.s.LeaseName(key)), be.s.CancelMarkKey(key)
+	code, err := scripts.LeaseCancel.Run(ctx, i.rdb, []string{lk, mk}, strconv.FormatUint(res.Fence, 10), reason,
+		be.s.Retention().Milliseconds()).Int64()
 	switch {
 	case err != nil:
 		return res, err

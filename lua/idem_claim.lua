@@ -12,7 +12,7 @@
 --   inline result; released: + optional hold-until unix milliseconds (6 bytes).
 --
 -- With W = ARGV[5] windows and O = ARGV[6] other buckets passed, entry i
--- (from 0) uses the keys from KEYS[i*(3+W+O)+1]:
+-- (from 0) uses the keys from KEYS[i*(5+W+O)+1]:
 --   +1            lease key: hash with tok (owner token) and fen (fence), PX = the entry's lease TTL
 --   +2            heartbeat details key (string), read back on a retry or a takeover
 --   +3            external result key (string), read when the record's result lives there
@@ -23,6 +23,8 @@
 --                 the current window when the key runs again
 --   +4+W+O        the key's attempt history (list, <prefix>idem:h:<tag>:<key>;
 --                 entry layout: idem_history.lua)
+--   +5+W+O        the key's cancel mark (string, <prefix>idem:x:<tag>:<key>: the
+--                 fence of the attempt an operator cancelled; lease_cancel.lua)
 -- and the arguments ARGV[9+i*9] to ARGV[17+i*9]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
@@ -40,9 +42,17 @@
 -- entry to the history (RPUSH, and LTRIM past the bound: the list is not
 -- read); a takeover first ends the previous fence's entry, if it has no end,
 -- as taken_over.
+-- A claim after an attempt an operator cancelled, which ended before it
+-- recorded the cancel (its lease lost: a takeover; or released for a retry
+-- just before it learnt of the cancel), is covered by the cancel: the cancel
+-- mark holds the record's fence. The mark moves to the new fence (its TTL
+-- kept), so that a claim after this attempt is covered too, and the reply's
+-- last element is 1; the claimant records the key as cancelled without
+-- running the job. Fences are never reused, so a mark left from an earlier
+-- life of the key (before a reset or the record's expiry) never matches.
 -- Returns   one reply per entry, in order:
---           {1, fence, attempt, 0, details, window}              acquired
---           {2, fence, attempt, previous fence, details, window} takeover
+--           {1, fence, attempt, previous fence or 0, details, window, c}  acquired (c 1: cancelled)
+--           {2, fence, attempt, previous fence, details, window, c}       takeover (c 1: cancelled)
 --           {3, owner token, remaining ms}                       held
 --           {4, record, external result}                         duplicate
 --           {5, record, external result}                         fingerprint mismatch
@@ -181,20 +191,26 @@ local function claim(k, a)
   end
   local details = false
   local code = 1
+  local cancelled = 0
   if rec then
     details = redis.call('GET', KEYS[k + 1])
     if state == 1 then
       code = 2
     end
+    local mk = KEYS[k + 4 + nw + no]
+    if redis.call('GET', mk) == string.format('%.0f', prev) then
+      redis.call('SET', mk, string.format('%.0f', fence), 'KEEPTTL')
+      cancelled = 1
+    end
   end
   if hmax > 0 then
     history(KEYS[k + 3 + nw + no], a, fence, att, code == 2 and prev or 0)
   end
-  return {code, fence, att, prev, details, cw}
+  return {code, fence, att, prev, details, cw, cancelled}
 end
 
 local out = {}
-local per = 4 + nw + no
+local per = 5 + nw + no
 for i = 0, (#ARGV - 8) / 9 - 1 do
   out[i + 1] = claim(i * per + 1, 9 + i * 9)
 end

@@ -164,6 +164,7 @@ func (j *job) leaseKey() string   { return "lease:" + j.tag + ":" + j.key }
 func (j *job) detailsKey() string { return "idem:d:" + j.tag + ":" + j.key }
 func (j *job) resultKey() string  { return "idem:r:" + j.tag + ":" + j.key }
 func (j *job) historyKey() string { return "idem:h:" + j.tag + ":" + j.key }
+func (j *job) cancelKey() string  { return "idem:x:" + j.tag + ":" + j.key }
 func (j *job) bucket(w int64) string {
 	return "idem:b:" + j.tag + ":" + strconv.FormatInt(w*windowLen.Milliseconds(), 10)
 }
@@ -189,7 +190,7 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 		}
 		args = append(args, j.field, j.fp, j.token, j.ttl.Milliseconds())
 		if !v.record {
-			keys = append(keys, j.historyKey())
+			keys = append(keys, j.historyKey(), j.cancelKey())
 			args = append(args, "", "", "", "", "") // no history entry
 		}
 	}

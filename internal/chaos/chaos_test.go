@@ -106,8 +106,8 @@ func wantPartitions(t *testing.T, f Figures, progress string) {
 func wantCancels(t *testing.T, f Figures, progress string) {
 	t.Helper()
 	if c := f.Controls; c == nil || c.CancelsRequested == 0 || f.JobsCancelled == 0 || c.TypePauses == 0 {
-		// What became of each cancel: requested, missed, or taken by a
-		// later attempt after its attempt lost the lease.
+		// What became of each cancel: requested, missed, or beaten by its
+		// attempt's commit.
 		var lines []string
 		for l := range strings.Lines(progress) {
 			if strings.Contains(l, "cancel") || strings.Contains(l, "type paused") {

@@ -257,9 +257,9 @@ func (c *controls) cancelled(ctx context.Context, logMisses bool) (map[string]bo
 		if !logMisses {
 			continue
 		}
-		// The attempt asked to stop lost its lease first (a kill, a pause,
-		// a partition): the cancel covers only its fence.
-		c.log.Info("cancel did not take: a later attempt ran", slog.String("key", k),
+		// The attempt's commit landed before it learnt of the cancel (a
+		// later attempt is covered by the cancel: it never runs the job).
+		c.log.Info("cancel did not take: the attempt committed first", slog.String("key", k),
 			slog.Uint64("asked_fence", fence), slog.Uint64("fence", ki.Fence), slog.String("state", ki.State.String()))
 	}
 	return out, nil

@@ -292,7 +292,7 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	var ops []Op
 	switch name {
 	case scriptClaim:
-		stride := 4 + small(arg(5)) + small(arg(6)) // lease, details, result, buckets, history
+		stride := 5 + small(arg(5)) + small(arg(6)) // lease, details, result, buckets, history, cancel mark
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			ops = append(ops, Op{Kind: OpClaim, Key: recordKey(keys[i*stride]), Out: claimOutput(entry(i))})
 		}

@@ -17,7 +17,7 @@ import (
 
 // TestHistoryDecodesTheScripts runs the idempotency store's real scripts
 // through a Link with a History tap and checks what the history decoded:
-// claims (acquired, duplicate), commits (single and batched, the results
+// claims (acquired, duplicate; alone and batched), commits (single and batched, the results
 // replayed by later duplicates) and a release, each key's operations in
 // order, and the whole linearizable. A change of a script's KEYS, ARGV or
 // reply layout that the history does not follow fails here.
@@ -57,7 +57,13 @@ func TestHistoryDecodesTheScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim("a") // a duplicate
-	b, c := claim("b"), claim("c")
+	// b and c in one claim call: the history must find the second entry's
+	// keys after the first's (the script's per-entry KEYS layout).
+	cs := store.ClaimBatch(ctx, []idempotency.Request{{Key: "b", Fingerprint: fp}, {Key: "c", Fingerprint: fp}})
+	b, c := cs[0], cs[1]
+	if b.Err != nil || c.Err != nil {
+		t.Fatal(b.Err, c.Err)
+	}
 	if errs := store.CompleteBatch(ctx, []idempotency.Completion{{Claim: b, Result: []byte("result-b")},
 		{Claim: c, Result: []byte("result-c")}}); errors.Join(errs...) != nil {
 		t.Fatal(errs)
