@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
 	"github.com/leasehold/leasehold/lua"
@@ -47,12 +46,7 @@ type keyTime struct {
 
 func runCancels(t *testing.T, name string, workers, n int) {
 	h := setup(t, int32(workers)) //nolint:gosec // a handful of workers
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	runs := newEffects()
 	running, stopped := make(chan string, n), make(chan keyTime, n)
 	handler := func(ctx context.Context, j *Job) ([]byte, error) {
@@ -202,12 +196,7 @@ func waitMembers(t *testing.T, h *harness, n int) {
 func TestCancelCoversTakeover(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 1)
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	runs := newEffects()
 	running := make(chan *Job, 1)
 	handler := func(ctx context.Context, j *Job) ([]byte, error) {

@@ -41,6 +41,18 @@ func (l *ledger) net(k string) (int, int) {
 	return l.charged[k], l.refunds[k]
 }
 
+// refundLedger returns an empty ledger and a registry whose "test.refund"
+// handler records refunds in it.
+func refundLedger() (*ledger, *compensation.Registry) {
+	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
+	reg := compensation.NewRegistry()
+	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
+		led.refund(a.Key)
+		return nil
+	})
+	return led, reg
+}
+
 type refundArgs struct {
 	Key string `json:"key"`
 }
@@ -59,12 +71,7 @@ func sagaLostLeaseAndFailure(t *testing.T, share bool) {
 	if share {
 		mode = h.shareOpts()
 	}
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	var failedOnce atomic.Bool
 	var lostHook atomic.Int32
 	running := make(chan *Job, 4)
@@ -123,12 +130,7 @@ func sagaLostLeaseAndFailure(t *testing.T, share bool) {
 // called, not counted as a retryable failure) and the next attempt completes.
 func TestStaleFenceSettlesAsLostLease(t *testing.T) {
 	h := setup(t, 1)
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	var refusedOnce atomic.Bool
 	var lostHook, retryHook atomic.Int32
 	handler := func(ctx context.Context, j *Job) ([]byte, error) {

@@ -86,12 +86,7 @@ func isCompleteScript(cmd redis.Cmder) bool {
 // saga step stands (no refund), and its offset is committed.
 func TestCommitAnswerLost(t *testing.T) {
 	h := setup(t, 1)
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	hook := &loseCompleteAnswers{}
 	rdb := redis.NewClient(h.rdb.(*redis.Client).Options())
 	rdb.AddHook(hook)

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -38,12 +37,7 @@ func TestWorkerOnCluster(t *testing.T) {
 	h := &harness{kafka: k, rdb: crdb, prefix: "lhc:", topic: topic, dlq: topic + ".dlq", group: "g-" + topic}
 	k.CreateTopic(t, h.dlq, 1)
 
-	led := &ledger{charged: map[string]int{}, refunds: map[string]int{}}
-	reg := compensation.NewRegistry()
-	compensation.MustRegister(reg, "test.refund", func(_ context.Context, a refundArgs) error {
-		led.refund(a.Key)
-		return nil
-	})
+	led, reg := refundLedger()
 	var lostHooks atomic.Int32
 	running := make(chan *Job, 1)
 	var blockOnce sync.Once
