@@ -45,14 +45,11 @@ func run(addr string, n, rounds int) error {
 	if n <= 0 || rounds <= 0 {
 		return fmt.Errorf("-n and -rounds must be positive")
 	}
-	if addr == "" {
-		srv, err := benchkit.StartRedis("")
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		addr = srv.Addr()
+	addr, stop, err := benchkit.RedisAddr(addr)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1})
 	defer func() { _ = c.Close() }()
 	ctx := context.Background()

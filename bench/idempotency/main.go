@@ -47,15 +47,11 @@ func main() {
 	flag.Parse()
 
 	ctx := context.Background()
-	a := *addr
-	if a == "" {
-		srv, err := benchkit.StartRedis("")
-		if err != nil {
-			log.Fatalf("start redis-server: %v", err)
-		}
-		defer srv.Stop()
-		a = srv.Addr()
+	a, stop, err := benchkit.RedisAddr(*addr)
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer stop()
 	c := redis.NewClient(&redis.Options{Addr: a, PoolSize: 4 * (*conc + 2)})
 	defer func() { _ = c.Close() }()
 	if err := c.Ping(ctx).Err(); err != nil {

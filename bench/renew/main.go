@@ -68,14 +68,11 @@ var (
 )
 
 func bench(addr string, n int, ttl time.Duration, rounds, steals int) error {
-	if addr == "" {
-		srv, err := benchkit.StartRedis("")
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		addr = srv.Addr()
+	addr, stop, err := benchkit.RedisAddr(addr)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	return run(addr, n, ttl, rounds, steals)
 }
 

@@ -77,6 +77,20 @@ func StartRedis(dir string) (*Redis, error) {
 	return nil, err
 }
 
+// RedisAddr returns addr when it is set (a -addr flag), or else the address
+// of a private redis-server started for the caller (StartRedis); stop ends
+// that server and does nothing for addr.
+func RedisAddr(addr string) (_ string, stop func(), _ error) {
+	if addr != "" {
+		return addr, func() {}, nil
+	}
+	srv, err := StartRedis("")
+	if err != nil {
+		return "", nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	return srv.Addr(), srv.Stop, nil
+}
+
 // startOn starts a redis-server in dir on port and waits until it answers.
 // It checks that the process answering is the one it started.
 func startOn(dir string, port int) (*Redis, error) {
