@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/spawn"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -99,11 +99,10 @@ func startOn(dir string, port int) (*Redis, error) {
 	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
 		"--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// Errors met before the log file is open (a bad argument) go to stderr.
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start redis-server (is it on PATH?): %w", err)
 	}
 	r := &Redis{addr: addr, dir: dir, cmd: cmd, exited: make(chan struct{})}

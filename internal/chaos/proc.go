@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/spawn"
 )
 
 // Proc supervises one child process: it starts it with its output appended to
@@ -59,8 +61,8 @@ func (p *Proc) Start() error {
 	cmd.Dir = p.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := spawn.Start(cmd); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
 	}

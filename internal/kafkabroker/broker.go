@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/spawn"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -387,8 +388,8 @@ func (b *Broker) launch() (<-chan struct{}, error) {
 	// Not CommandContext: the broker outlives the call that starts it.
 	cmd := exec.Command(b.java, append(b.jvmArgs(b.cfg.Heap), "kafka.Kafka", filepath.Join(b.cfg.Dir, "server.properties"))...) //nolint:gosec,noctx // our own java and arguments; lives past ctx
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := spawn.Start(cmd); err != nil {
 		_ = logf.Close()
 		return nil, fmt.Errorf("kafkabroker: start java: %w", err)
 	}

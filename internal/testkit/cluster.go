@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/spawn"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,7 +41,6 @@ const clusterSize = 6
 type Cluster struct {
 	dir   string
 	nodes []*ClusterNode
-	spawn *clusterSpawner
 
 	mu     sync.Mutex
 	closed bool
@@ -87,7 +86,7 @@ func NewCluster(dir string) (*Cluster, error) {
 			return nil, fmt.Errorf("%s not found on PATH: %w", bin, err)
 		}
 	}
-	c := &Cluster{dir: dir, spawn: newClusterSpawner()}
+	c := &Cluster{dir: dir}
 	ok := false
 	defer func() {
 		if !ok {
@@ -421,7 +420,6 @@ func (c *Cluster) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	c.spawn.close()
 	return errors.Join(errs...)
 }
 
@@ -551,7 +549,13 @@ func (n *ClusterNode) writeConfig() error {
 func (n *ClusterNode) start() error {
 	cmd := exec.Command("redis-server", filepath.Join(n.dir, "redis.conf")) //nolint:gosec,noctx // our own config file; the node outlives any one context
 	cmd.Dir = n.dir
-	if err := n.c.spawn.start(cmd); err != nil {
+	n.c.mu.Lock()
+	closed := n.c.closed
+	n.c.mu.Unlock()
+	if closed {
+		return fmt.Errorf("start redis-server on %s: cluster closed", n.Addr())
+	}
+	if err := spawn.Start(cmd); err != nil {
 		return fmt.Errorf("start redis-server on %s: %w", n.Addr(), err)
 	}
 	done := make(chan struct{})
@@ -671,50 +675,3 @@ func clusterFreePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
-
-// clusterSpawner starts processes from one goroutine locked to its OS
-// thread, with a parent-death signal: if the test binary dies without running
-// its cleanups (a panic, a -timeout), the kernel SIGKILLs the servers instead
-// of leaving six orphans bound to their ports. The thread must outlive the
-// children, because Linux sends the signal when the spawning thread exits.
-type clusterSpawner struct {
-	reqs chan spawnReq
-	once sync.Once
-	quit chan struct{}
-}
-
-type spawnReq struct {
-	cmd *exec.Cmd
-	err chan error
-}
-
-func newClusterSpawner() *clusterSpawner {
-	s := &clusterSpawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread()
-		// The goroutine ends with the thread still locked, so the runtime
-		// retires the thread rather than reusing it.
-		for {
-			select {
-			case r := <-s.reqs:
-				r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-				r.err <- r.cmd.Start()
-			case <-s.quit:
-				return
-			}
-		}
-	}()
-	return s
-}
-
-func (s *clusterSpawner) start(cmd *exec.Cmd) error {
-	r := spawnReq{cmd: cmd, err: make(chan error, 1)}
-	select {
-	case s.reqs <- r:
-		return <-r.err
-	case <-s.quit:
-		return errors.New("cluster closed")
-	}
-}
-
-func (s *clusterSpawner) close() { s.once.Do(func() { close(s.quit) }) }

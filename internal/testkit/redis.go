@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/freeport"
+	"github.com/leasehold/leasehold/internal/spawn"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -125,9 +126,8 @@ func (s *RedisServer) start() error {
 	// cleanups.
 	cmd := exec.CommandContext(context.Background(), "redis-server", filepath.Join(s.dir, "redis.conf")) //nolint:gosec // the config StartRedis wrote in t.TempDir()
 	// If the test binary dies without its cleanups, the kernel kills the
-	// server rather than leaving it bound to its port.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// server rather than leaving it bound to its port (see package spawn).
+	if err := spawn.Start(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
