@@ -8,7 +8,8 @@
 // connection can take it before the server binds it (a Kafka controller then
 // fails with "Address already in use"). The ports here come from below the
 // ephemeral range, where only listeners live, and a process never hands out
-// the same port twice.
+// the same port twice, nor one that another process using this package has
+// handed out (a lock file per port, held until that process exits).
 package freeport
 
 import (
@@ -55,6 +56,12 @@ func Pair(ctx context.Context, off int) (int, error) {
 		}
 		p := floor + rand.IntN(hi-floor) //nolint:gosec // spreading ports, not a secret
 		if given[p] || (off > 0 && given[p+off]) || !free(ctx, p) || (off > 0 && !free(ctx, p+off)) {
+			continue
+		}
+		if !reserve(p) || (off > 0 && !reserve(p+off)) {
+			// Another process has it (p's reservation, if taken, stays:
+			// this process never hands p out again either).
+			given[p] = true
 			continue
 		}
 		given[p] = true
