@@ -106,7 +106,7 @@ func startOn(dir string, port int) (*Redis, error) {
 		return nil, fmt.Errorf("start redis-server (is it on PATH?): %w", err)
 	}
 	r := &Redis{addr: addr, dir: dir, cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(r.exited) }()
+	go func() { _ = spawn.Wait(cmd); close(r.exited) }()
 
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer func() { _ = c.Close() }()

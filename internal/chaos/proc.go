@@ -69,7 +69,7 @@ func (p *Proc) Start() error {
 	done := make(chan struct{})
 	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
 	go func() {
-		err := cmd.Wait()
+		err := spawn.Wait(cmd)
 		_ = logf.Close()
 		p.mu.Lock()
 		p.exitErr = err

@@ -395,7 +395,7 @@ func (b *Broker) launch() (<-chan struct{}, error) {
 	}
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		_ = spawn.Wait(cmd)
 		_ = logf.Close()
 		close(exited)
 	}()

@@ -9,7 +9,9 @@
 // that goroutine may be running on any thread, including one that earlier
 // forked a server from another goroutine: that server is then SIGKILLed in
 // the middle of the run. So every child is started here, from one goroutine
-// locked to its thread for the life of the process.
+// locked to its thread while any child it started runs. Reap a child with
+// [Wait], not cmd.Wait: when the last one is reaped the goroutine ends (a
+// test's leak check then finds nothing), and the next Start begins another.
 package spawn
 
 import (
@@ -24,33 +26,74 @@ type request struct {
 	err chan error
 }
 
-var (
-	once sync.Once
+// server is one goroutine locked to its thread and the children it forked.
+type server struct {
 	reqs chan request
+	quit chan struct{}
+}
+
+var (
+	mu   sync.Mutex
+	cur  *server // nil when no child runs
+	live int     // children started and not yet reaped by Wait
 )
 
 // Start starts cmd like cmd.Start, with SIGKILL as its parent-death signal
 // (other SysProcAttr fields, such as Setpgid, are kept). The child lives until
-// it exits, is stopped, or this process ends.
+// it exits, is stopped, or this process ends. Reap it with [Wait].
 func Start(cmd *exec.Cmd) error {
-	once.Do(func() {
-		reqs = make(chan request)
-		go serve()
-	})
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	mu.Lock()
+	if cur == nil {
+		cur = &server{reqs: make(chan request), quit: make(chan struct{})}
+		go cur.serve()
+	}
+	s := cur
+	live++ // keeps s serving until this child is reaped
+	mu.Unlock()
 	r := request{cmd: cmd, err: make(chan error, 1)}
-	reqs <- r
-	return <-r.err
+	s.reqs <- r
+	err := <-r.err
+	if err != nil {
+		done()
+	}
+	return err
 }
 
-// serve forks every child from one thread that never exits: the goroutine
-// stays locked to it and never returns.
-func serve() {
+// Wait waits for a child started by [Start] to exit, like cmd.Wait, and ends
+// the spawning goroutine when no other child runs.
+func Wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	done()
+	return err
+}
+
+// done counts a child gone; after the last, the server's thread has no child
+// left to signal and may end.
+func done() {
+	mu.Lock()
+	defer mu.Unlock()
+	live--
+	if live == 0 && cur != nil {
+		close(cur.quit)
+		cur = nil
+	}
+}
+
+// serve forks children from one locked thread until told that none runs. It
+// returns still locked, so the runtime retires the thread rather than hand
+// it to other goroutines.
+func (s *server) serve() {
 	runtime.LockOSThread()
-	for r := range reqs {
-		r.err <- r.cmd.Start()
+	for {
+		select {
+		case r := <-s.reqs:
+			r.err <- r.cmd.Start()
+		case <-s.quit:
+			return
+		}
 	}
 }

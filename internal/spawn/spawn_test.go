@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // retireThreads ends n goroutines while locked to their threads, which makes
@@ -50,7 +52,7 @@ func TestChildOutlivesRetiredThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- Wait(cmd) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if err := <-done; err == nil {
@@ -102,7 +104,7 @@ func TestKeepsSysProcAttr(t *testing.T) {
 	if err := Start(cmd); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = Wait(cmd) })
 	pgid, err := syscall.Getpgid(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +160,33 @@ func TestOnlySpawnSetsPdeathsig(t *testing.T) {
 	for _, f := range found {
 		if f != self {
 			t.Errorf("%s sets Pdeathsig: start the process with spawn.Start", f)
+		}
+	}
+}
+
+// TestMain checks that no spawning goroutine outlives the children: every
+// test reaps what it started.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestServerEndsWithLastChild: the spawning goroutine ends when the last
+// child is reaped, and a later Start begins another.
+func TestServerEndsWithLastChild(t *testing.T) {
+	for round := range 2 {
+		a, b := exec.Command("sleep", "60"), exec.Command("sleep", "60")
+		for _, c := range []*exec.Cmd{a, b} {
+			if err := Start(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = a.Process.Kill()
+		_ = Wait(a)
+		if err := goleak.Find(); err == nil {
+			t.Fatalf("round %d: no spawning goroutine while a child still runs", round)
+		}
+		_ = b.Process.Kill()
+		_ = Wait(b)
+		if err := goleak.Find(); err != nil {
+			t.Fatalf("round %d: after the last child: %v", round, err)
 		}
 	}
 }

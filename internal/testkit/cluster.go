@@ -560,7 +560,7 @@ func (n *ClusterNode) start() error {
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		_ = spawn.Wait(cmd)
 		close(done)
 	}()
 	n.mu.Lock()

@@ -131,7 +131,7 @@ func (s *RedisServer) start() error {
 		return err
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	go func() { _ = spawn.Wait(cmd); close(exited) }()
 	s.mu.Lock()
 	s.cmd, s.exited, s.paused = cmd, exited, false
 	s.mu.Unlock()
