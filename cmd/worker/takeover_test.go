@@ -181,6 +181,7 @@ func takeoverTrial(t *testing.T, bin string, brokers []string, sig syscall.Signa
 // buildWorker builds this package's binary.
 func buildWorker(t *testing.T) string {
 	t.Helper()
+	testkit.SkipShort(t, "a built worker binary")
 	bin := filepath.Join(t.TempDir(), "worker")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {

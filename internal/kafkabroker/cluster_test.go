@@ -21,6 +21,9 @@ import (
 // acks=all produce is refused with NOT_ENOUGH_REPLICAS, not acknowledged by
 // the last replica alone.
 func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs three Kafka brokers")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	start := time.Now()
