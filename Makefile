@@ -39,8 +39,10 @@ test: deps-test ## every test under -race against real Redis, PostgreSQL, Jaeger
 	TEST_KAFKA=apache JAEGER_BIN=$$jaeger KAFKA_LIBS=$$libs $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(KAFKA_PKGS)
 
 .PHONY: test-short
+# The short tests mostly wait on Redis TTLs, not on the CPU: more packages at once than cores.
+SHORT_P ?= 8
 test-short: deps ## the fast loop (under 2 min): unit and fake-store tests with Redis and PostgreSQL; no Kafka (kfake included), Jaeger, chaos or browser
-	$(GO) test -short -count=1 -timeout 5m $(PKGS)
+	$(GO) test -short -count=1 -p $(SHORT_P) -timeout 5m $(PKGS)
 
 FLAKES_COUNT ?= 3
 .PHONY: flakes
