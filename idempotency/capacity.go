@@ -18,7 +18,9 @@ import (
 type CapacityReport struct {
 	// BytesPerRecord is the measured used_memory growth per COMPLETED record
 	// with an empty result, laid out as the Store lays them out at the given
-	// rate (records per bucket as in production).
+	// rate (records per bucket as in production); with a history
+	// (WithHistory), each carrying the history entry of a first attempt as a
+	// traced worker writes it (see History).
 	BytesPerRecord float64
 	// SampleRecords is how many records the measurement wrote (and deleted).
 	SampleRecords int
@@ -26,10 +28,12 @@ type CapacityReport struct {
 	// at the given rate.
 	RecordsPerBucket float64
 	// Listpack reports whether buckets stay in the compact listpack encoding
-	// at that density (RecordsPerBucket <= hash-max-listpack-entries).
+	// at that density (RecordsPerBucket <= hash-max-listpack-entries); never
+	// with a history, whose entries make a record longer than
+	// hash-max-listpack-value.
 	Listpack bool
 	// MinShards is the smallest shard count (WithShards) that keeps buckets
-	// listpacks at the given rate.
+	// listpacks at the given rate without a history.
 	MinShards int
 	// PeakRecords is the most records kept at once: rate x (retention + one
 	// window), since a bucket expires a window after its last write.
@@ -58,7 +62,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 	r := CapacityReport{
 		SampleRecords:    CapacitySample,
 		RecordsPerBucket: perBucket,
-		Listpack:         perBucket <= float64(s.entries),
+		Listpack:         perBucket <= float64(s.entries) && s.cfg.history <= 0,
 		MinShards:        int(math.Ceil(rate * window.Seconds() / float64(s.entries))),
 		PeakRecords:      rate * (retention + window).Seconds(),
 	}
@@ -84,6 +88,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 		return r, err
 	}
 	now := s.redisNow()
+	entry := s.sampleEntry(now)
 	p := s.c.Pipeline()
 	var field [16]byte
 	for i := range CapacitySample {
@@ -92,10 +97,7 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 		}
 		k := keys[len(keys)-1]
 		_, _ = rand.Read(field[:])
-		var f Fingerprint
-		_, _ = rand.Read(f[:])
-		v := encodeRecord(Record{State: Completed, Fence: uint64(now.UnixMicro()), Fingerprint: f, Attempt: 1, At: now}, false)
-		p.HSet(ctx, k, string(field[:]), v)
+		p.HSet(ctx, k, string(field[:]), sampleRecord(now, entry))
 		if i%density == 0 {
 			p.PExpire(ctx, k, 10*time.Minute)
 		}
@@ -154,4 +156,25 @@ func (s *Store) usedMemory(ctx context.Context) (int64, error) {
 		return err
 	})
 	return total, err
+}
+
+// sampleRecord is a COMPLETED record of a first attempt at now with a random
+// fingerprint, carrying history entry entry (nil: none).
+func sampleRecord(now time.Time, entry []byte) []byte {
+	var f Fingerprint
+	_, _ = rand.Read(f[:])
+	return encodeRecord(Record{State: Completed, Fence: uint64(now.UnixMicro()), Fingerprint: f, Attempt: 1, At: now, entry: entry}, false)
+}
+
+// sampleEntry is the history entry that a COMPLETED record of a first
+// attempt carries, as a traced worker's claim and completion write it at
+// now; nil when the store keeps no history.
+func (s *Store) sampleEntry(now time.Time) []byte {
+	if s.cfg.history <= 0 {
+		return nil
+	}
+	tail := s.historyTail(rand.Text(), &Request{Worker: "worker-7f9c8d6b5-x2k4q/12345", Type: "payments.transfer",
+		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"})
+	ms := strconv.FormatInt(now.UnixMilli(), 10)
+	return []byte(`{"f":"` + strconv.FormatInt(now.UnixMicro(), 10) + `","a":1,"s":` + ms + tail + `,"e":` + ms + `,"x":"completed"}`)
 }

@@ -13,7 +13,7 @@ func TestCapacity(t *testing.T) {
 	// A server of its own: other tests writing to the shared one would
 	// distort the used_memory delta.
 	srv := testkit.StartRedis(t)
-	e := setupOn(t, srv.Client(t), "cap:", nil)
+	e := setupOn(t, srv.Client(t), "cap:", []Opt{WithHistory(0)})
 	r, err := e.s.Capacity(t.Context(), 1000, 24*time.Hour)
 	if err != nil {
 		t.Fatalf("Capacity: %v", err)
@@ -41,4 +41,15 @@ func TestCapacity(t *testing.T) {
 	if !small.Listpack || small.BytesPerRecord >= r.BytesPerRecord || small.BytesPerRecord > 100 {
 		t.Fatalf("listpack layout: %.1f bytes per record (hashtable: %.1f)", small.BytesPerRecord, r.BytesPerRecord)
 	}
+	// With a history (the default) each record carries its first attempt's
+	// entry: larger, and never a listpack.
+	h := setupOn(t, srv.Client(t), "caph:", nil)
+	hr, err := h.s.Capacity(t.Context(), 100, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Listpack || hr.BytesPerRecord <= small.BytesPerRecord+100 || hr.BytesPerRecord > 1000 {
+		t.Fatalf("with a history: %+v (without: %.1f bytes per record)", hr, small.BytesPerRecord)
+	}
+	t.Logf("100/s with a history: %+v", hr)
 }

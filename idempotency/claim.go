@@ -81,8 +81,8 @@ type Claim struct {
 		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
 	}
 	args struct { // script arguments passed by reference (strArg)
-		owner, typ string // the history's owner digest and job type
-		token      string // the owner token of the acquired lease
+		entry string // the members of the attempt's history entry the script does not know (historyTail)
+		token string // the owner token of the acquired lease
 	}
 	window     int64 // window index of the PROCESSING record
 	mu         sync.Mutex
@@ -206,13 +206,13 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 // into reqs and out), with a new owner token each in tokens (see scriptCall
 // for the pointers).
 func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) scriptCall {
-	sc := newScriptCall(scripts.IdemClaim, len(call)*(5+n+len(olds)), 8+9*len(call))
+	sc := newScriptCall(scripts.IdemClaim, len(call)*(5+n+len(olds)), 8+5*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds),
 		s.historyMax(), s.historyTTL().Milliseconds())
 	for e, i := range call {
 		c, r := out[i], &reqs[i]
 		tokens[i] = leasing.NewToken()
-		c.args.owner, c.args.typ = s.historyOwner(tokens[i]), historyType(r.Type)
+		c.args.entry = s.historyTail(tokens[i], r)
 		if e == 0 {
 			sc.addKey(c.keys.lease)
 		} else {
@@ -228,8 +228,7 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 		}
 		sc.addKey(arg(&c.keys.history))
 		sc.addKey(arg(&c.keys.cancel))
-		sc.addArgs(arg(&c.keys.field), arg(&c.keys.fp), arg(&tokens[i]), arg(&c.keys.ttl), arg(&c.args.owner),
-			arg(&r.Worker), arg(&r.TraceID), arg(&r.SpanID), arg(&c.args.typ))
+		sc.addArgs(arg(&c.keys.field), arg(&c.keys.fp), arg(&tokens[i]), arg(&c.keys.ttl), arg(&c.args.entry))
 	}
 	return sc
 }

@@ -2,11 +2,16 @@ package idempotency
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -94,13 +99,73 @@ func (s *Store) historyTTL() time.Duration {
 	return s.cfg.retention + s.cfg.retention/time.Duration(s.cfg.windows)
 }
 
-// historyOwner is the owner digest a history entry keeps for a lease's
-// owner token ("" with no history: nothing is written).
-func (s *Store) historyOwner(token string) string {
+// maxHistoryField is the most bytes of a worker identity, a trace ID or a
+// span ID that a history entry keeps (the IDs are 32 and 16 hex digits); a
+// longer one is cut at a character boundary, so that an entry stays small.
+const maxHistoryField = 256
+
+// historyCut returns the first max bytes of v, without a split character.
+func historyCut(v string, max int) string {
+	if len(v) <= max {
+		return v
+	}
+	return strings.ToValidUTF8(v[:max], "")
+}
+
+// historyTail returns the members of the start entry of an attempt under
+// lease owner token for request r that the claim script does not know (owner
+// digest, worker, trace ID, span ID, job type; empty ones left out), as JSON
+// text after the script's own members: `,"o":"…",…`. The script builds the
+// entry by appending it ("" with no history: nothing is written). One
+// allocation, where the script's encoding of them cost Redis about 2 µs.
+func (s *Store) historyTail(token string, r *Request) string {
 	if s.cfg.history <= 0 {
 		return ""
 	}
-	return leasing.OwnerDigest(token)
+	var digest [8]byte
+	leasing.PutOwnerDigest(digest[:], token)
+	w, tid, sid := historyCut(r.Worker, maxHistoryField), historyCut(r.TraceID, maxHistoryField), historyCut(r.SpanID, maxHistoryField)
+	ty := historyType(r.Type)
+	var b strings.Builder
+	b.Grow(len(`,"o":"","w":"","t":"","sp":"","ty":""`) + len(digest) + len(w) + len(tid) + len(sid) + len(ty))
+	b.WriteString(`,"o":"`)
+	b.Write(digest[:])
+	b.WriteByte('"')
+	for _, m := range [...]struct{ name, v string }{{`,"w":`, w}, {`,"t":`, tid}, {`,"sp":`, sid}, {`,"ty":`, ty}} {
+		if m.v != "" {
+			b.WriteString(m.name)
+			writeJSONString(&b, m.v)
+		}
+	}
+	return b.String()
+}
+
+// writeJSONString writes v to b as a JSON string: '"' and '\' escaped, and
+// control characters as \u00XX; other bytes as they are (a reader decodes an
+// invalid UTF-8 sequence as U+FFFD).
+func writeJSONString(b *strings.Builder, v string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(v[start:i])
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b.WriteString(v[start:])
+	b.WriteByte('"')
 }
 
 // HistoryLen returns how many attempts a key's history keeps (WithHistory).
@@ -155,31 +220,133 @@ func (s *Store) history(ctx context.Context, k string, fence uint64, ev string, 
 
 // History returns the attempts of key k that its history keeps, oldest
 // first: at most WithHistory of them, for as long as its record is kept.
+// The first attempt of a key is kept in its record rather than in the
+// history list until another attempt starts (a job done at its first try
+// writes no list): History reads the list and the record in one
+// transaction and merges them.
 func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if err := ValidateKey(k, s.cfg.maxKey); err != nil {
 		return nil, err
 	}
 	h := hashKey(k)
-	raw, err := s.c.LRange(ctx, s.historyKey(s.tag(&h), k), 0, -1).Result()
+	tag := s.tag(&h)
+	others, err := s.otherLayouts(ctx, false)
 	if err != nil {
+		return nil, fmt.Errorf("idempotency: history: %w", err)
+	}
+	// The buckets Lookup reads, newest first, then the other layouts'.
+	base, n := s.windowRange(s.cfg.windows, true)
+	olds := s.otherWindows(others)
+	p := s.c.TxPipeline()
+	list := p.LRange(ctx, s.historyKey(tag, k), 0, -1)
+	recs := make([]*redis.StringCmd, 0, n+len(olds))
+	for i := n - 1; i >= 0; i-- {
+		recs = append(recs, p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field()))
+	}
+	for _, o := range olds {
+		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("idempotency: history: %w", classify(err))
 	}
-	out := make([]Attempt, 0, len(raw))
-	for _, r := range raw {
-		var st stored
-		if json.Unmarshal([]byte(r), &st) != nil {
-			continue // not an entry this version wrote
+	out := make([]Attempt, 0, len(list.Val())+1)
+	for _, r := range list.Val() {
+		if a, ok := decodeAttempt([]byte(r)); ok {
+			out = append(out, a)
 		}
-		a := st.Attempt
-		a.Fence, _ = strconv.ParseUint(st.F, 10, 64)
-		if st.S > 0 {
-			a.Started = time.UnixMilli(st.S)
+	}
+	for _, rc := range recs {
+		raw, err := rc.Bytes()
+		if err != nil {
+			continue
 		}
-		if st.E > 0 {
-			a.Ended = time.UnixMilli(st.E)
+		if fence, entry, ok := recordEntry(raw); ok {
+			out = mergeAttempt(out, fence, entry)
 		}
-		a.End, a.TakenOver, a.Compensations = st.X, st.TO == 1, st.C
-		out = append(out, a)
+		break // the newest record is the key's
+	}
+	if len(out) > s.cfg.history && s.cfg.history > 0 {
+		out = out[len(out)-s.cfg.history:]
 	}
 	return out, nil
+}
+
+// decodeAttempt parses one history entry as the scripts keep it.
+func decodeAttempt(b []byte) (Attempt, bool) {
+	var st stored
+	if json.Unmarshal(b, &st) != nil {
+		return Attempt{}, false // not an entry this version wrote
+	}
+	a := st.Attempt
+	a.Fence, _ = strconv.ParseUint(st.F, 10, 64)
+	if st.S > 0 {
+		a.Started = time.UnixMilli(st.S)
+	}
+	if st.E > 0 {
+		a.Ended = time.UnixMilli(st.E)
+	}
+	a.End, a.TakenOver, a.Compensations = st.X, st.TO == 1, st.C
+	return a, true
+}
+
+// recordEntry returns the fence of a stored record and the history entry it
+// carries; ok is false when it carries none (or is damaged: Lookup reports
+// that).
+func recordEntry(b []byte) (fence uint64, entry []byte, ok bool) {
+	if len(b) < headerLen+2 || b[0]&flagEntry == 0 {
+		return 0, nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b[headerLen:]))
+	if len(b) < headerLen+2+n {
+		return 0, nil, false
+	}
+	var f [8]byte
+	copy(f[1:], b[1:8])
+	return binary.BigEndian.Uint64(f[:]), b[headerLen+2 : headerLen+2+n], true
+}
+
+// mergeAttempt merges the history entry a record carries, of fence, into
+// the attempts read from the list: the list's entry of the same fence keeps
+// its own fields and takes the others from the record's (an end, or
+// compensation steps, written to the list while the record kept the
+// start); without one the record's attempt goes before the list's entries
+// of higher fences (fences grow with every attempt of a key, also across a
+// reset), which is last but for starts written through HistoryStart.
+func mergeAttempt(out []Attempt, fence uint64, entry []byte) []Attempt {
+	r, ok := decodeAttempt(entry)
+	if !ok || r.Fence != fence {
+		return out
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		a := &out[i]
+		if a.Fence != fence {
+			continue
+		}
+		fill(&a.Attempt, r.Attempt)
+		fill(&a.Owner, r.Owner)
+		fill(&a.Worker, r.Worker)
+		fill(&a.TraceID, r.TraceID)
+		fill(&a.SpanID, r.SpanID)
+		fill(&a.Type, r.Type)
+		if a.Started.IsZero() {
+			a.Started = r.Started
+		}
+		if a.End == "" {
+			a.Ended, a.End = r.Ended, r.End
+		}
+		return out
+	}
+	i := len(out)
+	for i > 0 && out[i-1].Fence > fence {
+		i--
+	}
+	return slices.Insert(out, i, r)
+}
+
+// fill sets *v to w when *v is its zero value.
+func fill[T comparable](v *T, w T) {
+	var zero T
+	if *v == zero {
+		*v = w
+	}
 }

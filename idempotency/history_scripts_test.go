@@ -281,3 +281,110 @@ func equalCounts(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// TestFirstAttemptHistoryInRecord: a key's first attempt keeps its history
+// entry in its record, so a job done at its first try writes no history
+// list; History reads it from the record. The entry moves into the list, the
+// list's own fields winning, when a retry's claim, a reset or a compensation
+// step needs it there, and reads the same before and after.
+func TestFirstAttemptHistoryInRecord(t *testing.T) {
+	t.Parallel()
+	e, _ := setupCounted(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	claim := func(k, worker string) *Claim {
+		t.Helper()
+		c := e.s.ClaimBatch(ctx, []Request{{Key: k, Fingerprint: fp("a"), Worker: worker, Type: "payments.transfer"}})[0]
+		if c.Err != nil || c.Outcome != Acquired {
+			t.Fatalf("claim %s: %+v", k, c)
+		}
+		return c
+	}
+	listed := func(k string) []string {
+		t.Helper()
+		v, err := e.c.LRange(ctx, e.s.historyKey(e.s.Tag(k), k), 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	history := func(k string, want int) []Attempt {
+		t.Helper()
+		hs, err := e.s.History(ctx, k)
+		if err != nil || len(hs) != want {
+			t.Fatalf("history of %s = %+v, %v; want %d attempts", k, hs, err, want)
+		}
+		return hs
+	}
+	whole := func(a Attempt, c *Claim, worker, end string) {
+		t.Helper()
+		if a.Fence != c.Fence || a.Attempt != c.Attempt || a.Worker != worker || a.Type != "payments.transfer" ||
+			a.Owner == "" || a.Started.IsZero() || a.End != end || (end != "" && a.Ended.Before(a.Started)) {
+			t.Fatalf("attempt %+v, want fence %d, attempt %d, worker %s, end %q", a, c.Fence, c.Attempt, worker, end)
+		}
+	}
+
+	// Done at the first try: no list.
+	done := claim("done", "host/1")
+	whole(history("done", 1)[0], done, "host/1", "")
+	if err := e.s.Complete(ctx, done, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if l := listed("done"); len(l) != 0 {
+		t.Fatalf("a job done at its first try wrote a history list: %q", l)
+	}
+	whole(history("done", 1)[0], done, "host/1", string(outcome.Completed))
+
+	// A retry: the first attempt's end goes to the list, its start stays in
+	// the RELEASED record until the next claim moves it.
+	r1 := claim("retry", "host/1")
+	if err := e.s.Fail(ctx, r1, Retryable, errors.New("timeout")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.HistoryEnd(ctx, "retry", r1.Fence, string(outcome.Retry)); err != nil {
+		t.Fatal(err)
+	}
+	whole(history("retry", 1)[0], r1, "host/1", string(outcome.Retry))
+	r2 := claim("retry", "host/2")
+	if l := listed("retry"); len(l) != 2 {
+		t.Fatalf("list after the retry's claim = %q: want the first attempt's entry, then the second's", l)
+	} else if a, ok := decodeAttempt([]byte(l[0])); !ok || a.Worker != "host/1" || a.End != string(outcome.Retry) || a.Started.IsZero() {
+		t.Fatalf("first attempt in the list = %q: want its start and its end", l[0])
+	}
+	hs := history("retry", 2)
+	whole(hs[0], r1, "host/1", string(outcome.Retry))
+	whole(hs[1], r2, "host/2", "")
+
+	// The owner's own end, written to the list, wins over the record's.
+	x := claim("cancelled", "host/1")
+	if err := e.s.Fail(ctx, x, Terminal, errors.New("cancelled by an operator")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.HistoryEnd(ctx, "cancelled", x.Fence, string(outcome.Cancelled)); err != nil {
+		t.Fatal(err)
+	}
+	whole(history("cancelled", 1)[0], x, "host/1", string(outcome.Cancelled))
+
+	// A compensation step for a first attempt joins the record's entry.
+	c := claim("comp", "host/1")
+	if err := e.s.HistoryCompensation(ctx, "comp", c.Fence, CompensationStep{Step: "hold", Outcome: "compensated"}); err != nil {
+		t.Fatal(err)
+	}
+	hs = history("comp", 1)
+	whole(hs[0], c, "host/1", "")
+	if len(hs[0].Compensations) != 1 || hs[0].Compensations[0].Step != "hold" {
+		t.Fatalf("compensations %+v", hs[0].Compensations)
+	}
+
+	// A reset deletes the record, not the history: the entry moves.
+	if _, err := e.s.Reset(ctx, "done", false); err != nil {
+		t.Fatal(err)
+	}
+	if l := listed("done"); len(l) != 1 {
+		t.Fatalf("list after the reset = %q", l)
+	}
+	whole(history("done", 1)[0], done, "host/1", string(outcome.Completed))
+	again := claim("done", "host/3")
+	hs = history("done", 2)
+	whole(hs[0], done, "host/1", string(outcome.Completed))
+	whole(hs[1], again, "host/3", "")
+}

@@ -2,7 +2,10 @@ package idempotency
 
 import (
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/leasing"
 )
 
 // TestHistoryOrderTakeoverBound: the history keeps attempts oldest first; a
@@ -103,5 +106,36 @@ func historyMemory(t *testing.T, e *env, typ string, comp bool) {
 			t.Fatalf("%d attempts written, %d kept; want %d", n, kept, want)
 		}
 		t.Logf("history_bytes_attempts_%d_compensation_%v%s=%d bytes", n, comp, suffix, b)
+	}
+}
+
+// TestHistoryTail: the entry members the store sends the claim script are
+// valid JSON whatever the worker, trace, span and type hold (quotes,
+// backslashes, control characters, non-ASCII text), read back as sent, and
+// cut to their bounds.
+func TestHistoryTail(t *testing.T) {
+	t.Parallel()
+	s := &Store{cfg: cfg{history: DefaultHistory}}
+	long := strings.Repeat("w", maxHistoryField+10)
+	for _, r := range []Request{
+		{},
+		{Worker: "host-a/12345", TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331", Type: "payments.transfer"},
+		{Worker: `w"x":"failed"\`, Type: "a\x00b\nc\x1f\u2028日本"},
+		{Worker: long, TraceID: long, SpanID: long, Type: long},
+	} {
+		tail := s.historyTail("token", &r)
+		a, ok := decodeAttempt([]byte(`{"f":"1"` + tail + `}`))
+		if !ok {
+			t.Fatalf("tail %q is not JSON", tail)
+		}
+		want := Attempt{Fence: 1, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
+			TraceID: historyCut(r.TraceID, maxHistoryField), SpanID: historyCut(r.SpanID, maxHistoryField), Type: historyType(r.Type)}
+		if a.Fence != want.Fence || a.Owner != want.Owner || a.Worker != want.Worker || a.TraceID != want.TraceID ||
+			a.SpanID != want.SpanID || a.Type != want.Type {
+			t.Fatalf("tail %q reads %+v, want %+v", tail, a, want)
+		}
+	}
+	if tail := (&Store{}).historyTail("token", &Request{Worker: "w"}); tail != "" {
+		t.Fatalf("without a history: %q", tail)
 	}
 }

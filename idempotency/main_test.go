@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,12 +77,15 @@ func (e *env) claim(t *testing.T, k string, f Fingerprint, want Outcome) *Claim 
 	return c
 }
 
-// keys returns the Redis keys under the env's prefix.
+// keys returns the Redis keys under the env's prefix, sorted (KEYS answers
+// in the order of the server's table, which a rehash caused by other tests'
+// writes changes between two calls).
 func (e *env) keys(t *testing.T) []string {
 	t.Helper()
 	ks, err := e.c.Keys(t.Context(), e.prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	slices.Sort(ks)
 	return ks
 }

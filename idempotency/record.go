@@ -47,6 +47,10 @@ type Record struct {
 	At          time.Time   // Completed and Failed: when (Redis time, second precision)
 	Result      []byte      // Completed: the result; Failed: the error text
 	HoldUntil   time.Time   // Released by a keep failure: claims are held until then (Redis time)
+
+	// entry is the history entry of the record's attempt when the record
+	// carries it (a first attempt, see History): its JSON text.
+	entry []byte
 }
 
 // Err returns a *FailedError for a Failed record, and nil otherwise.
@@ -64,6 +68,8 @@ func (r Record) Err(key string) error {
 //	1..7   fence (56 bits; fences stay below 2^53)
 //	8..15  payload fingerprint
 //	16..17 attempt
+//	+flagEntry: 18..19 length n of the attempt's history entry, 20..19+n the
+//	entry (JSON); the state's tail follows it instead of starting at 18
 //	Completed/Failed: 18..21 unix seconds, 22.. inline result
 //	Released: optionally 18..23 hold-until unix milliseconds (48 bits)
 const (
@@ -71,22 +77,30 @@ const (
 	outcomeLen   = headerLen + 4
 	holdLen      = headerLen + 6
 	flagExternal = 16
+	flagEntry    = 32
 	maxFence     = 1<<53 - 1
 )
 
 // encodeRecord returns the stored form of r. external marks a result kept in
 // the record's result key (r.Result is then not included).
 func encodeRecord(r Record, external bool) []byte {
-	b := make([]byte, headerLen, outcomeLen+len(r.Result))
+	b := make([]byte, headerLen, outcomeLen+2+len(r.entry)+len(r.Result))
 	b[0] = byte(r.State)
 	if external {
 		b[0] |= flagExternal
+	}
+	if r.entry != nil {
+		b[0] |= flagEntry
 	}
 	var f [8]byte
 	binary.BigEndian.PutUint64(f[:], r.Fence)
 	copy(b[1:8], f[1:])
 	copy(b[8:16], r.Fingerprint[:])
 	binary.BigEndian.PutUint16(b[16:18], uint16(min(max(r.Attempt, 0), 65535)))
+	if r.entry != nil {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r.entry))) //nolint:gosec // entries are far below 64 KiB
+		b = append(b, r.entry...)
+	}
 	switch r.State {
 	case Completed, Failed:
 		b = binary.BigEndian.AppendUint32(b, uint32(r.At.Unix())) //nolint:gosec // a completion time: positive, below 2^32 until 2106
@@ -111,8 +125,8 @@ func decodeRecord(b []byte, ext []byte, hasExt bool) (Record, error) {
 	}
 	var r Record
 	external := b[0]&flagExternal != 0
-	r.State = State(b[0] &^ flagExternal)
-	if b[0]&^(flagExternal|0x0f) != 0 {
+	r.State = State(b[0] &^ (flagExternal | flagEntry))
+	if b[0]&^(flagExternal|flagEntry|0x0f) != 0 {
 		return Record{}, fmt.Errorf("%w: unknown flags in state byte %#x", ErrCorrupt, b[0])
 	}
 	var f [8]byte
@@ -123,39 +137,57 @@ func decodeRecord(b []byte, ext []byte, hasExt bool) (Record, error) {
 	if r.Fence > maxFence {
 		return Record{}, fmt.Errorf("%w: fence %d above 2^53", ErrCorrupt, r.Fence)
 	}
+	tail := b[headerLen:]
+	if b[0]&flagEntry != 0 {
+		if len(tail) < 2 || len(tail) < 2+int(binary.BigEndian.Uint16(tail)) {
+			return Record{}, fmt.Errorf("%w: history entry past the end of a %d-byte record", ErrCorrupt, len(b))
+		}
+		n := 2 + int(binary.BigEndian.Uint16(tail))
+		r.entry = append([]byte{}, tail[2:n]...)
+		tail = tail[n:]
+	}
+	if err := decodeTail(&r, len(b), tail, external, ext, hasExt); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// decodeTail parses what follows a record's header (and the history entry it
+// may carry) for r's state: size is the whole record's, for errors.
+func decodeTail(r *Record, size int, tail []byte, external bool, ext []byte, hasExt bool) error {
 	switch r.State {
 	case Processing:
-		if len(b) != headerLen || external {
-			return Record{}, fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, len(b))
+		if len(tail) != 0 || external {
+			return fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, size)
 		}
 	case Released:
 		switch {
 		case external:
-			return Record{}, fmt.Errorf("%w: released record with an external result", ErrCorrupt)
-		case len(b) == holdLen:
-			t := b[headerLen:]
-			ms := uint64(t[0])<<40 | uint64(t[1])<<32 | uint64(t[2])<<24 | uint64(t[3])<<16 | uint64(t[4])<<8 | uint64(t[5])
+			return fmt.Errorf("%w: released record with an external result", ErrCorrupt)
+		case len(tail) == holdLen-headerLen:
+			ms := uint64(tail[0])<<40 | uint64(tail[1])<<32 | uint64(tail[2])<<24 | uint64(tail[3])<<16 | uint64(tail[4])<<8 | uint64(tail[5])
 			r.HoldUntil = time.UnixMilli(int64(ms)) //nolint:gosec // ms has 48 bits
-		case len(b) != headerLen:
-			return Record{}, fmt.Errorf("%w: released record of %d bytes", ErrCorrupt, len(b))
+		case len(tail) != 0:
+			return fmt.Errorf("%w: released record of %d bytes", ErrCorrupt, size)
 		}
 	case Completed, Failed:
-		if len(b) < outcomeLen {
-			return Record{}, fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, len(b))
+		const at = outcomeLen - headerLen // unix seconds, before an inline result
+		if len(tail) < at {
+			return fmt.Errorf("%w: %s record of %d bytes", ErrCorrupt, r.State, size)
 		}
-		r.At = time.Unix(int64(binary.BigEndian.Uint32(b[headerLen:outcomeLen])), 0)
+		r.At = time.Unix(int64(binary.BigEndian.Uint32(tail[:at])), 0)
 		switch {
 		case !external:
-			r.Result = append([]byte{}, b[outcomeLen:]...)
-		case len(b) != outcomeLen:
-			return Record{}, fmt.Errorf("%w: inline bytes after an external result flag", ErrCorrupt)
+			r.Result = append([]byte{}, tail[at:]...)
+		case len(tail) != at:
+			return fmt.Errorf("%w: inline bytes after an external result flag", ErrCorrupt)
 		case !hasExt:
-			return Record{}, fmt.Errorf("%w: the result key of a %s record is missing", ErrCorrupt, r.State)
+			return fmt.Errorf("%w: the result key of a %s record is missing", ErrCorrupt, r.State)
 		default:
 			r.Result = append([]byte{}, ext...)
 		}
 	default:
-		return Record{}, fmt.Errorf("%w: unknown state %d", ErrCorrupt, uint8(r.State))
+		return fmt.Errorf("%w: unknown state %d", ErrCorrupt, uint8(r.State))
 	}
-	return r, nil
+	return nil
 }

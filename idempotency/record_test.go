@@ -19,12 +19,15 @@ func TestRecordRoundTrip(t *testing.T) {
 		{State: Completed, Fence: maxFence, Fingerprint: fp("c"), Attempt: 65535, At: at, Result: []byte{}},
 		{State: Completed, Fence: 9, Fingerprint: fp("c"), Attempt: 2, At: at, Result: []byte("result")},
 		{State: Failed, Fence: 9, Fingerprint: fp("c"), Attempt: 2, At: at, Result: []byte("declined")},
+		{State: Processing, Fence: 11, Fingerprint: fp("d"), Attempt: 1, entry: []byte(`{"f":"11","a":1}`)},
+		{State: Released, Fence: 11, Fingerprint: fp("d"), Attempt: 1, entry: []byte(`{"f":"11"}`), HoldUntil: time.UnixMilli(1795316743123)},
+		{State: Completed, Fence: 11, Fingerprint: fp("d"), Attempt: 1, entry: []byte(`{"f":"11","x":"completed"}`), At: at, Result: []byte("r")},
 	} {
 		got, err := decodeRecord(encodeRecord(r, false), nil, false)
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", r, err)
 		}
-		if diff := cmp.Diff(r, got); diff != "" {
+		if diff := cmp.Diff(r, got, cmp.AllowUnexported(Record{})); diff != "" {
 			t.Fatalf("round trip (-want +got):\n%s", diff)
 		}
 	}
@@ -71,12 +74,30 @@ func TestRecordLayoutMatchesLua(t *testing.T) {
 			t.Fatalf("re-encoded %x, stored %x", re, b)
 		}
 	}
+	// A first attempt's record carries its history entry (idem_claim.lua).
+	entry := func(wantEnd string) {
+		t.Helper()
+		r, err := decodeRecord(raw(), nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := decodeAttempt(r.entry)
+		if !ok || a.Fence != c.Fence || a.Attempt != 1 || a.Started.IsZero() || a.Owner == "" || a.End != wantEnd {
+			t.Fatalf("carried entry %q: %+v, want fence %d, attempt 1, a start, an owner, end %q", r.entry, a, c.Fence, wantEnd)
+		}
+	}
 	check(Record{State: Processing, Fence: c.Fence, Fingerprint: fp("p"), Attempt: 1})
+	entry("")
 	if err := e.s.Complete(ctx, c, []byte("out")); err != nil {
 		t.Fatal(err)
 	}
 	check(Record{State: Completed, Fence: c.Fence, Fingerprint: fp("p"), Attempt: 1, Result: []byte("out")})
-	if got := len(raw()); got != outcomeLen+3 {
-		t.Fatalf("completed record of %d bytes, want %d", got, outcomeLen+3)
+	entry(EndCompleted)
+	r, err := decodeRecord(raw(), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(raw()), outcomeLen+2+len(r.entry)+3; got != want {
+		t.Fatalf("completed record of %d bytes, want %d", got, want)
 	}
 }

@@ -75,7 +75,7 @@ func (s *Store) Reset(ctx context.Context, k string, force bool) (ResetResult, e
 	}
 	// The buckets Lookup reads: every one a claim may find the record in.
 	base, n := s.windowRange(s.cfg.windows, true)
-	keys := []string{s.m.Key(tag + ":" + k), s.detailsKey(tag, k), s.resultKey(tag, k)}
+	keys := []string{s.m.Key(tag + ":" + k), s.detailsKey(tag, k), s.resultKey(tag, k), s.historyKey(tag, k)}
 	for i := range n {
 		keys = append(keys, s.bucketKey(tag, base+int64(i)))
 	}
@@ -86,7 +86,7 @@ func (s *Store) Reset(ctx context.Context, k string, force bool) (ResetResult, e
 	if force {
 		f = "1"
 	}
-	res, err := scripts.IdemReset.Run(ctx, s.c, keys, h.field(), f).Int64Slice()
+	res, err := scripts.IdemReset.Run(ctx, s.c, keys, h.field(), f, s.historyMax(), s.historyTTL().Milliseconds()).Int64Slice()
 	if err != nil {
 		return ResetResult{}, fmt.Errorf("idempotency: reset: %w", classify(err))
 	}

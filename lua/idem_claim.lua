@@ -7,9 +7,20 @@
 --
 -- Record value (big-endian, struct format '>BI7c8I2', 18 bytes, then by state):
 --   state byte (1 processing, 2 released, 3 completed, 4 failed; +16 when the
---   result lives in the external result key), fence (7 bytes), fingerprint
---   (8 bytes), attempt (2 bytes); completed/failed: + unix seconds (4 bytes) +
---   inline result; released: + optional hold-until unix milliseconds (6 bytes).
+--   result lives in the external result key; +32 when the record carries its
+--   attempt's history entry), fence (7 bytes), fingerprint (8 bytes), attempt
+--   (2 bytes); with +32: the entry's length (2 bytes) and the entry (the
+--   JSON text a history list keeps, idem_history.lua); then completed/failed:
+--   unix seconds (4 bytes) + inline result; released: optional hold-until unix
+--   milliseconds (6 bytes).
+--
+-- The history entry of a key's first attempt is not written to the key's
+-- history list: the claim keeps it in the PROCESSING record (+32), a release
+-- keeps it in the RELEASED record and the completion ends it in the
+-- COMPLETED or FAILED record, so that a job done at its first try writes no
+-- list at all. A later claim of the key (a retry or a takeover), a reset, and
+-- readers of the history move or merge it into the list: the list's own
+-- fields (an end written by idem_history.lua, compensation steps) win.
 --
 -- With W = ARGV[5] windows and O = ARGV[6] other buckets passed, entry i
 -- (from 0) uses the keys from KEYS[i*(5+W+O)+1]:
@@ -25,11 +36,13 @@
 --                 entry layout: idem_history.lua)
 --   +5+W+O        the key's cancel mark (string, <prefix>idem:x:<tag>:<key>: the
 --                 fence of the attempt an operator cancelled; lease_cancel.lua)
--- and the arguments ARGV[9+i*9] to ARGV[17+i*9]: record field (16-byte hash
+-- and the arguments ARGV[9+i*5] to ARGV[13+i*5]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
--- for the history entry of the attempt the claim starts: owner digest,
--- worker identity, trace ID, span ID, job type ("" for none).
+-- the members of the history entry of the attempt the claim starts that the
+-- caller knows, as JSON text to append after the script's own (f fence, a
+-- attempt, s start): ',"o":"<owner digest>","w":"<worker>",...' (empty
+-- ones left out; "" for none).
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
@@ -38,10 +51,12 @@
 -- ARGV[6]   number of other layouts' buckets passed per entry
 -- ARGV[7]   the most attempts a history keeps; 0: no history is written
 -- ARGV[8]   history TTL in milliseconds (the record's retention)
--- A claim that runs the job (acquired, takeover) appends the attempt's start
--- entry to the history (RPUSH, and LTRIM past the bound: the list is not
--- read); a takeover first ends the previous fence's entry, if it has no end,
--- as taken_over.
+-- A claim that runs the job (acquired, takeover) of a key with a record
+-- appends the attempt's start entry to the history (RPUSH, and LTRIM past
+-- the bound: the list is not read); a takeover first ends the previous
+-- fence's entry, if it has no end, as taken_over; the previous attempt's
+-- entry carried in the record is moved to the list first. A claim of a key
+-- without a record keeps the start entry in the record instead.
 -- A claim after an attempt an operator cancelled, which ended before it
 -- recorded the cancel (its lease lost: a takeover; or released for a retry
 -- just before it learnt of the cancel), is covered by the cancel: the cancel
@@ -64,6 +79,7 @@ local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nowus = sec * 1000000 + tonumber(t[2])
+local nowtext = string.format('%.0f', nowms)
 local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
@@ -76,40 +92,61 @@ local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
 local skew = cw - keep < base or cw > base + nw - 1
 
--- takenOver ends the entry of fence f in history list hk, if it has no end,
--- as taken over (a takeover is rare: the list is searched from its end).
-local function takenOver(hk, f)
+-- push appends entry text v to history list hk, trimmed to the bound, and
+-- renews the list's TTL.
+local function push(hk, v)
+  if redis.call('RPUSH', hk, v) > hmax then
+    redis.call('LTRIM', hk, -hmax, -1)
+  end
+  redis.call('PEXPIRE', hk, httl)
+end
+
+-- flush moves the entry of fence f (decimal text) into history list hk: tr,
+-- when not nil, is the entry a record carried (its JSON text), merged into
+-- the list's entry of f (whose own fields win) or appended; over, on a
+-- takeover, ends the entry as taken over when it has no end. A takeover is
+-- rare: the list is searched from its end.
+local function flush(hk, f, tr, over)
+  local e
+  if tr then
+    local ok, v = pcall(cjson.decode, tr)
+    if ok and type(v) == 'table' then
+      e = v
+    end
+  end
   local list = redis.call('LRANGE', hk, 0, -1)
   for i = #list, 1, -1 do
-    local ok, e = pcall(cjson.decode, list[i])
-    if ok and type(e) == 'table' and e.f == f then
-      if e.x == nil then
-        e.e, e.x, e.to = nowms, 'taken_over', 1
-        redis.call('LSET', hk, i - 1, cjson.encode(e))
+    local ok, l = pcall(cjson.decode, list[i])
+    if ok and type(l) == 'table' and l.f == f then
+      local changed = false
+      for key, v in pairs(e or {}) do
+        if l[key] == nil then
+          l[key], changed = v, true
+        end
+      end
+      if over and l.x == nil then
+        l.e, l.x, l.to, changed = nowms, 'taken_over', 1, true
+      end
+      if changed then
+        redis.call('LSET', hk, i - 1, cjson.encode(l))
       end
       return
     end
   end
+  if not e then
+    return
+  end
+  if over and e.x == nil then
+    e.e, e.x, e.to = nowms, 'taken_over', 1
+  end
+  push(hk, cjson.encode(e))
 end
 
--- history appends the start entry of the attempt under fence (ARGV[a+4..a+8]:
--- owner digest, worker, trace ID, span ID, job type) to history list hk; prev, when
--- not 0, is the fence a takeover replaces.
-local function history(hk, a, fence, att, prev)
-  if prev ~= 0 then
-    takenOver(hk, string.format('%.0f', prev))
-  end
-  local e = {f = string.format('%.0f', fence), a = att, s = nowms}
-  local fields = {'o', 'w', 't', 'sp', 'ty'}
-  for j = 1, 5 do
-    if ARGV[a + 3 + j] ~= '' then
-      e[fields[j]] = ARGV[a + 3 + j]
-    end
-  end
-  if redis.call('RPUSH', hk, cjson.encode(e)) > hmax then
-    redis.call('LTRIM', hk, -hmax, -1)
-  end
-  redis.call('PEXPIRE', hk, httl)
+-- startEntry is the history entry text of the attempt under fence fs
+-- (decimal text), attempt att, starting now: the script's members and the
+-- caller's, ARGV[a+4] (JSON text, see below).
+local function startEntry(a, fs, att)
+  return '{"f":"' .. fs .. '","a":' .. att .. ',"s":' .. nowtext .. ARGV[a + 4] .. '}'
 end
 
 local function claim(k, a)
@@ -137,6 +174,7 @@ local function claim(k, a)
     end
   end
   local prev, att, state = 0, 0, 0
+  local tr, off = nil, 19 -- the record's history entry; where its state's tail starts
   if rec then
     -- A record damaged outside this library is reported, never unpacked past
     -- its end (struct.unpack raises an error on a short value).
@@ -145,12 +183,20 @@ local function claim(k, a)
     end
     local st, fen, rfp, ra = struct.unpack('>BI7c8I2', rec)
     state = st % 16
-    if state < 1 or state > 4 or st >= 32 or fen >= 9007199254740992 then
+    if state < 1 or state > 4 or st >= 64 or fen >= 9007199254740992 then
       return {7, rec}
+    end
+    if st >= 32 then
+      -- The record carries its attempt's history entry: 2 bytes of length.
+      local n = #rec >= 20 and struct.unpack('>I2', rec, 19) or 65536
+      if #rec < 20 + n then
+        return {7, rec}
+      end
+      tr, off = string.sub(rec, 21, 20 + n), 21 + n
     end
     if state >= 3 then
       local ext = false
-      if st >= 16 then
+      if st % 32 >= 16 then
         ext = redis.call('GET', KEYS[k + 2])
       end
       if rfp ~= fp then
@@ -161,8 +207,8 @@ local function claim(k, a)
     if rfp ~= fp then
       return {5, rec, false}
     end
-    if state == 2 and #rec >= 24 then
-      local hold = struct.unpack('>I6', rec, 19)
+    if state == 2 and #rec >= off + 5 then
+      local hold = struct.unpack('>I6', rec, off)
       if hold > nowms then
         return {3, '', hold - nowms}
       end
@@ -184,7 +230,13 @@ local function claim(k, a)
   redis.call('HSET', KEYS[k], 'tok', ARGV[a + 2], 'fen', string.format('%.0f', fence))
   redis.call('PEXPIRE', KEYS[k], ARGV[a + 3])
   local b = KEYS[k + 3 + cw - base]
-  redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
+  local fs = string.format('%.0f', fence)
+  local entry = hmax > 0 and startEntry(a, fs, att)
+  if entry and not rec then
+    redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)
+  else
+    redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
+  end
   redis.call('PEXPIREAT', b, expat)
   if rkey and rkey ~= b then
     redis.call('HDEL', rkey, field)
@@ -199,19 +251,23 @@ local function claim(k, a)
     end
     local mk = KEYS[k + 4 + nw + no]
     if redis.call('GET', mk) == string.format('%.0f', prev) then
-      redis.call('SET', mk, string.format('%.0f', fence), 'KEEPTTL')
+      redis.call('SET', mk, fs, 'KEEPTTL')
       cancelled = 1
     end
   end
-  if hmax > 0 then
-    history(KEYS[k + 3 + nw + no], a, fence, att, code == 2 and prev or 0)
+  if entry and rec then
+    local hk = KEYS[k + 3 + nw + no]
+    if tr or code == 2 then
+      flush(hk, string.format('%.0f', prev), tr, code == 2)
+    end
+    push(hk, entry)
   end
   return {code, fence, att, prev, details, cw, cancelled}
 end
 
 local out = {}
 local per = 5 + nw + no
-for i = 0, (#ARGV - 8) / 9 - 1 do
-  out[i + 1] = claim(i * per + 1, 9 + i * 9)
+for i = 0, (#ARGV - 8) / 5 - 1 do
+  out[i + 1] = claim(i * per + 1, 9 + i * 5)
 end
 return out

@@ -9,7 +9,9 @@
 -- are unique to one acquisition of a key, so nobody else can have written
 -- that record.
 -- Used for COMPLETED (a result) and for FAILED (a terminal error, cached like a
--- result). Record value layout: see idem_claim.lua.
+-- result). Record value layout: see idem_claim.lua. It writes no history
+-- (the store sends it only without one): a history entry the PROCESSING
+-- record carries is dropped with it.
 --
 -- KEYS[1]   lease key (deleted when ARGV[13] is "1"; otherwise the caller
 --           releases it through its lease Manager)
@@ -41,9 +43,13 @@ if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
     local v = redis.call('HGET', KEYS[k], ARGV[3])
     if v and #v >= 22 then
       local st, f = struct.unpack('>BI7', v)
-      if f == fence and st % 16 >= 3 then
-        local res = string.sub(v, 23)
-        if st >= 16 then
+      local off = 19
+      if st >= 32 then
+        off = 21 + struct.unpack('>I2', v, 19)
+      end
+      if f == fence and st % 16 >= 3 and #v >= off + 3 then
+        local res = string.sub(v, off + 4)
+        if st % 32 >= 16 then
           res = redis.call('GET', KEYS[3])
         end
         if st % 16 == want and res == ARGV[12] then

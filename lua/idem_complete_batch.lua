@@ -27,9 +27,12 @@
 -- ARGV[5]   the most attempts a history keeps; 0: no history is written
 -- ARGV[6]   history TTL in milliseconds (the record's retention)
 -- An entry that writes its outcome ends its attempt's history entry with
--- Redis time (the owner's account replaces a takeover's taken_over): the
--- last entry is read first (it is the attempt's unless another started
--- since), the list searched from its end otherwise.
+-- Redis time (the owner's account replaces a takeover's taken_over). When
+-- the PROCESSING record carries the entry (a first attempt: see
+-- idem_claim.lua), the outcome's record carries it on, ended, and the list
+-- is not touched; otherwise the list's last entry is read first (it is the
+-- attempt's unless another started since), the list searched from its end
+-- otherwise.
 -- Returns   one code per entry: 1 written (or this outcome already written
 --           by this fence), -1 lease lost (nothing written), -2 the windows
 --           passed do not cover Redis time (nothing written), -3 another
@@ -40,6 +43,7 @@ local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local nw = tonumber(ARGV[4])
+local nowtext = string.format('%.0f', nowms)
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
 local skew = cw < base or cw > base + nw - 1
@@ -102,6 +106,27 @@ local function historyEnd(hk, f, x)
   redis.call('PEXPIRE', hk, ARGV[6])
 end
 
+-- carried returns the history entry that the PROCESSING record of fence f
+-- (decimal text) in bucket bk, field field, carries, ended now as x; nil
+-- when it carries none (the entry is in the list). A record this fence
+-- already ended (a resend whose first answer was lost, the lease kept for
+-- the caller to release) keeps its entry as it is.
+local function carried(bk, field, f, x)
+  local v = redis.call('HGET', bk, field)
+  if not v or #v < 20 or string.byte(v, 1) < 32 then
+    return nil
+  end
+  local st, fen, _, _, n = struct.unpack('>BI7c8I2I2', v)
+  if fen ~= tonumber(f) or #v < 20 + n or string.byte(v, 20 + n) ~= 125 then
+    return nil
+  end
+  if st % 16 >= 3 then
+    return string.sub(v, 21, 20 + n)
+  end
+  -- x is one of the store's names (finish.go), which need no escaping.
+  return string.sub(v, 21, 19 + n) .. ',"e":' .. nowtext .. ',"x":"' .. x .. '"}'
+end
+
 local function complete(k, a)
   local owner = redis.call('HMGET', KEYS[k], 'tok', 'fen')
   if owner[1] ~= ARGV[a] or owner[2] ~= ARGV[a + 1] then
@@ -110,9 +135,13 @@ local function complete(k, a)
       local v = redis.call('HGET', KEYS[w], ARGV[a + 2])
       if v and #v >= 22 then
         local st, f = struct.unpack('>BI7', v)
-        if f == fence and st % 16 >= 3 then
-          local res = string.sub(v, 23)
-          if st >= 16 then
+        local off = 19
+        if st >= 32 then
+          off = 21 + struct.unpack('>I2', v, 19)
+        end
+        if f == fence and st % 16 >= 3 and #v >= off + 3 then
+          local res = string.sub(v, off + 4)
+          if st % 32 >= 16 then
             res = redis.call('GET', KEYS[k + 2])
           end
           if st % 16 == want and res == ARGV[a + 8] then
@@ -135,8 +164,14 @@ local function complete(k, a)
     res = ''
   end
   local b = KEYS[k + 4 + cw - base]
-  redis.call('HSET', b, ARGV[a + 2],
-    struct.pack('>BI7c8I2I4', st, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]), sec) .. res)
+  local tr = hmax > 0 and ARGV[a + 10] ~= '' and carried(KEYS[k + 3], ARGV[a + 2], ARGV[a + 1], ARGV[a + 10])
+  local head
+  if tr then
+    head = struct.pack('>BI7c8I2I2', st + 32, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]), #tr) .. tr
+  else
+    head = struct.pack('>BI7c8I2', st, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]))
+  end
+  redis.call('HSET', b, ARGV[a + 2], head .. struct.pack('>I4', sec) .. res)
   if KEYS[k + 3] ~= b then
     -- The claim's bucket already expires at expat when it is b.
     redis.call('PEXPIREAT', b, expat)
@@ -148,7 +183,7 @@ local function complete(k, a)
   if ARGV[a + 7] == '1' then
     redis.call('DEL', KEYS[k + 1])
   end
-  if hmax > 0 and ARGV[a + 10] ~= '' then
+  if hmax > 0 and ARGV[a + 10] ~= '' and not tr then
     historyEnd(KEYS[k + 4 + nw], ARGV[a + 1], ARGV[a + 10])
   end
   return 1

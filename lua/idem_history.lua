@@ -4,7 +4,11 @@
 -- (idem_complete_batch.lua) a completed or failed end; this one writes the
 -- rarer ends (retry, lease lost, commit refused, cancelled, dead-lettered,
 -- unrecorded) and the compensation steps, and the starts and ends written
--- through Store.HistoryStart and Store.HistoryEnd. The history is a list of
+-- through Store.HistoryStart and Store.HistoryEnd. A key's first attempt
+-- keeps its entry in its record until another claim or a reset moves it here
+-- (idem_claim.lua): an event about it that finds no entry here writes one
+-- with the event's fields only, and readers merge the record's entry into
+-- it (the fields written here win). The history is a list of
 -- JSON entries, one an attempt, oldest first, kept as long as the key's
 -- record (PX = ARGV[2]) and bounded to the last ARGV[1] attempts. Entry fields: f fence (decimal string),
 -- a attempt, o owner digest, w worker, s start and e end (Redis time, unix

@@ -26,13 +26,23 @@ if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
   local r = redis.call('HGET', KEYS[2], ARGV[3])
   if r and #r >= 8 then
     local st, f = struct.unpack('>BI7', r)
-    if st == 2 and f == tonumber(ARGV[2]) then
+    if st % 16 == 2 and f == tonumber(ARGV[2]) then
       return 1
     end
   end
   return -1
 end
-local v = struct.pack('>BI7c8I2', 2, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5]))
+-- The history entry the PROCESSING record carries (a first attempt) stays
+-- in the RELEASED record, with its length, for the next claim to move.
+local tr, st = '', 2
+local cur = redis.call('HGET', KEYS[2], ARGV[3])
+if cur and #cur >= 20 and string.byte(cur, 1) >= 32 then
+  local _, f, _, _, n = struct.unpack('>BI7c8I2I2', cur)
+  if f == tonumber(ARGV[2]) and #cur >= 20 + n then
+    tr, st = string.sub(cur, 19, 20 + n), 34
+  end
+end
+local v = struct.pack('>BI7c8I2', st, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5])) .. tr
 local hold = tonumber(ARGV[6])
 if hold > 0 then
   local t = redis.call('TIME')

@@ -15,9 +15,16 @@
 -- KEYS[1]   lease key: hash with tok (owner token) and fen (fence)
 -- KEYS[2]   heartbeat details key (string)
 -- KEYS[3]   external result key (string)
--- KEYS[4..] record buckets (hashes): every bucket a claim of the key may read
+-- KEYS[4]   the key's attempt history (list; entry layout: idem_history.lua)
+-- KEYS[5..] record buckets (hashes): every bucket a claim of the key may read
 -- ARGV[1]   record field (16-byte hash of the key)
 -- ARGV[2]   "1" to end a live lease, "0" to refuse
+-- ARGV[3]   the most attempts a history keeps; 0: no history is written
+-- ARGV[4]   history TTL in milliseconds
+-- A record that carries its attempt's history entry (idem_claim.lua) has
+-- it moved into the history list before it is deleted (merged into the
+-- list's entry of its fence, whose own fields win), so that the history
+-- outlives the reset.
 -- Returns   {1, fence, state, lease ended (0/1)}  reset: fence is the highest the key had
 --                                                  (0: none), state the record's (0: none,
 --                                                  1..4 as in idem_claim.lua, -1 unreadable)
@@ -26,6 +33,34 @@
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local field, force = ARGV[1], ARGV[2] == '1'
+local hmax = tonumber(ARGV[3])
+
+-- moveEntry merges history entry text tr of fence f (decimal text) into
+-- history list hk: into the list's entry of f, whose own fields win, or
+-- appended.
+local function moveEntry(hk, f, tr)
+  local ok, e = pcall(cjson.decode, tr)
+  if not ok or type(e) ~= 'table' then
+    return
+  end
+  local list = redis.call('LRANGE', hk, 0, -1)
+  for i = #list, 1, -1 do
+    local ok2, l = pcall(cjson.decode, list[i])
+    if ok2 and type(l) == 'table' and l.f == f then
+      for key, v in pairs(e) do
+        if l[key] == nil then
+          l[key] = v
+        end
+      end
+      redis.call('LSET', hk, i - 1, cjson.encode(l))
+      return
+    end
+  end
+  if redis.call('RPUSH', hk, cjson.encode(e)) > hmax then
+    redis.call('LTRIM', hk, -hmax, -1)
+  end
+  redis.call('PEXPIRE', hk, ARGV[4])
+end
 
 local lease = redis.call('HMGET', KEYS[1], 'tok', 'fen')
 local leased = lease[1] ~= false
@@ -38,12 +73,19 @@ if leased then
 end
 
 local state, found = 0, {}
-for i = 4, #KEYS do
+local entries = {}
+for i = 5, #KEYS do
   local v = redis.call('HGET', KEYS[i], field)
   if v then
     found[#found + 1] = KEYS[i]
     if #v >= 18 then
       local st, fen = struct.unpack('>BI7', v)
+      if st >= 32 and #v >= 20 then
+        local n = struct.unpack('>I2', v, 19)
+        if #v >= 20 + n then
+          entries[#entries + 1] = {string.format('%.0f', fen), string.sub(v, 21, 20 + n)}
+        end
+      end
       if state == 0 then
         state = st % 16
       end
@@ -61,6 +103,11 @@ if nowus <= fence then
 end
 for _, b in ipairs(found) do
   redis.call('HDEL', b, field)
+end
+if hmax > 0 then
+  for _, fe in ipairs(entries) do
+    moveEntry(KEYS[4], fe[1], fe[2])
+  end
 end
 redis.call('DEL', KEYS[2], KEYS[3])
 local ended = 0

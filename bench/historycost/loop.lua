@@ -3,13 +3,20 @@
 -- the operation: "decode_encode" (end an entry as idem_complete_batch.lua did
 -- before: decode, set e and x, encode), "text_append" (as it does now: check
 -- the entry's text, append e and x), "encode" (a claim's start entry, as
--- idem_claim.lua builds it) or "none" (the empty loop).
+-- idem_claim.lua built it before), "text_start" (as it builds it now: its own
+-- members, then the caller's, already JSON, appended as text), "carry" (a
+-- completion ending the entry a PROCESSING record carries: unpack the
+-- record, append e and x to the entry's text) or "none" (the empty loop).
 local s = '{"f":"1795702025793983","a":1,"s":1795702025793,"o":"a1b2c3d4e5f6a7b8","w":"host-1234/12345",' ..
   '"t":"0af7651916cd43dd8448eb211c80319c","sp":"b7ad6b7169203331","ty":"demo.transfer"}'
 local n = tonumber(ARGV[1])
 local op = ARGV[2]
 local f = '1795702025793983'
 local out
+local tail = string.sub(s, string.find(s, ',"o":', 1, true), -2)
+local nowtext = string.format('%.0f', 1795702025999)
+local fnum = tonumber(f)
+local rec = struct.pack('>BI7c8I2I2', 33, fnum, 'abcdefgh', 1, #s) .. s
 local t0 = redis.call('TIME')
 for _ = 1, n do
   if op == 'decode_encode' then
@@ -22,6 +29,13 @@ for _ = 1, n do
     if string.byte(s, -1) == 125 and string.find(s, '"f":"' .. f .. '"', 1, true)
       and not string.find(s, '"x":', 1, true) then
       out = string.sub(s, 1, -2) .. ',"e":' .. string.format('%.0f', 1795702025999) .. ',"x":' .. cjson.encode('completed') .. '}'
+    end
+  elseif op == 'text_start' then
+    out = '{"f":"' .. f .. '","a":' .. 1 .. ',"s":' .. nowtext .. tail .. '}'
+  elseif op == 'carry' then
+    local _, fen, _, _, m = struct.unpack('>BI7c8I2I2', rec)
+    if fen == fnum and string.byte(rec, 20 + m) == 125 then
+      out = string.sub(rec, 21, 19 + m) .. ',"e":' .. nowtext .. ',"x":"completed"}'
     end
   elseif op == 'encode' then
     local e = {f = f, a = 1, s = 1795702025793}

@@ -12,6 +12,8 @@
 //	history_end_decode_encode_us     an entry ended by decode and encode
 //	history_end_text_append_us       an entry ended by the text append
 //	history_end_saving_us            the difference of the two
+//	history_start_text_us            a claim's start entry built as text from the store's members (as now)
+//	history_end_carry_us             a completion ending the entry its PROCESSING record carries (as now)
 package main
 
 import (
@@ -54,7 +56,7 @@ func run(addr string, n, rounds int) error {
 	defer func() { _ = c.Close() }()
 	ctx := context.Background()
 	script := redis.NewScript(loopSrc)
-	ops := []string{"none", "encode", "decode_encode", "text_append"}
+	ops := []string{"none", "encode", "decode_encode", "text_append", "text_start", "carry"}
 	took := map[string][]float64{}
 	for range rounds {
 		for _, op := range ops {
@@ -76,5 +78,7 @@ func run(addr string, n, rounds int) error {
 	fig.Float("history_end_decode_encode_us", med("decode_encode")-base, 2, "us")
 	fig.Float("history_end_text_append_us", med("text_append")-base, 2, "us")
 	fig.Float("history_end_saving_us", med("decode_encode")-med("text_append"), 2, "us")
+	fig.Float("history_start_text_us", med("text_start")-base, 2, "us")
+	fig.Float("history_end_carry_us", med("carry")-base, 2, "us")
 	return fig.Err()
 }

@@ -7,7 +7,10 @@
 //	speedup_vs_setnx           leasehold_msgs_per_s / setnx_msgs_per_s
 //	leasehold_redis_cpu_us_per_msg        Redis main-thread CPU per leasehold message
 //	leasehold_redis_cpu_bound_msgs_per_s  the throughput that CPU allows on one fully available core
-//	bytes_per_record           used_memory delta per COMPLETED record (random UUID keys, empty result)
+//	bytes_per_record           used_memory delta per COMPLETED record (random UUID keys, empty result; with
+//	                           a history, -history > 0, the default, each record carries its attempt's history
+//	                           entry, with a worker identity, a job type and trace and span IDs as a traced
+//	                           worker sends them)
 //	setnx_bytes_per_record     the same for the pattern's JSON strings under idempotency:v1:<key>
 //
 // By default it starts a private redis-server (on PATH) so that other clients
@@ -44,6 +47,7 @@ func main() {
 	conc := flag.Int("concurrency", 4, "poll batches in flight at once (partitions consumed in parallel)")
 	records := flag.Int("records", 1_000_000, "completed records for the memory figures (0 skips them)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the leasehold throughput run to this file")
+	history := flag.Int("history", idempotency.DefaultHistory, "attempts the store's history keeps per key (idempotency.WithHistory; 0: no history)")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -68,7 +72,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer func() { _ = m.Shutdown(context.Background()) }()
-	s, err := idempotency.New(ctx, c, m, idempotency.WithPrefix(prefix))
+	s, err := idempotency.New(ctx, c, m, idempotency.WithPrefix(prefix), idempotency.WithHistory(*history))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -124,6 +128,7 @@ func main() {
 		fig.Float("bytes_per_record", lhBytes, 1, "bytes")
 		fig.Float("setnx_bytes_per_record", setnxBytes, 1, "bytes")
 		fig.Int("records", int64(*records), "records")
+		fig.Int("history_attempts", int64(*history), "attempts")
 	}
 	if err := fig.Err(); err != nil {
 		log.Fatal(err)
@@ -170,7 +175,7 @@ func leaseholdThroughput(ctx context.Context, s *idempotency.Store, n, batch, co
 		for i := 0; i < n; i += batch {
 			reqs := make([]idempotency.Request, 0, batch)
 			for j := i; j < min(i+batch, n); j++ {
-				reqs = append(reqs, idempotency.Request{Key: uuid.NewString()})
+				reqs = append(reqs, request())
 			}
 			batches <- reqs
 		}
@@ -194,7 +199,7 @@ func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store,
 	for i := 0; i < n; i += batch {
 		reqs := make([]idempotency.Request, 0, batch)
 		for j := i; j < min(i+batch, n); j++ {
-			reqs = append(reqs, idempotency.Request{Key: uuid.NewString()})
+			reqs = append(reqs, request())
 		}
 		if err := benchkit.ClaimComplete(ctx, s, reqs); err != nil {
 			return 0, err
@@ -205,6 +210,12 @@ func leaseholdMemory(ctx context.Context, c *redis.Client, s *idempotency.Store,
 		return 0, err
 	}
 	return float64(after-before) / float64(n), nil
+}
+
+// request is a claim of a new random key as a traced worker sends it.
+func request() idempotency.Request {
+	return idempotency.Request{Key: uuid.NewString(), Worker: "worker-7f9c8d6b5-x2k4q/12345", Type: "bench.noop",
+		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"}
 }
 
 // setnxMemory writes n COMPLETED records of the SET NX pattern (a JSON string per

@@ -191,7 +191,7 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 		args = append(args, j.field, j.fp, j.token, j.ttl.Milliseconds())
 		if !v.record {
 			keys = append(keys, j.historyKey(), j.cancelKey())
-			args = append(args, "", "", "", "", "") // no history entry
+			args = append(args, "") // no history entry
 		}
 	}
 	replies, err := v.claimScript.Run(ctx, c, keys, args...).Slice()

@@ -365,9 +365,10 @@ func claimOutput(v *respValue) OpOutput {
 
 // decodeRecord reads a finished record (layout in lua/idem_claim.lua): its
 // state, fence and result (inline, or ext when the state's +16 flag says it
-// lives in the external result key).
+// lives in the external result key; after the history entry the record
+// carries when the +32 flag says so).
 func decodeRecord(rec, ext []byte) (state int, fence uint64, result string) {
-	const header = 18 + 4 // state, fence, fingerprint, attempt; then unix seconds
+	header := 18 + 4 // state, fence, fingerprint, attempt; then unix seconds
 	if len(rec) < 8 {
 		return -1, 0, ""
 	}
@@ -375,6 +376,13 @@ func decodeRecord(rec, ext []byte) (state int, fence uint64, result string) {
 	var f [8]byte
 	copy(f[1:], rec[1:8])
 	fence = binary.BigEndian.Uint64(f[:])
+	if state&32 != 0 {
+		state &^= 32
+		if len(rec) < 20 {
+			return -1, fence, ""
+		}
+		header += 2 + int(binary.BigEndian.Uint16(rec[18:20]))
+	}
 	if state&16 != 0 {
 		return state &^ 16, fence, string(ext)
 	}

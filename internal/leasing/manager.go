@@ -190,10 +190,16 @@ func OwnerDigest(token string) string {
 	if token == "" {
 		return "-"
 	}
-	sum := sha256.Sum256([]byte(token))
 	var b [8]byte
-	hex.Encode(b[:], sum[:4])
+	PutOwnerDigest(b[:], token)
 	return string(b[:])
+}
+
+// PutOwnerDigest writes the OwnerDigest of a non-empty token into b, which
+// must hold 8 bytes, without allocating.
+func PutOwnerDigest(b []byte, token string) {
+	sum := sha256.Sum256([]byte(token))
+	hex.Encode(b[:8], sum[:4])
 }
 
 // Start checks the backend (for Redis: that it answers, that its
