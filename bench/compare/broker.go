@@ -57,11 +57,13 @@ func startBroker(ctx context.Context, topic string, partitions, n int, typ, pref
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("broker child: %w", err)
 	}
+	brokerPID.Store(int64(cmd.Process.Pid))
 	return &broker{cmd: cmd, stdin: stdin, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
 }
 
 // stop closes the child's stdin, on which it exits.
 func (b *broker) stop() {
+	brokerPID.Store(0)
 	_ = b.stdin.Close()
 	done := make(chan struct{})
 	go func() { _ = b.cmd.Wait(); close(done) }()

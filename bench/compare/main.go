@@ -7,6 +7,9 @@
 //	leasehold_worker_allocs_per_job   heap allocations of the worker process per job (runtime/metrics /gc/heap/allocs:objects: tiny objects count by their 16-byte blocks)
 //	leasehold_redis_cpu_us_per_job    Redis CPU per job (INFO cpu, used_cpu_user + used_cpu_sys)
 //	leasehold_redis_bound_jobs_per_s  the jobs per second one Redis core allows at that cost
+//	leasehold_broker_cpu_us_per_job   the embedded broker child's CPU per job (/proc/<pid>/stat, 10 ms ticks)
+//	leasehold_all_cpu_us_per_job      worker + Redis + broker CPU per job: what the run costs the machine
+//	leasehold_cpu_bound_jobs_per_s    the jobs per second the machine's cores allow at that cost (asynq_cpu_bound_jobs_per_s: its worker + Redis)
 //	asynq_jobs_per_s ...              asynq (Unique + TaskID as its idempotency), same concurrency
 //	dbos_jobs_per_s ...               DBOS Transact: a workflow with one step per job, workflow ID = key, on PostgreSQL
 //	setnx_jobs_per_s ...              the common SET NX pattern (SET NX PROCESSING, job, SET COMPLETED)
@@ -34,6 +37,7 @@ import (
 	"log"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -282,8 +286,15 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 			f.add(s.name+"_redis_cpu_us_per_job", red, 1, "us")
 		}
 		cpu[s.name] = proc + red
+		if s.name == "asynq" {
+			f.add("asynq_cpu_bound_jobs_per_s", float64(runtime.NumCPU())*1e6/(proc+red), 0, "jobs/s")
+		}
 		if s.name == "leasehold" {
 			f.add("leasehold_redis_bound_jobs_per_s", 1e6/red, 0, "jobs/s")
+			all := proc + red + float64(w.child.Microseconds())/float64(jobs)
+			f.add("leasehold_broker_cpu_us_per_job", all-proc-red, 1, "us")
+			f.add("leasehold_all_cpu_us_per_job", all, 1, "us")
+			f.add("leasehold_cpu_bound_jobs_per_s", float64(runtime.NumCPU())*1e6/all, 0, "jobs/s")
 			if c.cmdstats {
 				if before, err = commandStats(ctx, rdb); err != nil {
 					return err

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -14,23 +16,29 @@ import (
 
 // sample is one reading of the clocks a figure is computed from: wall time,
 // this process's CPU time (user + system, every thread), the Redis server's
-// CPU time (used_cpu_user + used_cpu_sys from INFO cpu) and the heap
-// allocations this process has made.
+// CPU time (used_cpu_user + used_cpu_sys from INFO cpu), the broker child's
+// CPU time (when one runs: brokerPID) and the heap allocations this process
+// has made.
 type sample struct {
 	wall   time.Time
 	proc   time.Duration
 	redis  time.Duration
+	child  time.Duration
 	allocs uint64
 }
 
 // window is what happened between two samples.
 type window struct {
-	wall, proc, redis time.Duration
-	allocs            uint64
+	wall, proc, redis, child time.Duration
+	allocs                   uint64
 }
 
+// brokerPID is the process ID of the running broker child (0: none), whose
+// CPU a sample reads.
+var brokerPID atomic.Int64
+
 func take(ctx context.Context, rdb *redis.Client) (sample, error) {
-	s := sample{wall: time.Now(), proc: procCPU(), allocs: heapAllocs()}
+	s := sample{wall: time.Now(), proc: procCPU(), child: childCPU(int(brokerPID.Load())), allocs: heapAllocs()}
 	var err error
 	if rdb != nil {
 		s.redis, err = redisCPU(ctx, rdb)
@@ -39,7 +47,8 @@ func take(ctx context.Context, rdb *redis.Client) (sample, error) {
 }
 
 func (s sample) to(e sample) window {
-	return window{wall: e.wall.Sub(s.wall), proc: e.proc - s.proc, redis: e.redis - s.redis, allocs: e.allocs - s.allocs}
+	return window{wall: e.wall.Sub(s.wall), proc: e.proc - s.proc, redis: e.redis - s.redis, child: e.child - s.child,
+		allocs: e.allocs - s.allocs}
 }
 
 // heapAllocs returns the heap allocations this process has made so far
@@ -62,6 +71,35 @@ func (w window) perJob(n int) (proc, redis float64) {
 // pct returns the CPU of the process and of Redis in percent of one core.
 func (w window) pct() (proc, redis float64) {
 	return 100 * w.proc.Seconds() / w.wall.Seconds(), 100 * w.redis.Seconds() / w.wall.Seconds()
+}
+
+// childCPU returns the CPU time (user + system) process pid has used, from
+// /proc/<pid>/stat (clock ticks of 10 ms); 0 for pid 0 or where it cannot
+// be read.
+func childCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces, in parentheses):
+	// state is the 3rd field, utime the 14th, stime the 15th.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 func procCPU() time.Duration {

@@ -53,6 +53,12 @@ func writeTable(file string, f *figures, loadStart, loadEnd float64, args []stri
 		fmt.Fprintf(&b, "\nasynq's worker + Redis CPU per job is %.1fx leasehold's; one Redis core allows %s leasehold jobs/s.\n",
 			r, cell(f, "leasehold_redis_bound_jobs_per_s", "%.0f"))
 	}
+	if all, ok := f.median("leasehold_all_cpu_us_per_job"); ok {
+		fmt.Fprintf(&b, "Worker, Redis and the embedded broker together take %.1f µs of CPU a leasehold job (the broker %s): the "+
+			"machine's %d cores allow %s jobs/s; asynq's worker and Redis allow %s.\n", all,
+			cell(f, "leasehold_broker_cpu_us_per_job", "%.1f µs"), runtime.NumCPU(),
+			cell(f, "leasehold_cpu_bound_jobs_per_s", "%.0f"), cell(f, "asynq_cpu_bound_jobs_per_s", "%.0f"))
+	}
 	if n, ok := f.median("longjobs_jobs"); ok {
 		fmt.Fprintf(&b, "\n%.0f long jobs held in one process (lease TTL 30 s), measured over a window after all started:\n\n", n)
 		b.WriteString("| long jobs | worker CPU (% of one core) | Redis CPU (% of one core) |\n|---|---|---|\n")

@@ -93,6 +93,9 @@ type Figures struct {
 	// Audit is what `worker audit` made of the jobs topic after the drain
 	// (nil: not audited). Its unaccounted records must be 0.
 	Audit *AuditFigures
+	// Attempts is what the keys' attempt histories say against their
+	// records (nil: not checked). Its mismatched keys must be 0.
+	Attempts *AttemptFigures
 }
 
 // MustBeZero returns `name=value` for each must-be-zero figure that is not.
@@ -113,6 +116,7 @@ func (f Figures) MustBeZero() []string {
 		{"partition_zombie_writes_after_newer_applied", f.zombieAfterNewer()},
 		{"audit_unaccounted", f.auditUnaccounted()},
 		{"share_records_unacknowledged", int(f.ShareUnacknowledged)},
+		{"attempt_history_mismatched", f.attemptsMismatched()},
 	} {
 		if x.v != 0 {
 			out = append(out, fmt.Sprintf("%s=%d", x.name, x.v))
@@ -157,6 +161,10 @@ func (f Figures) Write(w io.Writer) error {
 	lines = append(lines, f.partitionLines()...)
 	lines = append(lines, f.historyLines()...)
 	lines = append(lines, f.auditLines()...)
+	if a := f.Attempts; a != nil {
+		lines = append(lines, line{"attempt_history_keys", a.Keys, "keys"}, line{"attempt_history_attempts", a.Attempts, "attempts"},
+			line{"attempt_history_mismatched", a.Mismatched, "keys"})
+	}
 	lines = append(lines, f.soakLines()...)
 	lines = append(lines, line{"seed", f.Seed, "seed"})
 	for _, l := range lines {
@@ -172,6 +180,13 @@ type line struct {
 	name  string
 	value any
 	unit  string
+}
+
+func (f Figures) attemptsMismatched() int {
+	if f.Attempts == nil {
+		return 0
+	}
+	return f.Attempts.Mismatched
 }
 
 func (f Figures) historyIllegal() int {

@@ -191,7 +191,7 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 		return f, err
 	}
 	f.Controls = r.ctl.figures(r.hist.Operations())
-	if err := r.accountRecords(ctx, &f); err != nil {
+	if err := r.accountRecords(ctx, &f, rdb, jobs); err != nil {
 		return f, err
 	}
 	return f, nil
@@ -199,14 +199,18 @@ func (r *run) run(ctx context.Context) (Figures, error) {
 
 // accountRecords puts in f what became of the jobs topic's records: in
 // share mode, those the share group left unacknowledged; in every mode,
-// `worker audit`'s account.
-func (r *run) accountRecords(ctx context.Context, f *Figures) (err error) {
+// `worker audit`'s account and the jobs' attempt histories against their
+// records (checkAttempts).
+func (r *run) accountRecords(ctx context.Context, f *Figures, rdb *redis.Client, jobs []Job) (err error) {
 	f.Share = r.cfg.Share
 	f.DrainUnfinished = r.drainLeft
 	if f.ShareUnacknowledged, err = r.shareUnacknowledged(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	f.Audit, err = r.audit(ctx)
+	if f.Audit, err = r.audit(ctx); err != nil {
+		return err
+	}
+	f.Attempts, err = r.checkAttempts(ctx, rdb, jobs)
 	return err
 }
 
