@@ -222,8 +222,8 @@ func (s *Store) history(ctx context.Context, k string, fence uint64, ev string, 
 // first: at most WithHistory of them, for as long as its record is kept.
 // The first attempt of a key is kept in its record rather than in the
 // history list until another attempt starts (a job done at its first try
-// writes no list): History reads the list and the record in one
-// transaction and merges them.
+// writes no list): History reads the record, then the list, and merges
+// them.
 func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if err := ValidateKey(k, s.cfg.maxKey); err != nil {
 		return nil, err
@@ -237,8 +237,12 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	// The buckets Lookup reads, newest first, then the other layouts'.
 	base, n := s.windowRange(s.cfg.windows, true)
 	olds := s.otherWindows(others)
-	p := s.c.TxPipeline()
-	list := p.LRange(ctx, s.historyKey(tag, k), 0, -1)
+	// One pipeline, the record first: the server runs it in order, and an
+	// entry moves only from the record to the list (a claim, a reset), so a
+	// move between the two reads leaves it in the list read second, where the
+	// merge finds it by its fence. No MULTI: the project's least-privilege
+	// ACL (+@read +@write +@scripting) does not allow it.
+	p := s.c.Pipeline()
 	recs := make([]*redis.StringCmd, 0, n+len(olds))
 	for i := n - 1; i >= 0; i-- {
 		recs = append(recs, p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field()))
@@ -246,6 +250,7 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	for _, o := range olds {
 		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
 	}
+	list := p.LRange(ctx, s.historyKey(tag, k), 0, -1)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("idempotency: history: %w", classify(err))
 	}

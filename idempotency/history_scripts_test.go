@@ -388,3 +388,40 @@ func TestFirstAttemptHistoryInRecord(t *testing.T) {
 	whole(hs[0], done, "host/1", string(outcome.Completed))
 	whole(hs[1], again, "host/3", "")
 }
+
+// TestHistoryLeastPrivilegeUser: a store whose Redis user has the project's
+// least-privilege ACL (+@read +@write +@scripting +@connection +time, no
+// MULTI) writes and reads a key's history: the first attempt from its
+// record, a retry's from the list.
+func TestHistoryLeastPrivilegeUser(t *testing.T) {
+	t.Parallel()
+	const user, password = "lh-history", "s3cret-h"
+	srv := testkit.StartRedis(t, testkit.WithACLUser(user, password, testkit.ProjectACLRules("h:")...))
+	o := srv.Options()
+	o.Username, o.Password = user, password
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	e := setupOn(t, c, "h:", []Opt{WithMaxmemoryPolicy("noeviction")})
+	ctx := t.Context()
+	first := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: "host/1"}})[0]
+	if first.Err != nil || first.Outcome != Acquired {
+		t.Fatalf("claim: %+v", first)
+	}
+	if hs, err := e.s.History(ctx, "k"); err != nil || len(hs) != 1 || hs[0].Fence != first.Fence || hs[0].Worker != "host/1" {
+		t.Fatalf("history of a running first attempt = %+v, %v", hs, err)
+	}
+	if err := e.s.Fail(ctx, first, Retryable, errors.New("timeout")); err != nil {
+		t.Fatal(err)
+	}
+	second := e.s.ClaimBatch(ctx, []Request{{Key: "k", Fingerprint: fp("a"), Worker: "host/2"}})[0]
+	if second.Err != nil || second.Outcome != Acquired {
+		t.Fatalf("second claim: %+v", second)
+	}
+	if err := e.s.Complete(ctx, second, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.s.History(ctx, "k")
+	if err != nil || len(hs) != 2 || hs[0].Worker != "host/1" || hs[1].Worker != "host/2" || hs[1].End != string(outcome.Completed) {
+		t.Fatalf("history = %+v, %v", hs, err)
+	}
+}
