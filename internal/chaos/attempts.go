@@ -29,6 +29,7 @@ type AttemptFigures struct {
 // with the record; the first few are logged with the reason.
 func (r *run) checkAttempts(ctx context.Context, rdb *redis.Client, jobs []Job) (*AttemptFigures, error) {
 	in := inspect.New(rdb, inspect.WithPrefix("lh:"))
+	defer func() { _ = in.Close(context.WithoutCancel(ctx)) }() // its lease Manager's renewer
 	var (
 		mu sync.Mutex
 		f  AttemptFigures
