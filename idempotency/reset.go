@@ -55,7 +55,9 @@ type ResetResult struct {
 // first claim (attempt 1): a COMPLETED or FAILED outcome is no longer
 // replayed and a payload of another fingerprint is no longer refused. The
 // record (in every bucket a claim reads), the heartbeat details and the
-// external result are deleted in one script (lua/idem_reset.lua).
+// external result are deleted in one script (lua/idem_reset.lua). The key's
+// attempt history stays (History): a first attempt's entry the record carries
+// moves into it first.
 //
 // A live lease refuses the reset with a *ResetHeldError unless force is set;
 // forced, the lease is ended too: its holder loses it at its next renewal,
