@@ -291,8 +291,9 @@ func round(ctx context.Context, c config, f *figures, rdb *redis.Client, addr, d
 		}
 		if s.name == "leasehold" {
 			f.add("leasehold_redis_bound_jobs_per_s", 1e6/red, 0, "jobs/s")
-			all := proc + red + float64(w.child.Microseconds())/float64(jobs)
-			f.add("leasehold_broker_cpu_us_per_job", all-proc-red, 1, "us")
+			broker := float64(w.child.Microseconds()) / float64(jobs)
+			all := proc + red + broker
+			f.add("leasehold_broker_cpu_us_per_job", broker, 1, "us")
 			f.add("leasehold_all_cpu_us_per_job", all, 1, "us")
 			f.add("leasehold_cpu_bound_jobs_per_s", float64(runtime.NumCPU())*1e6/all, 0, "jobs/s")
 			if c.cmdstats {
