@@ -110,15 +110,15 @@ func (h *finishHook) around(send func() error, cmds []redis.Cmder) error {
 }
 
 // isRenewal reports whether c is part of a lease renewal: the script's call,
-// or the HMGET that reads a lease's owner after its PEXPIRE (the plain
+// or the GETEX that extends a lease and reads its owner (the plain
 // commands' path, internal/leasing/renew_native.go).
 func isRenewal(c redis.Cmder) bool {
 	a := c.Args()
 	switch {
 	case len(a) > 1 && fmt.Sprint(a[0]) == "evalsha":
 		return fmt.Sprint(a[1]) == scripts.LeaseRenew.Hash()
-	case len(a) == 5 && fmt.Sprint(a[0]) == "hmget":
-		return fmt.Sprint(a[2:]) == "[tok fen cx]"
+	case len(a) > 1 && fmt.Sprint(a[0]) == "getex":
+		return true
 	}
 	return false
 }
@@ -127,20 +127,21 @@ func isRenewal(c redis.Cmder) bool {
 const thiefToken = "thief"
 
 // renewed records the answers of a renew pipeline for the watched keys: the
-// script's statuses, or for the plain commands what the HMGET read: no owner
+// script's statuses, or for the plain commands what the GETEX read: no owner
 // (LeaseNoOwner), the thief's token (LeaseOtherOwner), the holder's (LeaseOK).
 func (h *finishHook) renewed(cmds []redis.Cmder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.renewals++
 	for _, c := range cmds {
-		if read, ok := c.(*redis.SliceCmd); ok && isRenewal(c) {
-			if k := fmt.Sprint(c.Args()[1]); h.watch[k] && read.Err() == nil {
+		if read, ok := c.(*redis.StringCmd); ok && isRenewal(c) {
+			err := read.Err()
+			if k := fmt.Sprint(c.Args()[1]); h.watch[k] && (err == nil || errors.Is(err, redis.Nil)) {
 				code := int64(scripts.LeaseOK)
 				switch v := read.Val(); {
-				case len(v) == 0 || v[0] == nil:
+				case errors.Is(err, redis.Nil):
 					code = scripts.LeaseNoOwner
-				case v[0] == thiefToken:
+				case strings.HasPrefix(v, thiefToken+" "):
 					code = scripts.LeaseOtherOwner
 				}
 				h.answers[k] = append(h.answers[k], code)
@@ -406,7 +407,7 @@ func TestFinishRefusedReportsLoss(t *testing.T) {
 			stolen := e.m.Key(ls[0].Name())
 			h.set(func() {
 				// Taken by another owner just before the script runs.
-				if err := e.c.HSet(t.Context(), stolen, "tok", thiefToken).Err(); err != nil {
+				if err := e.c.Do(t.Context(), "set", stolen, thiefToken+" 1 60000", "keepttl").Err(); err != nil {
 					t.Error(err)
 				}
 			}, func(err error) error {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/lease"
 )
 
 // MaxLookupBatch bounds the keys of one LookupStates call: one pipeline of
@@ -32,8 +33,7 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 	base, n := s.windowRange(s.cfg.windows, true)
 	infos = make([]Info, len(keys))
 	recs := make([][]*redis.StringCmd, len(keys))
-	leases := make([]*redis.SliceCmd, len(keys))
-	ttls := make([]*redis.DurationCmd, len(keys))
+	leases := make([]*lease.PeekCmd, len(keys))
 	p := s.c.Pipeline()
 	for i, k := range keys {
 		infos[i].Key = k
@@ -51,8 +51,7 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 			recs[i] = append(recs[i], p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
 		}
 		leaseKey := s.m.Key(tag + ":" + k)
-		leases[i] = p.HMGet(ctx, leaseKey, "tok", "fen")
-		ttls[i] = p.PTTL(ctx, leaseKey)
+		leases[i] = lease.Peek(ctx, p, leaseKey)
 	}
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("idempotency: lookup: %w", classify(err))
@@ -61,7 +60,7 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 		if leases[i] == nil {
 			continue
 		}
-		if derr := fillState(&infos[i], recs[i], leases[i], ttls[i]); derr != nil {
+		if derr := fillState(&infos[i], recs[i], leases[i]); derr != nil {
 			errs = setErr(errs, len(keys), i, derr)
 		}
 	}
@@ -69,14 +68,11 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 }
 
 // fillState decodes what LookupStates read for one key into info.
-func fillState(info *Info, recs []*redis.StringCmd, lh *redis.SliceCmd, lttl *redis.DurationCmd) error {
-	if v := lh.Val(); len(v) == 2 {
-		if tok, _ := v[0].(string); tok != "" {
-			fen, _ := v[1].(string)
-			info.Leased = true
-			info.LeaseFence, _ = strconv.ParseUint(fen, 10, 64)
-			info.Remaining = max(lttl.Val(), 0)
-		}
+func fillState(info *Info, recs []*redis.StringCmd, lh *lease.PeekCmd) error {
+	if h, ok := lh.Holder(); ok {
+		info.Leased = true
+		info.LeaseFence = h.Fence
+		info.Remaining = h.Remaining
 	}
 	for _, c := range recs {
 		raw, err := c.Result()

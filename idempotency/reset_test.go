@@ -3,6 +3,7 @@ package idempotency
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,7 +95,12 @@ func TestResetRefusedAheadOfClock(t *testing.T) {
 	c := e.claim(t, "k", fp("a"), Acquired)
 	leaseKey := e.m.Key(e.s.LeaseName("k"))
 	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
-	if err := e.c.HSet(ctx, leaseKey, "fen", strconv.FormatUint(ahead, 10)).Err(); err != nil {
+	held := strings.Fields(e.c.Get(ctx, leaseKey).Val()) // token, fence, TTL
+	if len(held) != 3 {
+		t.Fatalf("lease key holds %q", held)
+	}
+	held[1] = strconv.FormatUint(ahead, 10)
+	if err := e.c.Do(ctx, "set", leaseKey, strings.Join(held, " "), "keepttl").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.s.Reset(ctx, "k", true); !errors.Is(err, ErrResetClock) {

@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -45,19 +44,6 @@ func TestFenceIncreasesAcrossExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		testkit.Eventually(t, 5*time.Second, "key expired", func() bool { return c.Exists(ctx, m.Key("exp")).Val() == 0 })
-	}
-}
-
-// A hash left without an owner but with a fence ahead of server time (as
-// another script may leave it) still yields a greater fence.
-func TestFenceAboveStoredFence(t *testing.T) {
-	t.Parallel()
-	m, c, _ := setup(t, lease.WithTTL(3*time.Second))
-	ctx := context.Background()
-	const ahead = uint64(1) << 52
-	c.HSet(ctx, m.Key("ahead"), "fen", strconv.FormatUint(ahead, 10))
-	if l := acquire(t, m, "ahead"); l.Fence() != ahead+1 {
-		t.Fatalf("fence %d, want %d", l.Fence(), ahead+1)
 	}
 }
 

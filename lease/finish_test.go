@@ -394,9 +394,7 @@ func TestFinishOnRedis(t *testing.T) {
 	if err := leasing.BeginFinish(r); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.HSet(ctx, m.Key(r.Name()), "tok", "thief").Err(); err != nil {
-		t.Fatal(err)
-	}
+	steal(t, c, m.Key(r.Name()))
 	// Two answers: the round of the first has been handled.
 	testkit.Eventually(t, 5*time.Second, "renewals answered stolen", func() bool { return b.count(lease.ErrStolen) >= 2 })
 	if err := r.Err(); err != nil {

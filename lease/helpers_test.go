@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -257,4 +258,19 @@ func newClient(t *testing.T, opt *redis.Options) *redis.Client {
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// steal overwrites the lease key with another owner's (token "thief"), its
+// expiry kept: what a takeover behind the holder's back leaves.
+func steal(t *testing.T, c redis.UniversalClient, key string) {
+	t.Helper()
+	if err := c.Do(context.Background(), "set", key, "thief 1 60000", "keepttl").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holder returns the owner token stored in the lease key ("" when none).
+func holder(c redis.UniversalClient, key string) string {
+	tok, _, _ := strings.Cut(c.Get(context.Background(), key).Val(), " ")
+	return tok
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/internal/leasing"
@@ -47,12 +46,12 @@ func TestAcquireHeldRelease(t *testing.T) {
 	if l.Name() != "job" || leasing.Token(l) == "" || l.Fence() == 0 || l.Err() != nil || isDone(l) {
 		t.Fatalf("new lease: name %q token %q fence %d err %v", l.Name(), leasing.Token(l), l.Fence(), l.Err())
 	}
-	h, err := c.HGetAll(ctx, m1.Key("job")).Result()
+	h, err := c.Get(ctx, m1.Key("job")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"tok": leasing.Token(l), "fen": strconv.FormatUint(l.Fence(), 10)}, h); diff != "" {
-		t.Fatalf("lease hash (-want +got):\n%s", diff)
+	if want := leasing.Token(l) + " " + strconv.FormatUint(l.Fence(), 10) + " " + strconv.FormatInt(ttl.Milliseconds(), 10); h != want {
+		t.Fatalf("lease key %q, want %q", h, want)
 	}
 	if pttl := c.PTTL(ctx, m1.Key("job")).Val(); pttl <= 0 || pttl > ttl {
 		t.Fatalf("PTTL = %s, want in (0, %s]", pttl, ttl)
@@ -145,7 +144,7 @@ func TestNonOwnerReleaseRefused(t *testing.T) {
 	key := m.Key("job")
 	b := lease.NewRedisBackend(c, prefix)
 
-	before := c.HGetAll(ctx, key).Val()
+	before := c.Get(ctx, key).Val()
 	for _, tc := range []struct {
 		name  string
 		token string
@@ -158,8 +157,8 @@ func TestNonOwnerReleaseRefused(t *testing.T) {
 			t.Errorf("%s: Release = %v, want ErrStolen", tc.name, err)
 		}
 	}
-	if diff := cmp.Diff(before, c.HGetAll(ctx, key).Val()); diff != "" {
-		t.Fatalf("refused releases changed the lease (-before +after):\n%s", diff)
+	if after := c.Get(ctx, key).Val(); after != before {
+		t.Fatalf("refused releases changed the lease from %q to %q", before, after)
 	}
 	if l.Err() != nil {
 		t.Fatalf("lease lost: %v", l.Err())
@@ -167,15 +166,15 @@ func TestNonOwnerReleaseRefused(t *testing.T) {
 
 	// Now another owner really takes the key: the old holder's Release is
 	// refused, changes nothing, and reports the loss.
-	c.HSet(ctx, key, "tok", "new-owner", "fen", strconv.FormatUint(l.Fence()+1, 10))
-	stolen := c.HGetAll(ctx, key).Val()
+	c.Set(ctx, key, "new-owner "+strconv.FormatUint(l.Fence()+1, 10)+" 3000", 3*time.Second)
+	stolen := c.Get(ctx, key).Val()
 	lost := make(chan error, 1)
 	l.OnLost(func(err error) { lost <- err })
 	if err := l.Release(ctx); !errors.Is(err, lease.ErrStolen) || !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Release of a stolen lease = %v, want ErrStolen", err)
 	}
-	if diff := cmp.Diff(stolen, c.HGetAll(ctx, key).Val()); diff != "" {
-		t.Fatalf("refused release changed the new owner's lease (-before +after):\n%s", diff)
+	if after := c.Get(ctx, key).Val(); after != stolen {
+		t.Fatalf("refused release changed the new owner's lease from %q to %q", stolen, after)
 	}
 	if err := <-lost; !errors.Is(err, lease.ErrStolen) {
 		t.Fatalf("OnLost got %v", err)
@@ -222,7 +221,7 @@ func TestFenced(t *testing.T) {
 
 	// The lease is taken over behind the holder's back: its fenced write is
 	// refused, returns ErrLost, and ends the lease.
-	c.HSet(ctx, m.Key("{job}"), "tok", "new-owner")
+	steal(t, c, m.Key("{job}"))
 	_, err = leasing.Fenced(ctx, m, l, s, []string{out}, "zombie")
 	if !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Fenced by a zombie = %v, want ErrLost", err)
@@ -262,7 +261,7 @@ func TestShutdown(t *testing.T) {
 				if !isDone(l) || !errors.Is(l.Err(), lease.ErrClosed) || !errors.Is(context.Cause(l.Context()), lease.ErrClosed) {
 					t.Fatalf("lease after Shutdown: %v", l.Err())
 				}
-				tok := c.HGet(ctx, m.Key(l.Name()), "tok").Val()
+				tok := holder(c, m.Key(l.Name()))
 				if leave && tok != leasing.Token(l) {
 					t.Fatalf("left lease %q not in Redis (tok %q)", l.Name(), tok)
 				}

@@ -31,7 +31,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := m.Acquire(ctx, "a"); err == nil {
 		t.Fatal("acquired a held lease")
 	}
-	c.HSet(ctx, m.Key("b"), "tok", "thief")
+	steal(t, c, m.Key("b"))
 	waitDone(t, b, time.Second)
 	time.Sleep(2 * interval)
 

@@ -28,7 +28,7 @@ func TestLeaseSurvivesRenewals(t *testing.T) {
 		t.Fatalf("lease lost during 5 TTLs: %v", l.Err())
 	case <-time.After(5 * ttl):
 	}
-	if tok := c.HGet(context.Background(), m.Key("long"), "tok").Val(); tok != leasing.Token(l) {
+	if tok := holder(c, m.Key("long")); tok != leasing.Token(l) {
 		t.Fatalf("owner in Redis = %q, want ours", tok)
 	}
 	if d := l.Deadline(); d.Sub(first) < 3*ttl {
@@ -51,7 +51,7 @@ func TestLostOnRenewal(t *testing.T) {
 		steal func(key string) error
 		want  error
 	}{
-		{"overwritten", func(key string) error { return c.HSet(ctx, key, "tok", "thief").Err() }, lease.ErrStolen},
+		{"overwritten", func(key string) error { return c.Do(ctx, "set", key, "thief 1 3000", "keepttl").Err() }, lease.ErrStolen},
 		{"deleted", func(key string) error { return c.Del(ctx, key).Err() }, lease.ErrExpired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,12 +28,11 @@ func TestLeaseScripts(t *testing.T) {
 		}
 		return v
 	}
-	hash := func() map[string]string { return c.HGetAll(ctx, key).Val() }
-	reset := func(fields ...any) {
+	value := func() string { return c.Get(ctx, key).Val() }
+	reset := func(v string) {
 		c.Del(ctx, key)
-		if len(fields) > 0 {
-			c.HSet(ctx, key, fields...)
-			c.PExpire(ctx, key, time.Minute)
+		if v != "" {
+			c.Set(ctx, key, v, time.Minute)
 		}
 	}
 	now := func() uint64 {
@@ -41,7 +41,7 @@ func TestLeaseScripts(t *testing.T) {
 	}
 
 	t.Run("acquire", func(t *testing.T) {
-		reset()
+		reset("")
 		before := now()
 		got := run(scripts.LeaseAcquire, "tok1", 5000).([]any)
 		if got[0] != int64(scripts.LeaseOK) {
@@ -51,8 +51,8 @@ func TestLeaseScripts(t *testing.T) {
 		if fen < before || fen > now() {
 			t.Fatalf("fence %d is not the server time in µs (%d..)", fen, before)
 		}
-		if diff := cmp.Diff(map[string]string{"tok": "tok1", "fen": got[1].(string)}, hash()); diff != "" {
-			t.Fatal(diff)
+		if v := value(); v != "tok1 "+got[1].(string)+" 5000" {
+			t.Fatalf("lease key %q, want %q", v, "tok1 "+got[1].(string)+" 5000")
 		}
 		if p := c.PTTL(ctx, key).Val().Milliseconds(); p <= 4000 || p > 5000 {
 			t.Fatalf("PTTL %d ms", p)
@@ -63,22 +63,15 @@ func TestLeaseScripts(t *testing.T) {
 		if got[0] != int64(scripts.LeaseOtherOwner) || got[1] != "tok1" || got[2].(int64) <= 0 {
 			t.Fatalf("held key: %v", got)
 		}
-		if hash()["tok"] != "tok1" {
-			t.Fatal("acquire of a held key changed it")
+		if v := value(); !strings.HasPrefix(v, "tok1 ") {
+			t.Fatalf("acquire of a held key changed it to %q", v)
 		}
 
-		// A stored fence behind server time: server time wins.
-		reset("fen", "5")
-		got = run(scripts.LeaseAcquire, "tok3", 5000).([]any)
-		if fen, _ := strconv.ParseUint(got[1].(string), 10, 64); got[0] != int64(scripts.LeaseOK) || fen <= 5 || fen < before {
-			t.Fatalf("stored fence behind: %v", got)
-		}
-		// A stored fence ahead of server time: previous + 1.
-		ahead := now() + 1_000_000_000
-		reset("fen", strconv.FormatUint(ahead, 10))
-		got = run(scripts.LeaseAcquire, "tok4", 5000).([]any)
-		if got[0] != int64(scripts.LeaseOK) || got[1] != strconv.FormatUint(ahead+1, 10) {
-			t.Fatalf("stored fence ahead: %v, want %d", got, ahead+1)
+		// Released, then taken again: a greater fence.
+		c.Del(ctx, key)
+		got2 := run(scripts.LeaseAcquire, "tok3", 5000).([]any)
+		if fen2, _ := strconv.ParseUint(got2[1].(string), 10, 64); got2[0] != int64(scripts.LeaseOK) || fen2 <= fen {
+			t.Fatalf("acquire after a release: %v, want a fence above %d", got2, fen)
 		}
 	})
 
@@ -101,18 +94,20 @@ func TestLeaseScripts(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			for _, tc := range []struct {
 				name  string
-				state []any // hash fields; nil: no key
+				state string // the key's value; "": no key
 				want  int64
 			}{
-				{"owner", []any{"tok", "me", "fen", "7"}, scripts.LeaseOK},
-				{"no key", nil, scripts.LeaseNoOwner},
-				{"no owner", []any{"fen", "7"}, scripts.LeaseNoOwner},
-				{"other token", []any{"tok", "other", "fen", "7"}, scripts.LeaseOtherOwner},
-				{"other fence", []any{"tok", "me", "fen", "8"}, scripts.LeaseOtherOwner},
+				{"owner", "me 7 60000", scripts.LeaseOK},
+				{"owner, cancel asked", "me 7 60000 7 a reason", scripts.LeaseOK},
+				{"no key", "", scripts.LeaseNoOwner},
+				{"other token", "other 7 60000", scripts.LeaseOtherOwner},
+				{"other token, the caller's prefix", "mex 7 60000", scripts.LeaseOtherOwner},
+				{"other fence", "me 8 60000", scripts.LeaseOtherOwner},
+				{"other fence, the caller's prefix", "me 70 60000", scripts.LeaseOtherOwner},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					reset(tc.state...)
-					before := hash()
+					reset(tc.state)
+					before := value()
 					args := []any{"me", "7"}
 					if s.script == scripts.LeaseRenew {
 						args = append(args, 90_000)
@@ -121,17 +116,20 @@ func TestLeaseScripts(t *testing.T) {
 					if a, ok := got.([]any); ok && s.script == scripts.LeaseRenew && len(a) == 1 {
 						got = a[0] // one status a key
 					}
+					if s.script == scripts.LeaseRenew && tc.name == "owner, cancel asked" {
+						tc.want = scripts.LeaseCancelled
+					}
 					if got != tc.want {
 						t.Fatalf("status %v, want %d", got, tc.want)
 					}
-					if tc.want == scripts.LeaseOK {
+					if tc.want == scripts.LeaseOK || tc.want == scripts.LeaseCancelled {
 						s.after(t)
 						return
 					}
-					if diff := cmp.Diff(before, hash()); diff != "" {
-						t.Fatalf("refused call changed the key (-before +after):\n%s", diff)
+					if after := value(); after != before {
+						t.Fatalf("refused call changed the key from %q to %q", before, after)
 					}
-					if p := c.PTTL(ctx, key).Val().Milliseconds(); tc.state != nil && p > 60_000 {
+					if p := c.PTTL(ctx, key).Val().Milliseconds(); tc.state != "" && p > 60_000 {
 						t.Fatalf("refused call changed the TTL to %d ms", p)
 					}
 				})
@@ -146,12 +144,9 @@ func TestLeaseRenewMany(t *testing.T) {
 	c, prefix := testkit.SharedRedis(t)
 	ctx := context.Background()
 	keys := []string{prefix + "lease:{m}1", prefix + "lease:{m}2", prefix + "lease:{m}3", prefix + "lease:{m}4"}
-	c.HSet(ctx, keys[0], "tok", "a", "fen", "1")
-	c.HSet(ctx, keys[1], "tok", "other", "fen", "2")
-	c.HSet(ctx, keys[3], "tok", "d", "fen", "4")
-	for _, k := range []string{keys[0], keys[1], keys[3]} {
-		c.PExpire(ctx, k, time.Minute)
-	}
+	c.Set(ctx, keys[0], "a 1 60000", time.Minute)
+	c.Set(ctx, keys[1], "other 2 60000", time.Minute)
+	c.Set(ctx, keys[3], "d 4 60000", time.Minute)
 	got, err := scripts.LeaseRenew.Run(ctx, c, keys, "a", "1", 90_000, "b", "2", 90_000, "c", "3", 90_000, "d", "4", 120_000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +172,7 @@ func TestLeaseReleaseByToken(t *testing.T) {
 	c, prefix := testkit.SharedRedis(t)
 	ctx := context.Background()
 	key := prefix + "lease:{r}"
-	c.HSet(ctx, key, "tok", "me", "fen", "7")
+	c.Set(ctx, key, "me 7 60000", 0)
 	if got := scripts.LeaseRelease.Run(ctx, c, []string{key}, "other", "0").Val(); got != int64(scripts.LeaseOtherOwner) {
 		t.Fatalf("another token with fence 0: %v", got)
 	}

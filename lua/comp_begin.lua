@@ -27,8 +27,9 @@ if st == 'dead' and mode ~= 'retry' then
   return {4, n}
 end
 if mode == 'sweep' and (st == 'open' or st == 'sealed') then
-  local o = redis.call('HMGET', KEYS[3], 'tok', 'fen')
-  if o[1] == j[2] and o[2] == j[3] then
+  local o = redis.call('GET', KEYS[3])
+  local want = tostring(j[2]) .. ' ' .. tostring(j[3]) .. ' '
+  if o and string.sub(o, 1, #want) == want then
     return {5, n}
   end
   if st == 'sealed' then

@@ -24,7 +24,7 @@
 --
 -- With W = ARGV[5] windows and O = ARGV[6] other buckets passed, entry i
 -- (from 0) uses the keys from KEYS[i*(5+W+O)+1]:
---   +1            lease key: hash with tok (owner token) and fen (fence), PX = the entry's lease TTL
+--   +1            lease key (a string, lease_acquire.lua's layout), PX = the entry's lease TTL
 --   +2            heartbeat details key (string), read back on a retry or a takeover
 --   +3            external result key (string), read when the record's result lives there
 --   +4..+3+W      record buckets (hashes) of consecutive windows, the first being ARGV[1]
@@ -216,21 +216,19 @@ local function claim(k, a)
     prev = fen
     att = ra
   end
-  local owner = redis.call('HGET', KEYS[k], 'tok')
-  if owner then
-    return {3, owner, redis.call('PTTL', KEYS[k])}
-  end
   local fence = nowus
   if prev + 1 > fence then
     fence = prev + 1
   end
+  local fs = string.format('%.0f', fence)
+  -- Take the lease (lease_acquire.lua's layout) unless somebody holds it.
+  if not redis.call('SET', KEYS[k], ARGV[a + 2] .. ' ' .. fs .. ' ' .. ARGV[a + 3], 'NX', 'PX', ARGV[a + 3]) then
+    return {3, string.match(redis.call('GET', KEYS[k]), '^%S*'), redis.call('PTTL', KEYS[k])}
+  end
   if att < 65535 then
     att = att + 1
   end
-  redis.call('HSET', KEYS[k], 'tok', ARGV[a + 2], 'fen', string.format('%.0f', fence))
-  redis.call('PEXPIRE', KEYS[k], ARGV[a + 3])
   local b = KEYS[k + 3 + cw - base]
-  local fs = string.format('%.0f', fence)
   local entry = hmax > 0 and startEntry(a, fs, att)
   if entry and not rec then
     redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)

@@ -36,8 +36,9 @@
 --           lease lost (nothing written), -2 the windows passed do not cover
 --           Redis time, -3 another outcome already written by this fence
 --           (nothing written)
-local owner = redis.call('HMGET', KEYS[1], 'tok', 'fen')
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
+local owner = redis.call('GET', KEYS[1])
+local want = ARGV[1] .. ' ' .. ARGV[2] .. ' '
+if not owner or string.sub(owner, 1, #want) ~= want then
   local fence, want = tonumber(ARGV[2]), tonumber(ARGV[9])
   for k = 5, #KEYS do
     local v = redis.call('HGET', KEYS[k], ARGV[3])

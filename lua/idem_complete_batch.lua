@@ -128,8 +128,9 @@ local function carried(bk, field, f, x)
 end
 
 local function complete(k, a)
-  local owner = redis.call('HMGET', KEYS[k], 'tok', 'fen')
-  if owner[1] ~= ARGV[a] or owner[2] ~= ARGV[a + 1] then
+  local owner = redis.call('GET', KEYS[k])
+  local want = ARGV[a] .. ' ' .. ARGV[a + 1] .. ' '
+  if not owner or string.sub(owner, 1, #want) ~= want then
     local fence, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 5])
     for w = k + 4, k + 3 + nw do
       local v = redis.call('HGET', KEYS[w], ARGV[a + 2])

@@ -4,7 +4,7 @@
 -- renew round, instead of one call per heartbeat. On a Cluster every key of
 -- one call must be in one slot (the caller groups them).
 --
--- KEYS[2i-1]  lease key of entry i (a hash: tok = owner token, fen = fence)
+-- KEYS[2i-1]  lease key of entry i (a string: lease_acquire.lua)
 -- KEYS[2i]    heartbeat details key of entry i (string)
 -- ARGV[1]     time to keep the details, in milliseconds (the retention)
 -- ARGV[3i-1]  owner token of entry i
@@ -15,8 +15,9 @@
 local out = {}
 for i = 1, #KEYS / 2 do
   local a = 3 * i
-  local owner = redis.call('HMGET', KEYS[2 * i - 1], 'tok', 'fen')
-  if owner[1] ~= ARGV[a - 1] or owner[2] ~= ARGV[a] then
+  local owner = redis.call('GET', KEYS[2 * i - 1])
+  local want = ARGV[a - 1] .. ' ' .. ARGV[a] .. ' '
+  if not owner or string.sub(owner, 1, #want) ~= want then
     out[i] = -1
   else
     redis.call('SET', KEYS[2 * i], ARGV[a + 1], 'PX', ARGV[1])

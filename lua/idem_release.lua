@@ -21,8 +21,9 @@
 -- ARGV[7]   "1": delete the lease key
 -- Returns   1 released (or already released by this fence), -1 lease lost
 --           (nothing written)
-local owner = redis.call('HMGET', KEYS[1], 'tok', 'fen')
-if owner[1] ~= ARGV[1] or owner[2] ~= ARGV[2] then
+local owner = redis.call('GET', KEYS[1])
+local want = ARGV[1] .. ' ' .. ARGV[2] .. ' '
+if not owner or string.sub(owner, 1, #want) ~= want then
   local r = redis.call('HGET', KEYS[2], ARGV[3])
   if r and #r >= 8 then
     local st, f = struct.unpack('>BI7', r)

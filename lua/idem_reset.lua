@@ -12,7 +12,7 @@
 -- above all of them, under the assumption the claim script already makes:
 -- the server clock does not go back.
 --
--- KEYS[1]   lease key: hash with tok (owner token) and fen (fence)
+-- KEYS[1]   lease key (a string: lease_acquire.lua)
 -- KEYS[2]   heartbeat details key (string)
 -- KEYS[3]   external result key (string)
 -- KEYS[4]   the key's attempt history (list; entry layout: idem_history.lua)
@@ -62,11 +62,11 @@ local function moveEntry(hk, f, tr)
   redis.call('PEXPIRE', hk, ARGV[4])
 end
 
-local lease = redis.call('HMGET', KEYS[1], 'tok', 'fen')
-local leased = lease[1] ~= false
+local lease = redis.call('GET', KEYS[1])
+local leased = lease ~= false
 local fence = 0
 if leased then
-  fence = tonumber(lease[2]) or 0
+  fence = tonumber(string.match(lease, '^%S+ (%d+)')) or 0
   if not force then
     return {2, redis.call('PTTL', KEYS[1]), fence}
   end

@@ -1,10 +1,10 @@
 -- lease_renew.lua: extend the leases that the caller still holds, one or many
 -- in one call (every key must be in one Cluster slot when run on a Cluster).
--- Used where the server lacks PEXPIRE's GT flag (before Redis 7.0); elsewhere
--- the renewer sends plain commands (internal/leasing/renew_native.go).
--- KEYS[i]      the i-th lease key (a hash: tok = owner token, fen = fence,
---              cx = fence of the attempt an operator asked to cancel, if any;
---              see lease_cancel.lua)
+-- Used where the server lacks GETEX (before Redis 6.2); elsewhere the
+-- renewer sends one plain command a lease (internal/leasing/renew_native.go).
+-- KEYS[i]      the i-th lease key (a string '<token> <fence> <ttl ms>', then
+--              ' <cx> <reason>' when an operator asked the attempt under
+--              fence cx to cancel: lease_acquire.lua, lease_cancel.lua)
 -- ARGV[3i-2]   the caller's owner token for KEYS[i]
 -- ARGV[3i-1]   the caller's fence for KEYS[i], as a decimal string
 -- ARGV[3i]     the new TTL of KEYS[i] in milliseconds
@@ -17,14 +17,15 @@
 local out = {}
 for i = 1, #KEYS do
   local a = 3 * i
-  local cur = redis.call('HMGET', KEYS[i], 'tok', 'fen', 'cx')
-  if not cur[1] then
+  local cur = redis.call('GET', KEYS[i])
+  local want = ARGV[a - 2] .. ' ' .. ARGV[a - 1] .. ' '
+  if not cur then
     out[i] = 0
-  elseif cur[1] ~= ARGV[a - 2] or cur[2] ~= ARGV[a - 1] then
+  elseif string.sub(cur, 1, #want) ~= want then
     out[i] = 2
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[a])
-    if cur[3] == cur[2] then
+    if string.match(cur, '^%S+ %d+ %d+ (%d+)') == ARGV[a - 1] then
       out[i] = 3
     else
       out[i] = 1

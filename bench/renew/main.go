@@ -51,7 +51,7 @@ func main() {
 	steals := flag.Int("steals", 300, "leases stolen to measure loss detection")
 	flag.IntVar(&renewBatch, "batch", 0, "leases a renew batch (0: the Manager's default)")
 	flag.IntVar(&renewParallel, "parallel", 0, "renew batches in flight (0: the Manager's default)")
-	flag.BoolVar(&scriptPath, "script", false, "renew with the renew script (lease_renew.lua), as on a server without PEXPIRE's GT flag, instead of the plain commands")
+	flag.BoolVar(&scriptPath, "script", false, "renew with the renew script (lease_renew.lua), as on a server without GETEX, instead of the plain command")
 	flag.BoolVar(&prototype, "prototype", false, "also renew 10,000 keys of their own with renew_onefield.lua (owner and fence in one field, one TTL a call), alternating with the others")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the side-by-side rounds (renewer and PEXPIRE) to this file")
 	flag.Parse()
@@ -99,7 +99,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 	backend := lease.NewRedisBackend(client, prefix+"lh:")
 	if scriptPath {
 		// Without Check, the backend keeps the renew script (lease_renew.lua),
-		// as on a server without PEXPIRE's GT flag.
+		// as on a server without GETEX.
 		backend = struct{ lease.Backend }{backend}
 	}
 	m, err := lease.NewManagerWithBackend(backend, lease.WithTTL(ttl),
@@ -206,7 +206,7 @@ func run(addr string, n int, ttl time.Duration, rounds, steals int) error {
 		time.Sleep(time.Duration(mrand.Int64N(int64(window))))
 		stolen.Store(l, struct{}{})
 		at := time.Now()
-		if err := client.HSet(ctx, m.Key(l.Name()), "tok", "thief").Err(); err != nil {
+		if err := client.Do(ctx, "set", m.Key(l.Name()), "thief 1 60000", "keepttl").Err(); err != nil {
 			return err
 		}
 		select {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,8 +21,7 @@ func leaseStore(t *testing.T, ttl time.Duration) (*redis.Client, func(key, tok s
 	put := func(key, tok string) {
 		t.Helper()
 		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, key, "tok", tok, "fen", "1")
-			p.PExpire(ctx, key, ttl)
+			p.Set(ctx, key, tok+" 1 "+strconv.FormatInt(ttl.Milliseconds(), 10), ttl)
 			return nil
 		}); err != nil {
 			t.Fatal(err)

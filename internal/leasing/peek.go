@@ -21,36 +21,32 @@ type Holder struct {
 // PeekCmd is a read of one lease key queued on a pipeline by [Peek]; its
 // answer is valid once the pipeline ran.
 type PeekCmd struct {
-	h   *redis.SliceCmd
+	v   *redis.StringCmd
 	ttl *redis.DurationCmd
 }
 
 // Peek queues on p the read of the lease stored at key (a key from
-// [Manager.Key]): the one place outside the Lua scripts that reads the
-// lease layout (a hash: tok = owner token, fen = fence; PX = time left).
+// [Manager.Key]): with the renewer, the one place outside the Lua scripts
+// that reads the lease layout (a string '<token> <fence> <ttl ms>[ <cx>
+// <reason>]', lease_acquire.lua; PX = time left).
 func Peek(ctx context.Context, p redis.Pipeliner, key string) *PeekCmd {
-	return &PeekCmd{h: p.HMGet(ctx, key, "tok", "fen"), ttl: p.PTTL(ctx, key)}
+	return &PeekCmd{v: p.Get(ctx, key), ttl: p.PTTL(ctx, key)}
 }
 
 // Holder returns the lease read, and false when no lease is held there
 // (or the read failed: see Err).
 func (c *PeekCmd) Holder() (Holder, bool) {
-	v := c.h.Val()
-	if len(v) != 2 {
+	v, ok := parseValue(c.v.Val())
+	if !ok {
 		return Holder{}, false
 	}
-	tok, _ := v[0].(string)
-	if tok == "" {
-		return Holder{}, false
-	}
-	fs, _ := v[1].(string)
-	fen, _ := strconv.ParseUint(fs, 10, 64)
-	return Holder{Token: tok, Fence: fen, Remaining: max(c.ttl.Val(), 0)}, true
+	fen, _ := strconv.ParseUint(v.fence, 10, 64)
+	return Holder{Token: v.token, Fence: fen, Remaining: max(c.ttl.Val(), 0)}, true
 }
 
 // Err returns the error of the read, if any (a missing key is no error).
 func (c *PeekCmd) Err() error {
-	if err := c.h.Err(); err != nil && err != redis.Nil { //nolint:errorlint // redis.Nil is returned as is
+	if err := c.v.Err(); err != nil && err != redis.Nil { //nolint:errorlint // redis.Nil is returned as is
 		return err
 	}
 	return nil

@@ -2,6 +2,7 @@ package leasing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 type redisBackend struct {
 	c      redis.UniversalClient
 	prefix string
-	// native: the server takes PEXPIRE's GT flag, so renewals use plain
+	// native: the server takes GETEX, so renewals use plain
 	// commands (renew_native.go); set by Check, false until then.
 	native atomic.Bool
 }
@@ -108,7 +109,7 @@ func ownerErr(code int64) error {
 const maxRenewPerCall = 256
 
 // RenewBatch renews rs in one pipeline: with plain commands where the server
-// takes PEXPIRE's GT flag (renew_native.go), else with as few script calls as
+// takes GETEX (renew_native.go), else with as few script calls as
 // possible: on a single node, up to maxRenewPerCall leases a call; on a
 // Cluster (or any client that shards), one call per hash slot, since a script
 // may only touch one slot.
@@ -240,12 +241,15 @@ func (b *redisBackend) Check(ctx context.Context) error {
 	return b.probeNative(ctx)
 }
 
-// probeNative sets b.native when the server takes PEXPIRE's GT flag (Redis
-// 7.0), trying it on a key of the prefix that no lease uses (PEXPIRE on a
-// missing key changes nothing). A server that refuses the flag keeps the
-// script path.
+// probeNative sets b.native when the server takes GETEX (Redis 6.2), trying
+// it on a key of the prefix that no lease uses (GETEX on a missing key
+// changes nothing). A server that refuses the command keeps the script
+// path.
 func (b *redisBackend) probeNative(ctx context.Context) error {
-	err := b.c.Do(ctx, "pexpire", b.prefix+"probe:pexpire-gt", 1, "gt").Err()
+	err := b.c.GetEx(ctx, b.prefix+"probe:getex", time.Millisecond).Err()
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
 	if err != nil && Transient(err) {
 		return Classify(err)
 	}

@@ -3,77 +3,113 @@ package leasing
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Renewing without a script. A lease key is a hash whose owner token (tok) is
-// new with every acquisition and never written again by anyone else; only a
-// new acquisition replaces it. Renewing sends two plain commands a lease, in
-// this order, pipelined:
+// Renewing without a script. A lease key is a string '<token> <fence> <ttl
+// ms>', then ' <cx> <reason>' once an operator asked the attempt under fence
+// cx to cancel (lease_acquire.lua, lease_cancel.lua). Its token is new with
+// every acquisition and never written again by anyone else; only a new
+// acquisition replaces it. Renewing sends one plain command a lease,
+// pipelined:
 //
-//	PEXPIRE key ttl GT      extend the key's expiry, never shorten it
-//	HMGET key tok fen cx    then read who holds it
+//	GETEX key PX ttl     set the key's expiry to now + ttl and return its value
 //
-// If the HMGET answers the caller's token, the key held that token from the
-// caller's acquisition until the read (a token never comes back once
-// replaced), so the PEXPIRE before it extended the caller's own lease: the
-// lease is renewed. If it answers another token, the lease was stolen or
-// taken over, and the PEXPIRE may have extended the new holder's expiry to
-// at most now + ttl (GT never shortens it): the same bound the holder's own
-// renewal sets, and the caller stops renewing that key at once. A key that is
-// gone, or that has no owner, is lost (PEXPIRE on a missing key does
-// nothing). cx is the fence of an attempt an operator asked to cancel (see
-// lease_cancel.lua), as the script path reads it.
+// If the value starts with the caller's token and fence, the key held them
+// from the caller's acquisition until this command (a token never comes back
+// once replaced), so the expiry set was the caller's own lease's: the lease
+// is renewed. If it holds another token, the lease was stolen or taken over,
+// and the GETEX set the new holder's expiry to now + the caller's ttl, which
+// may be shorter than the holder's own: the renewer answers it at once with
+// PEXPIRE key <the holder's ttl, from its value>, which puts the expiry at or
+// past where the holder had it (its deadline was at most its last renewal +
+// its ttl), and stops renewing that key. A key that is gone is lost (GETEX
+// on a missing key does nothing).
 //
 // Each step is one of Redis's cheapest commands: the script path (one
 // lease_renew.lua call per up to maxRenewPerCall leases) spends most of its
 // time in the Lua interpreter, about three times a pipelined PEXPIRE; this
-// path costs about two (go run ./bench/renew). It needs PEXPIRE's GT flag
-// (Redis 7.0): [redisBackend.Check] probes for it, and a server without it
-// keeps the script path. No slot grouping is needed: every command names one
-// key, and a Cluster client's pipeline splits itself per node, keeping each
-// key's commands in order.
+// path costs about one (go run ./bench/renew). It needs GETEX (Redis 6.2):
+// [redisBackend.Check] probes for it, and a server without it keeps the
+// script path. No slot grouping is needed: every command names one key, and
+// a Cluster client's pipeline splits itself per node, keeping each key's
+// commands in order.
 
 // renewNative renews rs with the plain commands above, in one pipeline.
 func (b *redisBackend) renewNative(ctx context.Context, rs []Renewal) []RenewResult {
 	out := make([]RenewResult, len(rs))
 	pipe := b.c.Pipeline()
-	extends := make([]*redis.Cmd, len(rs))
-	reads := make([]*redis.SliceCmd, len(rs))
+	reads := make([]*redis.StringCmd, len(rs))
 	for i, r := range rs {
-		key := b.Key(r.Name)
-		extends[i] = pipe.Do(ctx, "pexpire", key, ms(r.TTL), "gt")
-		reads[i] = pipe.HMGet(ctx, key, "tok", "fen", "cx")
+		reads[i] = pipe.GetEx(ctx, b.Key(r.Name), r.TTL)
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	var restore redis.Pipeliner
 	for i, r := range rs {
-		if err := extends[i].Err(); err != nil {
-			out[i].Err = Classify(err) // not extended: transient, retried next round
-			continue
+		var holderTTL int64
+		out[i], holderTTL = nativeResult(r, reads[i])
+		if holderTTL > 0 {
+			if restore == nil {
+				restore = b.c.Pipeline()
+			}
+			restore.PExpire(ctx, b.Key(r.Name), time.Duration(holderTTL)*time.Millisecond)
 		}
-		out[i] = nativeResult(r, reads[i])
+	}
+	if restore != nil {
+		// Best effort: a failure leaves the new holder's expiry at now + the
+		// caller's ttl, which its own next renewal corrects.
+		_, _ = restore.Exec(ctx)
 	}
 	return out
 }
 
-// nativeResult reads one lease's HMGET answer.
-func nativeResult(r Renewal, read *redis.SliceCmd) RenewResult {
+// nativeResult reads one lease's GETEX answer. When another owner holds the
+// key it also returns that owner's TTL in milliseconds (0 when unreadable),
+// to put back.
+func nativeResult(r Renewal, read *redis.StringCmd) (RenewResult, int64) {
 	v, err := read.Result()
-	if err != nil {
-		return RenewResult{Err: Classify(err)}
-	}
-	if len(v) != 3 {
-		return RenewResult{Err: errors.New("lease: renew: HMGET answered a wrong number of fields")}
-	}
-	tok, _ := v[0].(string)
-	fen, _ := v[1].(string)
 	switch {
-	case v[0] == nil:
-		return RenewResult{Err: ErrExpired}
-	case tok != r.Token || fen != fenceArg(r.Fence):
-		return RenewResult{Err: ErrStolen}
+	case errors.Is(err, redis.Nil):
+		return RenewResult{Err: ErrExpired}, 0
+	case err != nil:
+		return RenewResult{Err: Classify(err)}, 0
 	}
-	cx, _ := v[2].(string)
-	return RenewResult{Cancelled: v[2] != nil && cx == fen}
+	h, ok := parseValue(v)
+	if !ok || h.token != r.Token || h.fence != fenceArg(r.Fence) {
+		return RenewResult{Err: ErrStolen}, h.ttl
+	}
+	return RenewResult{Cancelled: h.cancel == h.fence}, 0
+}
+
+// value is a lease key's string, split: token, fence (decimal text), the
+// holder's ttl in milliseconds, and the fence an operator asked to cancel
+// ("" for none).
+type value struct {
+	token, fence string
+	ttl          int64
+	cancel       string
+}
+
+// parseValue splits a lease key's string; false when it is not one.
+func parseValue(v string) (value, bool) {
+	parts := strings.SplitN(v, " ", 5)
+	if len(parts) < 3 || parts[0] == "" {
+		return value{}, false
+	}
+	if _, err := strconv.ParseUint(parts[1], 10, 64); err != nil {
+		return value{}, false
+	}
+	ttl, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || ttl <= 0 {
+		return value{}, false
+	}
+	out := value{token: parts[0], fence: parts[1], ttl: ttl}
+	if len(parts) > 3 {
+		out.cancel = parts[3]
+	}
+	return out, true
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
-// Both renewal paths (plain commands where the server takes PEXPIRE GT, the
-// script elsewhere) answer the same for every state a lease key can be in.
+// Both renewal paths (one plain command where the server takes GETEX, the
+// script elsewhere) answer the same for every state a lease key can be in,
+// and neither leaves another holder's expiry shorter than it was.
 func TestRenewPathsAgree(t *testing.T) {
 	t.Parallel()
 	c, prefix := testkit.SharedRedis(t)
@@ -22,30 +23,30 @@ func TestRenewPathsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !leasing.RenewsNatively(b) {
-			t.Fatal("Check did not find PEXPIRE GT on the test server (Redis 7.0 or newer)")
+			t.Fatal("Check did not find GETEX on the test server (Redis 6.2 or newer)")
 		}
 		if path == "script" {
 			leasing.UseScriptRenewal(b)
 		}
 		for _, tc := range []struct {
 			name      string
-			state     []any // hash fields; nil: no key
+			state     string // the key's value (2 min left); "": no key
 			wantErr   error
 			cancelled bool
 		}{
-			{"owner", []any{"tok", "me", "fen", "7"}, nil, false},
-			{"owner, cancel asked", []any{"tok", "me", "fen", "7", "cx", "7"}, nil, true},
-			{"owner, cancel of another attempt", []any{"tok", "me", "fen", "7", "cx", "6"}, nil, false},
-			{"no key", nil, leasing.ErrExpired, false},
-			{"no owner", []any{"fen", "7"}, leasing.ErrExpired, false},
-			{"other token", []any{"tok", "other", "fen", "8"}, leasing.ErrStolen, false},
-			{"other fence", []any{"tok", "me", "fen", "8"}, leasing.ErrStolen, false},
+			{"owner", "me 7 120000", nil, false},
+			{"owner, cancel asked", "me 7 120000 7 a reason", nil, true},
+			{"owner, cancel of another attempt", "me 7 120000 6 a reason", nil, false},
+			{"no key", "", leasing.ErrExpired, false},
+			{"other token", "other 8 120000", leasing.ErrStolen, false},
+			{"other token, this one's prefix", "mex 7 120000", leasing.ErrStolen, false},
+			{"other fence", "me 8 120000", leasing.ErrStolen, false},
+			{"other fence, this one's prefix", "me 70 120000", leasing.ErrStolen, false},
 		} {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
 				key := b.Key(tc.name)
-				if tc.state != nil {
-					c.HSet(ctx, key, tc.state...)
-					c.PExpire(ctx, key, 2*time.Minute) // longer than the renewal's TTL
+				if tc.state != "" {
+					c.Set(ctx, key, tc.state, 2*time.Minute) // longer than the renewal's TTL
 				}
 				res := b.RenewBatch(ctx, []leasing.Renewal{{Name: tc.name, Token: "me", Fence: 7, TTL: 90 * time.Second}})
 				if len(res) != 1 || !errors.Is(res[0].Err, tc.wantErr) || (tc.wantErr == nil && res[0].Err != nil) {
@@ -54,15 +55,16 @@ func TestRenewPathsAgree(t *testing.T) {
 				if res[0].Cancelled != tc.cancelled {
 					t.Fatalf("cancelled %v, want %v", res[0].Cancelled, tc.cancelled)
 				}
-				// A refused renewal leaves the expiry as it was (the plain
-				// commands may extend another holder's, never shorten it);
-				// an owner's is at least the renewal's TTL; no key is made.
+				// A refused renewal leaves the holder's expiry at least where
+				// it was (the plain path puts back the holder's own TTL after
+				// its GETEX); an owner's is at least the renewal's TTL; no
+				// key is made.
 				switch p := c.PTTL(ctx, key).Val(); {
-				case tc.state == nil && p != -2*time.Nanosecond:
+				case tc.state == "" && p != -2*time.Nanosecond:
 					t.Fatalf("renewal of a missing key left PTTL %s, want no key", p)
-				case tc.state != nil && tc.wantErr != nil && p < 110*time.Second:
+				case tc.state != "" && tc.wantErr != nil && p < 110*time.Second:
 					t.Fatalf("PTTL %s after a refused renewal, want the 2 min it had kept", p)
-				case tc.state != nil && p < 80*time.Second:
+				case tc.state != "" && p < 80*time.Second:
 					t.Fatalf("PTTL %s after the renewal, want at least about 90s", p)
 				}
 			})
@@ -70,8 +72,7 @@ func TestRenewPathsAgree(t *testing.T) {
 		// An owned lease is extended: its expiry set 1 s ahead becomes 90 s.
 		t.Run(path+"/extends", func(t *testing.T) {
 			key := b.Key("short")
-			c.HSet(ctx, key, "tok", "me", "fen", "7")
-			c.PExpire(ctx, key, time.Second)
+			c.Set(ctx, key, "me 7 1000", time.Second)
 			res := b.RenewBatch(ctx, []leasing.Renewal{{Name: "short", Token: "me", Fence: 7, TTL: 90 * time.Second}})
 			if res[0].Err != nil {
 				t.Fatal(res[0].Err)
@@ -98,9 +99,9 @@ func TestRenewBatchInOrder(t *testing.T) {
 		name := "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		switch i % 3 {
 		case 0:
-			c.HSet(ctx, b.Key(name), "tok", "me", "fen", "1")
+			c.Set(ctx, b.Key(name), "me 1 60000", 0)
 		case 1:
-			c.HSet(ctx, b.Key(name), "tok", "thief", "fen", "2")
+			c.Set(ctx, b.Key(name), "thief 2 60000", 0)
 			want[i] = leasing.ErrStolen
 		case 2:
 			want[i] = leasing.ErrExpired

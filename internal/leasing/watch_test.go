@@ -3,6 +3,7 @@ package leasing_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,7 +67,8 @@ func TestWatch(t *testing.T) {
 	w := newWatchLog()
 	leasing.Watch(l, w)
 	// An operator's cancel, as lease_cancel.lua stores it.
-	if err := c.HSet(ctx, m.Key("watched"), "cx", l.Fence(), "cr", "test").Err(); err != nil {
+	held := c.Get(ctx, m.Key("watched")).Val()
+	if err := c.Do(ctx, "set", m.Key("watched"), held+" "+strconv.FormatUint(l.Fence(), 10)+" test", "keepttl").Err(); err != nil {
 		t.Fatal(err)
 	}
 	w.waitCancelled(t)
@@ -78,7 +80,7 @@ func TestWatch(t *testing.T) {
 	leasing.Watch(l, w2)
 	w2.waitCancelled(t)
 	// The key stolen: the lease is lost, the (replacing) watcher told once.
-	if err := c.HSet(ctx, m.Key("watched"), "tok", "thief").Err(); err != nil {
+	if err := c.Do(ctx, "set", m.Key("watched"), "thief 1 60000", "keepttl").Err(); err != nil {
 		t.Fatal(err)
 	}
 	cause := w2.waitEnded(t)
