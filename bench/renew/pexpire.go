@@ -23,8 +23,8 @@ import (
 // this process's CPU over the round's window.
 type side struct {
 	wall, redisCmd, redisCPU, clientCPU time.Duration
-	calls                               int64         // top-level commands (EVALSHA, or HMGET and PEXPIRE) in the window
-	hmget, pexpire                      time.Duration // commandstats usec of HMGET and PEXPIRE (for a script: the calls it made)
+	calls                               int64         // top-level commands (EVALSHA, or GETEX and any PEXPIRE) in the window
+	read, pexpire                       time.Duration // commandstats usec of GETEX and GET, and of PEXPIRE (for a script: the calls it made)
 }
 
 // sideBySide alternates the Manager's renew rounds with pipelined PEXPIRE
@@ -163,7 +163,7 @@ func (r reading) to(e reading, cmd string) side {
 	usec := func(c string) time.Duration { return time.Duration(e.stats[c][1]-r.stats[c][1]) * time.Microsecond }
 	return side{
 		redisCmd:  usec(cmd),
-		hmget:     usec("hmget"),
+		read:      usec("getex") + usec("get"),
 		pexpire:   usec("pexpire"),
 		calls:     e.stats[cmd][0] - r.stats[cmd][0],
 		redisCPU:  time.Duration((e.redisCPU - r.redisCPU) * float64(time.Second)),
@@ -172,13 +172,14 @@ func (r reading) to(e reading, cmd string) side {
 }
 
 // toRenewal is [reading.to] for a renewer round, which runs either the renew
-// script (EVALSHA; the HMGET and PEXPIRE it calls are counted inside it) or
-// the plain commands (PEXPIRE GT and HMGET, no script).
+// script (EVALSHA; the GET and PEXPIRE it calls are counted inside it) or
+// the plain command (GETEX, and a PEXPIRE for a lease another owner holds;
+// no script).
 func (r reading) toRenewal(e reading) side {
 	s := r.to(e, "evalsha")
 	if s.calls == 0 {
-		s.redisCmd = s.hmget + s.pexpire
-		s.calls = e.stats["hmget"][0] - r.stats["hmget"][0] + e.stats["pexpire"][0] - r.stats["pexpire"][0]
+		s.redisCmd = s.read + s.pexpire
+		s.calls = e.stats["getex"][0] - r.stats["getex"][0] + e.stats["pexpire"][0] - r.stats["pexpire"][0]
 	}
 	return s
 }
@@ -223,13 +224,14 @@ func printSides(fig *benchkit.Figures, lh, px, pr []side) {
 		fig.Millis("renew_10k_"+s.name+"_client_cpu_ms", medianOf(s.ss, func(x side) time.Duration { return x.clientCPU }))
 		fig.Float("renew_10k_"+s.name+"_calls", float64(s.ss[len(s.ss)/2].calls), 0, "calls")
 	}
-	// Where the renewer's Redis time goes: its HMGET and PEXPIRE (called
-	// from the renew script, or sent as plain commands); the rest is the
-	// script's own (EVALSHA parsing 30,000 arguments, Lua, converting
-	// replies), zero on the plain commands' path.
-	fig.Millis("renew_10k_leasehold_hmget_ms", medianOf(lh, func(x side) time.Duration { return x.hmget }))
+	// Where the renewer's Redis time goes: its reads (GETEX on the plain
+	// command's path; the renew script's GET) and PEXPIREs (the script's;
+	// on the plain path only for leases another owner holds); the rest is
+	// the script's own (EVALSHA parsing 30,000 arguments, Lua, converting
+	// replies), zero on the plain path.
+	fig.Millis("renew_10k_leasehold_read_ms", medianOf(lh, func(x side) time.Duration { return x.read }))
 	fig.Millis("renew_10k_leasehold_pexpire_ms", medianOf(lh, func(x side) time.Duration { return x.pexpire }))
-	fig.Millis("renew_10k_leasehold_script_own_ms", medianOf(lh, func(x side) time.Duration { return x.redisCmd - x.hmget - x.pexpire }))
+	fig.Millis("renew_10k_leasehold_script_own_ms", medianOf(lh, func(x side) time.Duration { return x.redisCmd - x.read - x.pexpire }))
 	if len(pr) == 0 {
 		return
 	}
