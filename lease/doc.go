@@ -24,10 +24,13 @@
 //
 // # Keys
 //
-// With the Redis backend ([NewManager]), lease name N is a hash at
+// With the Redis backend ([NewManager]), lease name N is a string at
 // [Manager.Key](N) = prefix + "lease:{N}" (or prefix + "lease:N" when N already
-// contains a {hash tag}) with fields tok (the owner token) and fen (the fence,
-// decimal), expiring after the TTL (PEXPIRE). The scripts live in lua/.
+// contains a {hash tag}): "<token> <fence> <ttl ms>" (the owner token, the
+// fence in decimal, the TTL the holder renews with), then " <fence> <reason>"
+// once an operator asked that attempt to cancel; it expires after the TTL
+// and exists only while held. It is taken with SET NX PX and renewed with
+// GETEX PX. The scripts live in lua/.
 // Scripts of the module's other packages that write only while a lease is
 // held run behind the fence prelude (lua/fence_prelude.lua), which puts the lease key first in KEYS and
 // the token and fence first in ARGV, and check both in the same atomic step.

@@ -33,7 +33,7 @@ import (
 // before either fault, so nothing tells them apart; [Observer.Unmeasured]
 // counts those kills).
 //
-// It reads only the lease hash fields `tok` and the key's PTTL, per the
+// It reads only the owner token of each lease key (lease.Peek) and its PTTL, per the
 // lease key layout `<prefix>lease:...`.
 type Observer struct {
 	client  redis.UniversalClient
