@@ -499,3 +499,30 @@ func TestTerminalErrorTextIsBoundedAndMarked(t *testing.T) {
 		t.Fatal("unknown policy accepted")
 	}
 }
+
+// A lease key left in the layout of a leasehold from before lease keys
+// became strings (a hash) makes the claim fail, nothing written, with an
+// error that names the cause; once the old key is gone the key claims.
+func TestClaimOldLeaseLayoutNamed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := t.Context()
+	leaseKey := e.m.Key(e.s.LeaseName("old"))
+	if err := e.c.HSet(ctx, leaseKey, "tok", "old-worker", "fen", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.s.Claim(ctx, "old", fp("a"))
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "before lease keys became strings") {
+		t.Fatalf("Claim over an old-layout lease key: %v, want WRONGTYPE with its cause named", err)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Claim over an old-layout lease key: %v, read as an outage", err)
+	}
+	if info, lerr := e.s.Lookup(ctx, "old"); lerr != nil || info.State != Absent {
+		t.Fatalf("after the refused claim: %+v, %v; want no record", info, lerr)
+	}
+	if err := e.c.Del(ctx, leaseKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.claim(t, "old", fp("a"), Acquired)
+}

@@ -26,11 +26,24 @@ func Transient(err error) bool {
 }
 
 // Classify wraps a [Transient] error in [ErrUnavailable] and returns the rest
-// (redis.Nil, script errors, other replies) as they are. It is the one place
-// where errors of go-redis are read as an outage.
+// (redis.Nil, script errors, other replies) as they are, but for WRONGTYPE,
+// whose likely causes it names. It is the one place where errors of go-redis
+// are read as an outage.
 func Classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || !Transient(err) {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if !Transient(err) {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return fmt.Errorf("%w (%s)", err, wrongTypeHint)
+		}
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// wrongTypeHint names the likely causes of a WRONGTYPE reply on leasehold's
+// keys.
+const wrongTypeHint = "a key under leasehold's prefix holds another type: another program's key, " +
+	"or a lease key of a leasehold from before lease keys became strings, whose workers are stopped, " +
+	"not rolled: see docs/operations.md, Upgrades"

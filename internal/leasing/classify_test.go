@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -62,5 +63,19 @@ func TestNewSentinel(t *testing.T) {
 	}
 	if !errors.Is(err, leasing.ErrLost) || errors.Is(err, leasing.ErrUnavailable) {
 		t.Errorf("NewSentinel(..., ErrLost) matches the wrong parent")
+	}
+}
+
+// A WRONGTYPE reply keeps its class (no outage) and names its likely causes,
+// an older leasehold's lease keys among them.
+func TestClassifyWrongType(t *testing.T) {
+	t.Parallel()
+	err := reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+	got := leasing.Classify(err)
+	if !errors.Is(got, err) || errors.Is(got, leasing.ErrUnavailable) {
+		t.Fatalf("Classify(%v) = %v, want the same reply, not an outage", err, got)
+	}
+	if !strings.Contains(got.Error(), "before lease keys became strings") {
+		t.Fatalf("Classify(%v) = %q, which does not name an older leasehold's lease keys", err, got)
 	}
 }
