@@ -45,7 +45,10 @@ func (b *redisBackend) renewNative(ctx context.Context, rs []Renewal) []RenewRes
 	pipe := b.c.Pipeline()
 	reads := make([]*redis.StringCmd, len(rs))
 	for i, r := range rs {
-		reads[i] = pipe.GetEx(ctx, b.Key(r.Name), r.TTL)
+		// PX always, in milliseconds of at least 1 (ms): go-redis's GetEx
+		// would send PERSIST for a zero TTL, which makes a lease permanent.
+		reads[i] = redis.NewStringCmd(ctx, "getex", b.Key(r.Name), "px", ms(r.TTL))
+		_ = pipe.Process(ctx, reads[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	var restore redis.Pipeliner
