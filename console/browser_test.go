@@ -148,7 +148,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "the long job to start and the payment to be dead-lettered", func() bool {
 		return wd.longStarted.Load() == 1 && wd.w.Stats().DeadLettered == 1
 	})
-	ownerToken, err := wd.rdb.HGet(context.Background(), wd.prefix+"lease:"+leaseName(t, wd, "video-7"), "tok").Result()
+	held, err := wd.rdb.Get(context.Background(), wd.prefix+"lease:"+leaseName(t, wd, "video-7")).Result()
+	ownerToken, _, _ := strings.Cut(held, " ") // "<token> <fence> <ttl ms>"
 	if err != nil || ownerToken == "" {
 		t.Fatalf("read the owner token of video-7: %q %v", ownerToken, err)
 	}

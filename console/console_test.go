@@ -194,10 +194,11 @@ func TestJobsPagesAndSecrets(t *testing.T) {
 		if _, err := m.Acquire(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		tok, err := rdb.HGet(ctx, m.Key(name), "tok").Result()
+		held, err := rdb.Get(ctx, m.Key(name)).Result() // "<token> <fence> <ttl ms>"
 		if err != nil {
 			t.Fatal(err)
 		}
+		tok, _, _ := strings.Cut(held, " ")
 		tokens = append(tokens, tok)
 	}
 	srv := newServer(t, console.Config{Redis: rdb, KeyPrefix: prefix, PageSize: 25, Actions: true, Auth: console.Auth{Token: "ui-secret"}})

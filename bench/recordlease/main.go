@@ -1,8 +1,8 @@
 // Command recordlease measures what a record that carries its own lease would
 // save in Redis CPU, before anyone rewrites the library for it.
 //
-// Today a claim writes a lease key beside the key's record (HGET of the owner,
-// HSET and PEXPIRE at the claim, HMGET and DEL at the completion). The
+// Today a claim writes a lease key beside the key's record (one SET NX PX at
+// the claim, a GET and a DEL at the completion). The
 // prototype scripts in this directory (claim_record.lua, complete_record.lua)
 // keep the owner token and a deadline in the PROCESSING record instead and
 // check them against Redis TIME. The program runs, on a private redis-server,
