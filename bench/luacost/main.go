@@ -15,6 +15,8 @@
 //	lua_concat_us          an entry's JSON built by concatenation (idem_claim.lua's startEntry)
 //	lua_struct_pack_us     struct.pack of a record header
 //	lua_reply_table_us     one 7-element table in the reply (idem_claim.lua's answer an entry)
+//	lua_call_us            one EVALSHA of an empty script with one key and one argument, sent
+//	                       alone (a round trip: reading the request, running, writing the reply)
 //
 //	go run ./bench/luacost [-entries 64] [-calls 2000] [-rounds 5]
 package main
@@ -101,8 +103,17 @@ func run(entries, calls, rounds int) error {
 			got[p.name] = append(got[p.name], d)
 		}
 	}
+	var call []float64
+	for range rounds {
+		v, err := perEntry(ctx, c, script("", 1), 1, calls*entries/8, 1, 1)
+		if err != nil {
+			return fmt.Errorf("lua_call_us: %w", err)
+		}
+		call = append(call, v)
+	}
+	got["lua_call_us"] = call
 	fig := benchkit.NewFigures(os.Stdout)
-	for _, p := range pieces {
+	for _, p := range append(pieces, piece{name: "lua_call_us"}) {
 		v := got[p.name]
 		slices.Sort(v)
 		fig.Float(p.name, v[len(v)/2], 3, "us")
