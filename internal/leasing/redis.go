@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -61,6 +62,10 @@ func ms(d time.Duration) int64 { return max(1, d.Milliseconds()) }
 func fenceArg(f uint64) string { return strconv.FormatUint(f, 10) }
 
 func (b *redisBackend) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Grant, error) {
+	// The token is the first word of the lease key's value (lease_acquire.lua).
+	if token == "" || strings.IndexFunc(token, unicode.IsSpace) >= 0 {
+		return Grant{}, fmt.Errorf("%w: owner token %q is empty or has white space", ErrInvalid, token)
+	}
 	res, err := scripts.LeaseAcquire.Run(ctx, b.c, []string{b.Key(name)}, token, ms(ttl)).Slice()
 	if err != nil {
 		return Grant{}, Classify(err)

@@ -115,3 +115,23 @@ func TestRenewBatchInOrder(t *testing.T) {
 		}
 	}
 }
+
+// The owner token is the first word of a lease key's value: a token that is
+// empty or has white space is refused before anything is written.
+func TestAcquireRefusesSpacedToken(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	b := leasing.NewRedisBackend(c, prefix)
+	for _, tok := range []string{"", "a b", "a\tb", "tok\n"} {
+		if _, err := b.Acquire(ctx, "spaced", tok, time.Minute); !errors.Is(err, leasing.ErrInvalid) {
+			t.Errorf("Acquire with token %q: %v, want ErrInvalid", tok, err)
+		}
+	}
+	if n := c.Exists(ctx, b.Key("spaced")).Val(); n != 0 {
+		t.Fatal("a refused acquisition wrote the lease key")
+	}
+	if _, err := b.Acquire(ctx, "spaced", leasing.NewToken(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
