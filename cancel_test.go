@@ -221,8 +221,7 @@ func TestCancelCoversTakeover(t *testing.T) {
 	src, err := fs.ReadFile(lua.FS, "lease_cancel.lua")
 	must(t, err)
 	_, err = h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Eval(ctx, string(src), []string{lk, mk}, fmt.Sprint(j.fence), "test",
-			rs.s.Retention().Milliseconds())
+		p.Eval(ctx, string(src), []string{lk, mk}, fmt.Sprint(j.fence), rs.s.Retention().Milliseconds())
 		p.PExpire(ctx, lk, time.Millisecond)
 		return nil
 	})

@@ -13,7 +13,7 @@ import (
 func cancelAttempt(t *testing.T, e *env, c *Claim) {
 	t.Helper()
 	code, err := scripts.LeaseCancel.Run(t.Context(), e.c, []string{e.m.Key(c.Lease.Name()), e.s.CancelMarkKey(c.Key)},
-		strconv.FormatUint(c.Fence, 10), "test", e.s.Retention().Milliseconds()).Int64()
+		strconv.FormatUint(c.Fence, 10), e.s.Retention().Milliseconds()).Int64()
 	if err != nil || code != scripts.LeaseCancelStored {
 		t.Fatalf("cancel: %d, %v", code, err)
 	}

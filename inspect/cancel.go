@@ -72,7 +72,7 @@ func (i *Inspector) cancel(ctx context.Context, be *backend, key, reason string)
 	}
 	res.Fence = info.LeaseFence
 	lk, mk := be.m.Key(be.s.LeaseName(key)), be.s.CancelMarkKey(key)
-	code, err := scripts.LeaseCancel.Run(ctx, i.rdb, []string{lk, mk}, strconv.FormatUint(res.Fence, 10), reason,
+	code, err := scripts.LeaseCancel.Run(ctx, i.rdb, []string{lk, mk}, strconv.FormatUint(res.Fence, 10),
 		be.s.Retention().Milliseconds()).Int64()
 	switch {
 	case err != nil:

@@ -27,7 +27,7 @@
 // With the Redis backend ([NewManager]), lease name N is a string at
 // [Manager.Key](N) = prefix + "lease:{N}" (or prefix + "lease:N" when N already
 // contains a {hash tag}): "<token> <fence> <ttl ms>" (the owner token, the
-// fence in decimal, the TTL the holder renews with), then " <fence> <reason>"
+// fence in decimal, the TTL the holder renews with), then " <fence>"
 // once an operator asked that attempt to cancel; it expires after the TTL
 // and exists only while held. It is taken with SET NX PX and renewed with
 // GETEX PX. The scripts live in lua/.

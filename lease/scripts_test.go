@@ -98,7 +98,7 @@ func TestLeaseScripts(t *testing.T) {
 				want  int64
 			}{
 				{"owner", "me 7 60000", scripts.LeaseOK},
-				{"owner, cancel asked", "me 7 60000 7 a reason", scripts.LeaseOK},
+				{"owner, cancel asked", "me 7 60000 7", scripts.LeaseOK},
 				{"no key", "", scripts.LeaseNoOwner},
 				{"other token", "other 7 60000", scripts.LeaseOtherOwner},
 				{"other token, the caller's prefix", "mex 7 60000", scripts.LeaseOtherOwner},
@@ -184,5 +184,47 @@ func TestLeaseReleaseByToken(t *testing.T) {
 	}
 	if c.Exists(ctx, key).Val() != 0 {
 		t.Fatal("key still there")
+	}
+}
+
+// lease_cancel.lua appends the fence asked to the holder's value, its TTL
+// kept, only for the fence the lease has now; the reason is not stored.
+func TestLeaseCancelScript(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	key, mark := prefix+"lease:{c}", prefix+"mark:{c}"
+	run := func(fence string) int64 {
+		t.Helper()
+		v, err := scripts.LeaseCancel.Run(ctx, c, []string{key, mark}, fence, 60_000).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := run("7"); got != scripts.LeaseNoOwner {
+		t.Fatalf("no lease: %d", got)
+	}
+	c.Set(ctx, key, "me 7 30000", 30*time.Second)
+	if got := run("70"); got != scripts.LeaseOtherOwner {
+		t.Fatalf("another fence: %d", got)
+	}
+	if got := run("7"); got != scripts.LeaseCancelStored {
+		t.Fatalf("the lease's fence: %d", got)
+	}
+	if v := c.Get(ctx, key).Val(); v != "me 7 30000 7" {
+		t.Fatalf("lease key %q after the cancel, want %q", v, "me 7 30000 7")
+	}
+	if p := c.PTTL(ctx, key).Val(); p <= 20*time.Second || p > 30*time.Second {
+		t.Fatalf("PTTL %s after the cancel, want the 30 s kept", p)
+	}
+	if v := c.Get(ctx, mark).Val(); v != "7" {
+		t.Fatalf("cancel mark %q, want the fence", v)
+	}
+	if got := run("7"); got != scripts.LeaseCancelStored {
+		t.Fatalf("asked twice: %d", got)
+	}
+	if v := c.Get(ctx, key).Val(); v != "me 7 30000 7" {
+		t.Fatalf("lease key %q after a second cancel, want it unchanged", v)
 	}
 }

@@ -7,7 +7,7 @@
 --
 -- A lease key is a string, expiring with the lease (PX = the time left):
 --   '<token> <fence> <ttl ms>'                 held
---   '<token> <fence> <ttl ms> <cx> <reason>'   held, and an operator asked the
+--   '<token> <fence> <ttl ms> <cx>'            held, and an operator asked the
 --                                              attempt under fence cx to cancel
 --                                              (lease_cancel.lua)
 -- The token is the owner's (new with every acquisition, never written by

@@ -3,7 +3,7 @@
 -- Used where the server lacks GETEX (before Redis 6.2); elsewhere the
 -- renewer sends one plain command a lease (internal/leasing/renew_native.go).
 -- KEYS[i]      the i-th lease key (a string '<token> <fence> <ttl ms>', then
---              ' <cx> <reason>' when an operator asked the attempt under
+--              ' <cx>' when an operator asked the attempt under
 --              fence cx to cancel: lease_acquire.lua, lease_cancel.lua)
 -- ARGV[3i-2]   the caller's owner token for KEYS[i]
 -- ARGV[3i-1]   the caller's fence for KEYS[i], as a decimal string

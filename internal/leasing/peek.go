@@ -27,8 +27,8 @@ type PeekCmd struct {
 
 // Peek queues on p the read of the lease stored at key (a key from
 // [Manager.Key]): with the renewer, the one place outside the Lua scripts
-// that reads the lease layout (a string '<token> <fence> <ttl ms>[ <cx>
-// <reason>]', lease_acquire.lua; PX = time left).
+// that reads the lease layout (a string '<token> <fence> <ttl ms>', then
+// ' <cx>' once a cancel is asked: lease_acquire.lua; PX = time left).
 func Peek(ctx context.Context, p redis.Pipeliner, key string) *PeekCmd {
 	return &PeekCmd{v: p.Get(ctx, key), ttl: p.PTTL(ctx, key)}
 }

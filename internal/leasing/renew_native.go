@@ -11,7 +11,7 @@ import (
 )
 
 // Renewing without a script. A lease key is a string '<token> <fence> <ttl
-// ms>', then ' <cx> <reason>' once an operator asked the attempt under fence
+// ms>', then ' <cx>' once an operator asked the attempt under fence
 // cx to cancel (lease_acquire.lua, lease_cancel.lua). Its token is new with
 // every acquisition and never written again by anyone else; only a new
 // acquisition replaces it. Renewing sends one plain command a lease,
@@ -99,7 +99,7 @@ type value struct {
 
 // parseValue splits a lease key's string; false when it is not one.
 func parseValue(v string) (value, bool) {
-	parts := strings.SplitN(v, " ", 5)
+	parts := strings.SplitN(v, " ", 5) // a fifth part: written by a later layout, ignored
 	if len(parts) < 3 || parts[0] == "" {
 		return value{}, false
 	}

@@ -35,8 +35,8 @@ func TestRenewPathsAgree(t *testing.T) {
 			cancelled bool
 		}{
 			{"owner", "me 7 120000", nil, false},
-			{"owner, cancel asked", "me 7 120000 7 a reason", nil, true},
-			{"owner, cancel of another attempt", "me 7 120000 6 a reason", nil, false},
+			{"owner, cancel asked", "me 7 120000 7", nil, true},
+			{"owner, cancel of another attempt", "me 7 120000 6", nil, false},
 			{"no key", "", leasing.ErrExpired, false},
 			{"other token", "other 8 120000", leasing.ErrStolen, false},
 			{"other token, this one's prefix", "mex 7 120000", leasing.ErrStolen, false},

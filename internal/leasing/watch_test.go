@@ -68,7 +68,7 @@ func TestWatch(t *testing.T) {
 	leasing.Watch(l, w)
 	// An operator's cancel, as lease_cancel.lua stores it.
 	held := c.Get(ctx, m.Key("watched")).Val()
-	if err := c.Do(ctx, "set", m.Key("watched"), held+" "+strconv.FormatUint(l.Fence(), 10)+" test", "keepttl").Err(); err != nil {
+	if err := c.Do(ctx, "set", m.Key("watched"), held+" "+strconv.FormatUint(l.Fence(), 10), "keepttl").Err(); err != nil {
 		t.Fatal(err)
 	}
 	w.waitCancelled(t)
