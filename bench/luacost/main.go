@@ -3,9 +3,10 @@
 // private redis-server it runs small scripts, each a call over a batch of
 // entries (as the Store's calls are), and reads the Redis main thread's CPU
 // around them. Each piece is measured as the difference between a script
-// that does it once an entry and a baseline that passes the same keys and
-// arguments and does nothing else, so the per-call cost of EVALSHA cancels
-// out. It prints one figure a line (name=value unit), each the median of
+// that does it once an entry and a baseline that passes one key and one
+// argument an entry and does nothing else, so the per-call cost of EVALSHA
+// cancels out (for keys and arguments, the difference is divided by the
+// extra ones passed). It prints one figure a line (name=value unit), each the median of
 // -rounds rounds:
 //
 //	lua_key_us             passing one more key (a 30-byte KEYS element) an entry
@@ -36,23 +37,21 @@ import (
 )
 
 // piece is one thing measured: a script body run once an entry, with the
-// keys and arguments an entry passes, against a baseline passing the same.
+// keys and arguments an entry passes, against the baseline.
 type piece struct {
 	name       string
 	body       string // Lua run for entry i (1-based): keys from KEYS[(i-1)*k+1], args from ARGV[(i-1)*a+1]
-	keys, args int    // an entry's
-	baseKeys   int    // the baseline's keys an entry (to measure the cost of keys themselves)
-	baseArgs   int
+	keys, args int    // an entry's; the baseline passes one of each
 }
 
 var pieces = []piece{
-	{name: "lua_key_us", body: "", keys: 9, args: 1, baseKeys: 1, baseArgs: 1},
-	{name: "lua_arg_us", body: "", keys: 1, args: 9, baseKeys: 1, baseArgs: 1},
-	{name: "lua_hget_miss_us", body: "redis.call('HGET', KEYS[i], ARGV[i])", keys: 1, args: 1, baseKeys: 1, baseArgs: 1},
-	{name: "lua_number_text_us", body: "local x = string.format('%.0f', 1795734461411719 + i)", keys: 1, args: 1, baseKeys: 1, baseArgs: 1},
-	{name: "lua_concat_us", body: `local x = '{"f":"' .. ARGV[i] .. '","a":' .. i .. ',"s":' .. ARGV[i] .. ARGV[i] .. '}'`, keys: 1, args: 1, baseKeys: 1, baseArgs: 1},
-	{name: "lua_struct_pack_us", body: "local x = struct.pack('>BI7c8I2', 1, 1795734461411719, 'abcdefgh', 3)", keys: 1, args: 1, baseKeys: 1, baseArgs: 1},
-	{name: "lua_reply_table_us", body: "out[i] = {1, 1795734461411719, 1, 0, false, 20000, 0}", keys: 1, args: 1, baseKeys: 1, baseArgs: 1},
+	{name: "lua_key_us", body: "", keys: 9, args: 1},
+	{name: "lua_arg_us", body: "", keys: 1, args: 9},
+	{name: "lua_hget_miss_us", body: "redis.call('HGET', KEYS[i], ARGV[i])", keys: 1, args: 1},
+	{name: "lua_number_text_us", body: "local x = string.format('%.0f', 1795734461411719 + i)", keys: 1, args: 1},
+	{name: "lua_concat_us", body: `local x = '{"f":"' .. ARGV[i] .. '","a":' .. i .. ',"s":' .. ARGV[i] .. ARGV[i] .. '}'`, keys: 1, args: 1},
+	{name: "lua_struct_pack_us", body: "local x = struct.pack('>BI7c8I2', 1, 1795734461411719, 'abcdefgh', 3)", keys: 1, args: 1},
+	{name: "lua_reply_table_us", body: "out[i] = {1, 1795734461411719, 1, 0, false, 20000, 0}", keys: 1, args: 1},
 }
 
 func script(body string, perEntry int) *redis.Script {
@@ -89,16 +88,16 @@ func run(entries, calls, rounds int) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
-			base, err := perEntry(ctx, c, script("", p.baseArgs), entries, calls, p.baseKeys, p.baseArgs)
+			base, err := perEntry(ctx, c, script("", 1), entries, calls, 1, 1)
 			if err != nil {
 				return fmt.Errorf("%s baseline: %w", p.name, err)
 			}
 			d := with - base
 			switch p.name { // per key or argument, not per entry
 			case "lua_key_us":
-				d /= float64(p.keys - p.baseKeys)
+				d /= float64(p.keys - 1)
 			case "lua_arg_us":
-				d /= float64(p.args - p.baseArgs)
+				d /= float64(p.args - 1)
 			}
 			got[p.name] = append(got[p.name], d)
 		}
