@@ -22,8 +22,10 @@ func drain(ctx context.Context, force <-chan struct{}, log *slog.Logger, w *leas
 	// the final commit, leaving the group and releasing leases.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+15*time.Second)
 	defer cancel()
-	dctx, stopForce := untilForced(dctx, force)
-	defer stopForce()
+	// The second signal cancels dctx from the loop below, after it counted
+	// the running jobs: cancelling first would end some before the count.
+	dctx, forceStop := context.WithCancel(dctx)
+	defer forceStop()
 
 	done := make(chan error, 1)
 	go func() { done <- w.Shutdown(dctx) }() //nolint:contextcheck // the drain outlives ctx, which the signal ended
@@ -42,6 +44,7 @@ func drain(ctx context.Context, force <-chan struct{}, log *slog.Logger, w *leas
 		case <-forceC:
 			forceC = nil
 			cancelled = len(w.Running())
+			forceStop()
 			log.Warn("second signal: cancelling the running jobs and releasing their leases", slog.Int("jobs", cancelled))
 		case <-tick.C:
 			log.Info("draining", slog.Int("jobs_left", len(w.Running())),
