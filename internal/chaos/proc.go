@@ -134,7 +134,17 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	if p.cmd == nil || isClosed(p.done) {
 		return fmt.Errorf("%w: %s", ErrNotRunning, p.Name)
 	}
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+	var err error
+	if sig == syscall.SIGSTOP {
+		// Return once every thread is stopped (kill(2) only queues it).
+		err = spawn.Pause(p.cmd.Process.Pid, true, 10*time.Second)
+	} else {
+		err = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+	if err != nil {
+		if sig == syscall.SIGSTOP {
+			p.paused = true // a SIGCONT is still owed
+		}
 		return fmt.Errorf("chaos: signal %v to %s: %w", sig, p.Name, err)
 	}
 	switch sig {

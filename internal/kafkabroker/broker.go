@@ -231,10 +231,21 @@ func (b *Broker) signal(sig syscall.Signal, paused bool) error {
 	if !b.running() {
 		return errors.New("kafkabroker: broker is not running")
 	}
-	if err := syscall.Kill(-b.cmd.Process.Pid, sig); err != nil {
+	var err error
+	if sig == syscall.SIGSTOP {
+		// Return once every thread of the JVM is stopped: kill(2) only
+		// queues the signal, and a request sent right after would
+		// otherwise still be answered on a busy machine.
+		err = spawn.Pause(b.cmd.Process.Pid, true, 10*time.Second)
+	} else {
+		err = syscall.Kill(-b.cmd.Process.Pid, sig)
+	}
+	if err == nil || sig == syscall.SIGSTOP {
+		b.paused = paused // a SIGSTOP sent is owed a SIGCONT even if the wait failed
+	}
+	if err != nil {
 		return fmt.Errorf("kafkabroker: %v: %w", sig, err)
 	}
-	b.paused = paused
 	return nil
 }
 

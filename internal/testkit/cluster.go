@@ -506,6 +506,10 @@ func (n *ClusterNode) signal(sig syscall.Signal) error {
 	if n.cmd == nil {
 		return fmt.Errorf("node %s not started", n.Addr())
 	}
+	if sig == syscall.SIGSTOP {
+		// Return once the node is stopped (kill(2) only queues it).
+		return spawn.Pause(n.cmd.Process.Pid, false, 10*time.Second)
+	}
 	return n.cmd.Process.Signal(sig)
 }
 

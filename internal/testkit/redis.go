@@ -176,6 +176,13 @@ func (s *RedisServer) signal(sig syscall.Signal) {
 	if cmd == nil || cmd.Process == nil {
 		s.t.Fatalf("testkit: redis-server on %s is not running", s.Addr())
 	}
+	if sig == syscall.SIGSTOP {
+		// Return once the server is stopped (kill(2) only queues it).
+		if err := spawn.Pause(cmd.Process.Pid, false, 10*time.Second); err != nil {
+			s.t.Fatalf("testkit: pause redis-server: %v", err)
+		}
+		return
+	}
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		s.t.Fatalf("testkit: signal %v to redis-server: %v", sig, err)
 	}
