@@ -289,7 +289,6 @@ func (w *Worker) route(d *delivery, c *claim) (ran bool, unavailable error) {
 		w.running.Add(1)
 		go func() {
 			defer w.running.Done()
-			defer w.sem.Release(1)
 			w.runJob(d, c)
 		}()
 		return true, nil

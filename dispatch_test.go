@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/semaphore"
 )
 
 // Dispatch and run, table-tested over the in-memory fakeStore: every claim
@@ -113,7 +112,7 @@ func setupDispatch(t *testing.T, h Handler, jopts ...JobOpt) (*Worker, *dispatch
 	t.Cleanup(cl.Close)
 	w.store, w.cl, w.dlq = b.store, cl, b.dlq
 	w.fetch.pause, w.fetch.resume = func() { cl.PauseFetchTopics("jobs") }, func() { cl.ResumeFetchTopics("jobs") }
-	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
+	w.initPool()
 	w.sched = newSchedule(false, func() {})
 	w.offs = newOffsets(b.marked.mark)
 	w.baseCtx = context.Background()

@@ -47,6 +47,8 @@ type Job struct {
 	act   *activeJob
 	hb    heartbeats
 
+	committing bool // its run slot was traded for a commit slot (pool.go)
+
 	stopBridge func() bool // a store without leases: stops the bridge from its context (runningJob.watch)
 
 	jmu     sync.Mutex

@@ -117,7 +117,10 @@ func WithKafka(opts ...kgo.Opt) Opt {
 	return optFunc(func(c *config) { c.kafkaOpts = append(c.kafkaOpts, opts...) })
 }
 
-// WithConcurrency bounds how many handlers run at once. Default 16.
+// WithConcurrency bounds how many handlers run at once. Default 16. A job
+// whose handler returned gives its slot to the next record while its outcome
+// is written (the fenced commit rides the next batch call), in one of as
+// many commit slots: at most twice n jobs are in hand at once.
 func WithConcurrency(n int) Opt { return optFunc(func(c *config) { c.concurrency = n }) }
 
 // WithOrderedKeys runs records that share a Kafka record key one after

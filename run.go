@@ -23,6 +23,7 @@ func (w *Worker) runJob(d *delivery, c *claim) {
 	defer w.freeSlot(w.takeSlot(d))
 	job := w.newJob(d, c)
 	defer w.releaseJob(job)
+	defer w.leavePool(job)
 	w.settle(job, w.execute(job))
 }
 
@@ -125,6 +126,7 @@ func (w *Worker) execute(job *Job) attemptEnd {
 	}
 	w.obs.started(job.ctx, job)
 	res, err := w.runHandler(job, reg)
+	w.handlerReturned(job)
 	if err == nil && job.ctx.Err() == nil {
 		job.hb.stop(job, false)
 		if err = w.commit(job, res); err == nil {

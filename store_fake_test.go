@@ -78,7 +78,9 @@ func (s *fakeStore) Ping(context.Context) error {
 type fakeAttempt struct {
 	completeErrs []error // answered by successive Complete calls, then nil
 	failErr      error
-	landed       bool // Committed's answer
+	landed       bool          // Committed's answer
+	gate         chan struct{} // when set, Complete waits for it to close
+	entered      chan struct{} // when set, Complete sends on it as it starts
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -104,6 +106,12 @@ func (a *fakeAttempt) TTL() time.Duration       { return time.Second }
 func (a *fakeAttempt) Lease() *lease.Lease      { return nil }
 
 func (a *fakeAttempt) Complete(_ context.Context, result []byte) error {
+	if a.entered != nil {
+		a.entered <- struct{}{}
+	}
+	if a.gate != nil {
+		<-a.gate
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.completed = append(a.completed, result)

@@ -81,7 +81,10 @@ type Worker struct {
 	offs  *offsets
 	share *shareState // share-group mode (share.go); nil in consumer-group mode
 	sched *schedule
-	sem   *semaphore.Weighted
+	// sem holds the run slots (WithConcurrency): a job takes one at its claim
+	// and trades it for a commit slot when its handler returns (pool.go).
+	sem     *semaphore.Weighted
+	commits *semaphore.Weighted
 
 	lagReg metric.Registration // leasehold.commit.lag callback; nil without tracing
 	// kcancel cancels the Kafka client's own context (kgo.WithContext): a
@@ -363,7 +366,7 @@ func (w *Worker) start(ctx context.Context) error {
 	if err := w.store.Ping(ctx); err != nil {
 		return err
 	}
-	w.sem = semaphore.NewWeighted(int64(w.cfg.concurrency))
+	w.initPool()
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
 	w.wakeCh = make(chan struct{}, 1)
 	cl, err := w.kafkaClient(ctx)
