@@ -18,6 +18,18 @@
 //	record_lease_jobs_per_s             the same with the prototype
 //	record_lease_saving_pct             how much less Redis CPU a job takes with the prototype
 //
+// Then it holds -renew-leases leases each way and renews every one of them
+// once a round, each way in turn: a pipelined PEXPIRE of the lease keys (the
+// floor), the renewer's GETEX key PX ttl (what the library sends), and
+// renew_record.lua, which would renew a lease kept in the record (read the
+// record, check token, fence and deadline, write it back with the new
+// deadline), all in calls of 256, 4 in flight:
+//
+//	renew_pexpire_redis_cpu_ms          Redis CPU a round of PEXPIRE
+//	renew_getex_redis_cpu_ms            the same with GETEX (the shipped renewer)
+//	renew_record_redis_cpu_ms           the same with renew_record.lua
+//	renew_getex_vs_pexpire, renew_record_vs_pexpire   their ratios to PEXPIRE
+//
 // Before measuring, both variants go through the same checks (held while
 // leased, a wrong token refused, duplicate and mismatch answers, takeover
 // after the lease ran out, the old owner's completion refused): a prototype
@@ -73,17 +85,19 @@ func main() {
 	batch := flag.Int("batch", 64, "jobs a script call (claims, then completions)")
 	conc := flag.Int("concurrency", 4, "calls in flight at once")
 	rounds := flag.Int("rounds", 3, "rounds; each runs both variants, in turn")
+	leases := flag.Int("renew-leases", 10_000, "leases held for the renewal rounds (0: no renewal rounds)")
+	renewRounds := flag.Int("renew-rounds", 5, "renewal rounds; each renews every lease once each way, in turn")
 	flag.Parse()
-	if *n <= 0 || *batch <= 0 || *conc <= 0 || *rounds <= 0 {
-		fmt.Fprintln(os.Stderr, "recordlease: -n, -batch, -concurrency and -rounds must be positive")
+	if *n <= 0 || *batch <= 0 || *conc <= 0 || *rounds <= 0 || *leases < 0 || *renewRounds <= 0 {
+		fmt.Fprintln(os.Stderr, "recordlease: -n, -batch, -concurrency, -rounds and -renew-rounds must be positive, -renew-leases not negative")
 		os.Exit(2)
 	}
-	if err := run(*n, *batch, *conc, *rounds); err != nil {
+	if err := run(*n, *batch, *conc, *rounds, *leases, *renewRounds); err != nil {
 		log.Fatalf("recordlease: %v", err)
 	}
 }
 
-func run(n, batch, conc, rounds int) error {
+func run(n, batch, conc, rounds, leases, renewRounds int) error {
 	ctx := context.Background()
 	srv, err := benchkit.StartRedis("")
 	if err != nil {
@@ -121,6 +135,21 @@ func run(n, batch, conc, rounds int) error {
 	fig.Int("jobs_per_run", int64(n), "jobs")
 	fig.Int("batch", int64(batch), "jobs")
 	fig.Int("rounds", int64(rounds), "rounds")
+	if leases > 0 {
+		ways, err := measureRenewals(ctx, c, leases, renewRounds)
+		if err != nil {
+			return err
+		}
+		floor := median(ways[0].cpu)
+		for _, w := range ways {
+			fig.Float("renew_"+w.name+"_redis_cpu_ms", median(w.cpu), 2, "ms")
+		}
+		for _, w := range ways[1:] {
+			fig.Float("renew_"+w.name+"_vs_pexpire", median(w.cpu)/floor, 2, "x")
+		}
+		fig.Int("renew_leases", int64(leases), "leases")
+		fig.Int("renew_rounds", int64(renewRounds), "rounds")
+	}
 	return fig.Err()
 }
 
