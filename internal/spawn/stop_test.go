@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,8 +37,8 @@ spin()
 		_ = cmd.Process.Kill()
 		_ = Wait(cmd)
 	})
-	line := make([]byte, 3)
-	if _, err := out.Read(line); err != nil || string(line) != "up\n" {
+	// A whole line: one Read of a pipe may return part of it.
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
 		t.Fatalf("child did not start its threads: %q %v", line, err)
 	}
 	pid := cmd.Process.Pid
