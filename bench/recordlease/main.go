@@ -379,10 +379,8 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 			if err != nil {
 				return err
 			}
-			for i, code := range codes {
-				if code != 1 {
-					return fmt.Errorf("job %s: code %d", jobs[i].key, code)
-				}
+			if err := allDone("job", jobs, codes); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -436,6 +434,17 @@ func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
 // scriptCommands are the commands the scripts of both variants call, TIME
 // aside.
 var scriptCommands = []string{"get", "set", "del", "hget", "hmget", "hset", "hdel", "pexpire", "pexpireat", "pttl"}
+
+// allDone fails unless every job's code is 1 (done), naming the first that
+// is not.
+func allDone(what string, jobs []*job, codes []int64) error {
+	for i, code := range codes {
+		if code != 1 {
+			return fmt.Errorf("%s %s: code %d", what, jobs[i].key, code)
+		}
+	}
+	return nil
+}
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)

@@ -60,10 +60,8 @@ func measureRenewals(ctx context.Context, c *redis.Client, n, rounds int) ([]*re
 			if err != nil {
 				return nil, fmt.Errorf("%s: hold: %w", h.v.name, err)
 			}
-			for i, code := range codes {
-				if code != 1 {
-					return nil, fmt.Errorf("%s: hold %s: code %d", h.v.name, part[i].key, code)
-				}
+			if err := allDone(h.v.name+": hold", part, codes); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -95,12 +93,7 @@ func measureRenewals(ctx context.Context, c *redis.Client, n, rounds int) ([]*re
 				if err != nil {
 					return err
 				}
-				for i, code := range codes {
-					if code != 1 {
-						return fmt.Errorf("record renewal of %s: code %d", part[i].key, code)
-					}
-				}
-				return nil
+				return allDone("record renewal of", part, codes)
 			})
 		}},
 	}
