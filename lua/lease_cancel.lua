@@ -7,7 +7,7 @@
 -- logged and traced by the caller, not stored: every renewal reads the value.
 --
 -- With an idempotency key's cancel mark (KEYS[2]), the fence is also
--- written there, kept ARGV[3] ms (the record's retention): when the attempt
+-- written there, kept ARGV[2] ms (the record's retention): when the attempt
 -- loses its lease before it records the cancel, the claim that takes the key
 -- over finds the mark and is covered by the cancel (idem_claim.lua).
 --
