@@ -254,26 +254,35 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("idempotency: history: %w", classify(err))
 	}
-	out := make([]Attempt, 0, len(list.Val())+1)
-	for _, r := range list.Val() {
+	raw, found := "", false
+	for _, rc := range recs {
+		if v, err := rc.Result(); err == nil {
+			raw, found = v, true // the newest record is the key's
+			break
+		}
+	}
+	return s.mergeHistory(list.Val(), raw, found), nil
+}
+
+// mergeHistory returns the attempts of a key from its history list and, if
+// found, its record raw (which may keep the first attempt's entry), oldest
+// first, at most WithHistory of them.
+func (s *Store) mergeHistory(list []string, raw string, found bool) []Attempt {
+	out := make([]Attempt, 0, len(list)+1)
+	for _, r := range list {
 		if a, ok := decodeAttempt([]byte(r)); ok {
 			out = append(out, a)
 		}
 	}
-	for _, rc := range recs {
-		raw, err := rc.Bytes()
-		if err != nil {
-			continue
-		}
-		if fence, entry, ok := recordEntry(raw); ok {
+	if found {
+		if fence, entry, ok := recordEntry([]byte(raw)); ok {
 			out = mergeAttempt(out, fence, entry)
 		}
-		break // the newest record is the key's
 	}
 	if len(out) > s.cfg.history && s.cfg.history > 0 {
 		out = out[len(out)-s.cfg.history:]
 	}
-	return out, nil
+	return out
 }
 
 // decodeAttempt parses one history entry as the scripts keep it.

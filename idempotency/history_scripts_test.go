@@ -425,3 +425,75 @@ func TestHistoryLeastPrivilegeUser(t *testing.T) {
 		t.Fatalf("history = %+v, %v", hs, err)
 	}
 }
+
+// TestLookupHistoryOneRead: LookupHistory reads the record and the history
+// from one read of the record. While another client deletes and puts back
+// the record of a key done at its first try (as its bucket's expiry and a
+// new claim would), every read shows either the finished record with its
+// attempt or no record and no attempt, never the record without the
+// attempt it keeps (what a lookup and a History call apart could show).
+func TestLookupHistoryOneRead(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	c := e.s.ClaimBatch(ctx, []Request{{Key: "torn", Fingerprint: fp("a"), Worker: "host/1"}})[0]
+	if c.Err != nil || c.Outcome != Acquired {
+		t.Fatalf("claim: %+v", c)
+	}
+	if err := e.s.Complete(ctx, c, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	h := hashKey("torn")
+	tag := e.s.Tag("torn")
+	base, n := e.s.windowRange(e.s.cfg.windows, true)
+	bucket, raw := "", ""
+	for i := range n {
+		if v, err := e.c.HGet(ctx, e.s.bucketKey(tag, base+int64(i)), h.field()).Result(); err == nil {
+			bucket, raw = e.s.bucketKey(tag, base+int64(i)), v
+		}
+	}
+	if bucket == "" {
+		t.Fatal("no bucket holds the record")
+	}
+
+	stop := make(chan struct{})
+	toggled := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				toggled <- e.c.HSet(ctx, bucket, h.field(), raw).Err()
+				return
+			default:
+			}
+			if err := e.c.HDel(ctx, bucket, h.field()).Err(); err != nil {
+				toggled <- err
+				return
+			}
+			if err := e.c.HSet(ctx, bucket, h.field(), raw).Err(); err != nil {
+				toggled <- err
+				return
+			}
+		}
+	}()
+	seen := map[State]int{}
+	for reads := 0; (seen[Absent] < 50 || seen[Completed] < 50) && reads < 100000; reads++ {
+		info, hs, err := e.s.LookupHistory(ctx, "torn")
+		if err != nil {
+			close(stop)
+			t.Fatal(err)
+		}
+		seen[info.State]++
+		if ok := (info.State == Absent && len(hs) == 0) || (info.State == Completed && len(hs) == 1 && hs[0].Fence == c.Fence); !ok {
+			close(stop)
+			t.Fatalf("read %d: state %v with %d attempts: a torn view", reads, info.State, len(hs))
+		}
+	}
+	close(stop)
+	if err := <-toggled; err != nil {
+		t.Fatal(err)
+	}
+	if seen[Absent] < 50 || seen[Completed] < 50 {
+		t.Fatalf("the record was seen gone %d times and present %d times: the race was not exercised", seen[Absent], seen[Completed])
+	}
+}

@@ -50,19 +50,30 @@ type Info struct {
 // a capability. A damaged stored record gives an error matching ErrCorrupt,
 // with the lease and details fields of Info filled in.
 func (s *Store) Lookup(ctx context.Context, k string) (Info, error) {
-	return s.lookup(ctx, k, false)
+	info, _, err := s.lookup(ctx, k, false, false)
+	return info, err
 }
 
 // LookupResult is Lookup that also reads the result (or the error text) of a
 // finished key into Info.Result.
 func (s *Store) LookupResult(ctx context.Context, k string) (Info, error) {
-	return s.lookup(ctx, k, true)
+	info, _, err := s.lookup(ctx, k, true, false)
+	return info, err
 }
 
-func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, error) {
+// LookupHistory is LookupResult and History of key k in one pipeline, both
+// from the same read of the record: the record's state and the attempts
+// agree even when the record expires or is claimed as it is read (two
+// calls could see a finished record and then, the record gone, none of the
+// attempt it keeps).
+func (s *Store) LookupHistory(ctx context.Context, k string) (Info, []Attempt, error) {
+	return s.lookup(ctx, k, true, true)
+}
+
+func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bool) (Info, []Attempt, error) {
 	info := Info{Key: k}
 	if err := ValidateKey(k, s.cfg.maxKey); err != nil {
-		return info, err
+		return info, nil, err
 	}
 	h := hashKey(k)
 	tag := s.tag(&h)
@@ -74,7 +85,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 
 	others, err := s.otherLayouts(ctx, false)
 	if err != nil {
-		return info, fmt.Errorf("idempotency: lookup: %w", err)
+		return info, nil, fmt.Errorf("idempotency: lookup: %w", err)
 	}
 	olds := s.otherWindows(others)
 
@@ -98,8 +109,13 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 	if withResult {
 		rval = p.GetRange(ctx, rkey, 0, int64(s.cfg.maxResult)-1)
 	}
+	// The history list after the record (see History for why that order).
+	var list *redis.StringSliceCmd
+	if withHistory {
+		list = p.LRange(ctx, s.historyKey(tag, k), 0, -1)
+	}
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return info, fmt.Errorf("idempotency: lookup: %w", classify(err))
+		return info, nil, fmt.Errorf("idempotency: lookup: %w", classify(err))
 	}
 
 	if hd, ok := lh.Holder(); ok {
@@ -127,8 +143,12 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 			break
 		}
 	}
+	var hs []Attempt
+	if withHistory {
+		hs = s.mergeHistory(list.Val(), raw, found)
+	}
 	if !found {
-		return info, nil
+		return info, hs, nil
 	}
 	var ext []byte
 	if rval != nil {
@@ -136,7 +156,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 	}
 	r, err := decodeRecord([]byte(raw), ext, rexists.Val() > 0)
 	if err != nil {
-		return info, fmt.Errorf("idempotency: lookup %s: %w", quoteKey(k), err)
+		return info, hs, fmt.Errorf("idempotency: lookup %s: %w", quoteKey(k), err)
 	}
 	info.State, info.Fence, info.Fingerprint, info.Attempt = r.State, r.Fence, r.Fingerprint, r.Attempt
 	info.At, info.HoldUntil = r.At, r.HoldUntil
@@ -147,5 +167,5 @@ func (s *Store) lookup(ctx context.Context, k string, withResult bool) (Info, er
 	if withResult {
 		info.Result = r.Result
 	}
-	return info, nil
+	return info, hs, nil
 }

@@ -52,7 +52,9 @@ type KeyInfo struct {
 	JournalErr error
 
 	// History is the key's attempts, oldest first, as its history keeps
-	// them (see [Inspector.History]); HistoryErr is why it could not be read.
+	// them (see [Inspector.History]), read with the record (one pipeline,
+	// one read of the record), so the two agree. HistoryErr is nil: a
+	// failed read of the history is Key's error; kept for code that checks it.
 	History    []idempotency.Attempt
 	HistoryErr error
 
@@ -85,7 +87,10 @@ func (i *Inspector) Key(ctx context.Context, key string) (KeyInfo, error) {
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	info, err := be.s.LookupResult(ctx, key)
+	// The record and the history from one read of the record: read apart,
+	// a record expiring between them showed a finished key without the
+	// attempt its record kept.
+	info, hs, err := be.s.LookupHistory(ctx, key)
 	if err != nil {
 		return KeyInfo{Key: key}, err
 	}
@@ -102,7 +107,7 @@ func (i *Inspector) Key(ctx context.Context, key string) (KeyInfo, error) {
 		}
 	}
 	ki.Journals, ki.JournalErr = be.comp.Journals(ctx, name, 10, ki.Fence, ki.LeaseFence)
-	ki.History, ki.HistoryErr = be.s.History(ctx, key)
+	ki.History = hs
 	ki.Type = JobType(ki.History)
 	return ki, nil
 }
