@@ -234,7 +234,7 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: history: %w", err)
 	}
-	// The buckets Lookup reads, newest first, then the other layouts'.
+	// The buckets Lookup reads, then the other layouts'.
 	base, n := s.windowRange(s.cfg.windows, true)
 	olds := s.otherWindows(others)
 	// One pipeline, the record first: the server runs it in order, and an
@@ -244,7 +244,7 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	// ACL (+@read +@write +@scripting) does not allow it.
 	p := s.c.Pipeline()
 	recs := make([]*redis.StringCmd, 0, n+len(olds))
-	for i := n - 1; i >= 0; i-- {
+	for i := range n {
 		recs = append(recs, p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field()))
 	}
 	for _, o := range olds {
@@ -254,13 +254,7 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("idempotency: history: %w", classify(err))
 	}
-	raw, found := "", false
-	for _, rc := range recs {
-		if v, err := rc.Result(); err == nil {
-			raw, found = v, true // the newest record is the key's
-			break
-		}
-	}
+	raw, found := newestRecord(recs, n) // the newest record is the key's
 	return s.mergeHistory(list.Val(), raw, found), nil
 }
 

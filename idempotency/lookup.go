@@ -128,21 +128,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 		info.DetailsTTL = max(dttl.Val(), 0)
 	}
 
-	var raw string
-	found := false
-	order := make([]int, 0, len(recs))
-	for i := n - 1; i >= 0; i-- {
-		order = append(order, i)
-	}
-	for i := n; i < len(recs); i++ {
-		order = append(order, i)
-	}
-	for _, i := range order {
-		if v, err := recs[i].Result(); err == nil {
-			raw, found = v, true
-			break
-		}
-	}
+	raw, found := newestRecord(recs, n)
 	var hs []Attempt
 	if withHistory {
 		hs = s.mergeHistory(list.Val(), raw, found)
@@ -168,4 +154,21 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 		info.Result = r.Result
 	}
 	return info, hs, nil
+}
+
+// newestRecord returns the record the reads of recs found, newest first:
+// the current layout's n windows (recs[:n], oldest first), then the other
+// layouts' buckets (recs[n:]).
+func newestRecord(recs []*redis.StringCmd, n int) (string, bool) {
+	for i := n - 1; i >= 0; i-- {
+		if v, err := recs[i].Result(); err == nil {
+			return v, true
+		}
+	}
+	for _, rc := range recs[n:] {
+		if v, err := rc.Result(); err == nil {
+			return v, true
+		}
+	}
+	return "", false
 }
