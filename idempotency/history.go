@@ -234,7 +234,7 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: history: %w", err)
 	}
-	// The buckets Lookup reads, then the other layouts'.
+	// The buckets Lookup reads.
 	base, n := s.windowRange(s.cfg.windows, true)
 	olds := s.otherWindows(others)
 	// One pipeline, the record first: the server runs it in order, and an
@@ -243,18 +243,12 @@ func (s *Store) History(ctx context.Context, k string) ([]Attempt, error) {
 	// merge finds it by its fence. No MULTI: the project's least-privilege
 	// ACL (+@read +@write +@scripting) does not allow it.
 	p := s.c.Pipeline()
-	recs := make([]*redis.StringCmd, 0, n+len(olds))
-	for i := range n {
-		recs = append(recs, p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field()))
-	}
-	for _, o := range olds {
-		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
-	}
+	recs := s.readRecord(ctx, p, tag, &h, base, n, olds)
 	list := p.LRange(ctx, s.historyKey(tag, k), 0, -1)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("idempotency: history: %w", classify(err))
 	}
-	raw, found := newestRecord(recs, n) // the newest record is the key's
+	raw, found := recs.newest()
 	return s.mergeHistory(list.Val(), raw, found), nil
 }
 

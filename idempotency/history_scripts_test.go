@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -495,5 +496,50 @@ func TestLookupHistoryOneRead(t *testing.T) {
 	}
 	if seen[Absent] < 50 || seen[Completed] < 50 {
 		t.Fatalf("the record was seen gone %d times and present %d times: the race was not exercised", seen[Absent], seen[Completed])
+	}
+}
+
+// TestRecordReadOrder: a claim moves a key's record only into its current
+// window's bucket (from an earlier window's, or another layout's). Lookup,
+// LookupStates and History read the buckets a record may leave before the
+// ones it may enter (other layouts', then the windows oldest first), so a
+// record moved while a pipeline runs is found where it went if not where it
+// was; and of what they found, they take the newest window's record first,
+// as a claim does. Redis runs a pipeline's commands together unless the
+// pipeline spans several reads of the connection, so the order is checked
+// as queued rather than by racing a move against a read.
+func TestRecordReadOrder(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	h := hashKey("order")
+	tag := e.s.Tag("order")
+	base, n := int64(1000), 3
+	olds := [][2]int64{{7, 11}}
+	p := e.c.Pipeline()
+	r := e.s.readRecord(ctx, p, tag, &h, base, n, olds)
+	var got []string
+	for _, c := range p.(*redis.Pipeline).Cmds() {
+		got = append(got, c.Args()[1].(string))
+	}
+	want := []string{e.s.otherBucketKey(tag, 7, 11)}
+	for w := base; w < base+int64(n); w++ {
+		want = append(want, e.s.bucketKey(tag, w))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("buckets read in the order %q, want %q (left before entered)", got, want)
+	}
+	// The newest window's record wins over an older one's and another
+	// layout's.
+	for i, v := range []string{"other", "w0", "w1", "w2"} {
+		if err := e.c.HSet(ctx, want[i], h.field(), v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw, ok := r.newest(); !ok || raw != "w2" {
+		t.Fatalf("newest = %q, %v; want the newest window's record", raw, ok)
 	}
 }

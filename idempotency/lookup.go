@@ -90,14 +90,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 	olds := s.otherWindows(others)
 
 	p := s.c.Pipeline()
-	recs := make([]*redis.StringCmd, n, n+len(olds))
-	for i := range n {
-		recs[i] = p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field())
-	}
-	// Other layouts' buckets (layout.go), looked at after the current ones.
-	for _, o := range olds {
-		recs = append(recs, p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
-	}
+	recs := s.readRecord(ctx, p, tag, &h, base, n, olds)
 	lh := lease.Peek(ctx, p, leaseKey)
 	dval := p.GetRange(ctx, dkey, 0, int64(s.cfg.maxDetails)-1)
 	dlen := p.StrLen(ctx, dkey)
@@ -128,7 +121,7 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 		info.DetailsTTL = max(dttl.Val(), 0)
 	}
 
-	raw, found := newestRecord(recs, n)
+	raw, found := recs.newest()
 	var hs []Attempt
 	if withHistory {
 		hs = s.mergeHistory(list.Val(), raw, found)
@@ -156,16 +149,39 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 	return info, hs, nil
 }
 
-// newestRecord returns the record the reads of recs found, newest first:
-// the current layout's n windows (recs[:n], oldest first), then the other
-// layouts' buckets (recs[n:]).
-func newestRecord(recs []*redis.StringCmd, n int) (string, bool) {
-	for i := n - 1; i >= 0; i-- {
-		if v, err := recs[i].Result(); err == nil {
+// recordReads are the reads of one key's record in every bucket it may
+// live in (see readRecord).
+type recordReads struct {
+	windows []*redis.StringCmd // the current layout's windows, oldest first
+	others  []*redis.StringCmd // other layouts' buckets (layout.go)
+}
+
+// readRecord queues on p the reads of the record of the key hashed h in
+// every bucket a claim would look in: the n windows from base and the other
+// layouts' buckets olds. A claim moves a record only into its current window
+// (the newest), so the buckets it may leave are read first: the other
+// layouts', then the windows oldest first. A record moved while the pipeline
+// runs is then found, if not where it was, where it went.
+func (s *Store) readRecord(ctx context.Context, p redis.Pipeliner, tag string, h *keyHash, base int64, n int, olds [][2]int64) recordReads {
+	r := recordReads{windows: make([]*redis.StringCmd, n), others: make([]*redis.StringCmd, len(olds))}
+	for i, o := range olds {
+		r.others[i] = p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field())
+	}
+	for i := range n {
+		r.windows[i] = p.HGet(ctx, s.bucketKey(tag, base+int64(i)), h.field())
+	}
+	return r
+}
+
+// newest returns the record the reads found that a claim would take as the
+// key's: the newest window's, then the other layouts' in order.
+func (r recordReads) newest() (string, bool) {
+	for i := len(r.windows) - 1; i >= 0; i-- {
+		if v, err := r.windows[i].Result(); err == nil {
 			return v, true
 		}
 	}
-	for _, rc := range recs[n:] {
+	for _, rc := range r.others {
 		if v, err := rc.Result(); err == nil {
 			return v, true
 		}

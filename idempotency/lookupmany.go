@@ -32,7 +32,7 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 	olds := s.otherWindows(others)
 	base, n := s.windowRange(s.cfg.windows, true)
 	infos = make([]Info, len(keys))
-	recs := make([][]*redis.StringCmd, len(keys))
+	recs := make([]recordReads, len(keys))
 	leases := make([]*lease.PeekCmd, len(keys))
 	p := s.c.Pipeline()
 	for i, k := range keys {
@@ -43,13 +43,7 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 		}
 		h := hashKey(k)
 		tag := s.tag(&h)
-		// Newest first: the record a claim would find.
-		for j := n - 1; j >= 0; j-- {
-			recs[i] = append(recs[i], p.HGet(ctx, s.bucketKey(tag, base+int64(j)), h.field()))
-		}
-		for _, o := range olds {
-			recs[i] = append(recs[i], p.HGet(ctx, s.otherBucketKey(tag, o[0], o[1]), h.field()))
-		}
+		recs[i] = s.readRecord(ctx, p, tag, &h, base, n, olds)
 		leaseKey := s.m.Key(tag + ":" + k)
 		leases[i] = lease.Peek(ctx, p, leaseKey)
 	}
@@ -68,29 +62,25 @@ func (s *Store) LookupStates(ctx context.Context, keys []string) (infos []Info, 
 }
 
 // fillState decodes what LookupStates read for one key into info.
-func fillState(info *Info, recs []*redis.StringCmd, lh *lease.PeekCmd) error {
+func fillState(info *Info, recs recordReads, lh *lease.PeekCmd) error {
 	if h, ok := lh.Holder(); ok {
 		info.Leased = true
 		info.LeaseFence = h.Fence
 		info.Remaining = h.Remaining
 	}
-	for _, c := range recs {
-		raw, err := c.Result()
-		if err != nil {
-			continue
-		}
-		// The result itself is not read: an external result counts as
-		// present.
-		r, err := decodeRecord([]byte(raw), nil, true)
-		if err != nil {
-			return fmt.Errorf("idempotency: lookup %s: %w", quoteKey(info.Key), err)
-		}
-		info.State, info.Fence, info.Fingerprint, info.Attempt = r.State, r.Fence, r.Fingerprint, r.Attempt
-		info.At, info.HoldUntil = r.At, r.HoldUntil
-		if raw[0]&flagExternal == 0 {
-			info.ResultSize = len(r.Result)
-		}
+	raw, ok := recs.newest()
+	if !ok {
 		return nil
+	}
+	// The result itself is not read: an external result counts as present.
+	r, err := decodeRecord([]byte(raw), nil, true)
+	if err != nil {
+		return fmt.Errorf("idempotency: lookup %s: %w", quoteKey(info.Key), err)
+	}
+	info.State, info.Fence, info.Fingerprint, info.Attempt = r.State, r.Fence, r.Fingerprint, r.Attempt
+	info.At, info.HoldUntil = r.At, r.HoldUntil
+	if raw[0]&flagExternal == 0 {
+		info.ResultSize = len(r.Result)
 	}
 	return nil
 }
