@@ -444,11 +444,13 @@ func (s *Store) parseRunning(ctx context.Context, c *Claim, res []any, takeover 
 func (s *Store) abandon(ctx context.Context, c *Claim, token string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ttl)
 	defer cancel()
-	keys := []string{c.keys.lease, c.keys.bucket}
-	code, err := scripts.IdemRelease.Run(ctx, s.c, keys, token, strconv.FormatUint(c.Fence, 10),
-		c.keys.field, c.fp[:], c.Attempt, 0, "1").Int64()
-	if err == nil && code != scripts.IdemOK {
-		err = fmt.Errorf("release answered %d", code)
-	}
-	return err
+	fence := strconv.FormatUint(c.Fence, 10)
+	return s.release(ctx, c, 0, "1", func(keys []string, args []any) (int64, error) {
+		code, err := scripts.IdemRelease.Run(ctx, s.c, append([]string{c.keys.lease}, keys...),
+			append([]any{token, fence}, args...)...).Int64()
+		if err == nil && code == scripts.StatusLost {
+			err = fmt.Errorf("release answered %d", code)
+		}
+		return code, err
+	})
 }

@@ -129,8 +129,11 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 	if policy == Keep {
 		hold = max(cmp.Or(s.cfg.hold, c.Lease.TTL()).Milliseconds(), 1)
 	}
-	_, ferr := leasing.Fenced(ctx, s.m, c.Lease, scripts.IdemRelease, []string{c.keys.bucket},
-		c.keys.field, c.fp[:], c.Attempt, hold, s.deleteFlag())
+	ferr := s.release(ctx, c, hold, s.deleteFlag(), func(keys []string, args []any) (int64, error) {
+		res, err := leasing.Fenced(ctx, s.m, c.Lease, scripts.IdemRelease, keys, args...)
+		code, _ := res.(int64)
+		return code, err
+	})
 	if ferr != nil {
 		s.abortFinish(c.Lease, errors.Is(ferr, lease.ErrLost))
 	}
@@ -138,6 +141,40 @@ func (s *Store) Fail(ctx context.Context, c *Claim, policy Policy, err error) er
 		s.endLeases(ctx, []*lease.Lease{c.Lease})
 	}
 	return ferr
+}
+
+// release ends c's attempt without an outcome through idem_release.lua:
+// send runs the script with its keys and arguments after the lease key,
+// owner token and fence (which send adds) and returns its answer. The
+// RELEASED record goes into the current window's bucket; a skew answer is
+// sent again with the windows read again, as a completion's is.
+func (s *Store) release(ctx context.Context, c *Claim, hold int64, del any,
+	send func(keys []string, args []any) (int64, error)) error {
+	wide := false
+	for try := 0; ; try++ {
+		base, n := s.windowRange(0, wide)
+		keys := make([]string, 0, 1+n)
+		keys = append(keys, c.keys.bucket)
+		for w := base; w < base+int64(n); w++ {
+			keys = append(keys, s.bucketKeyOf(c, w))
+		}
+		code, err := send(keys, []any{c.keys.field, c.fp[:], c.Attempt, hold, del,
+			base, s.window.Milliseconds(), s.cfg.retention.Milliseconds()})
+		switch {
+		case err != nil:
+			return err
+		case code == scripts.IdemOK:
+			return nil
+		case code != scripts.IdemWindowSkew:
+			return fmt.Errorf("%w: release status %d", ErrCorrupt, code)
+		case try == 2:
+			return errors.New("idempotency: release: the Redis clock keeps moving away from the windows computed for it")
+		}
+		if err := s.calibrate(ctx); err != nil {
+			return err
+		}
+		wide = true
+	}
 }
 
 // SaveDetails stores heartbeat details (a progress checkpoint) for c's key,

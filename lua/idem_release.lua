@@ -8,9 +8,16 @@
 -- lease) and its answer was lost; the resend answers 1 and writes nothing.
 -- Record value layout: see idem_claim.lua.
 --
+-- The RELEASED record goes into the bucket of the current window, with that
+-- bucket's expiry, like a completion's outcome (and leaves the claim's
+-- bucket): an attempt that ran past its claim window's end plus the
+-- retention finds the claim's bucket expired, and a record written back
+-- there would never expire and never be read by a claim again.
+--
 -- KEYS[1]   lease key (deleted when ARGV[7] is "1"; otherwise the caller
 --           releases it through its lease Manager)
 -- KEYS[2]   record bucket of the claim's window (holds the PROCESSING record)
+-- KEYS[3..] record buckets of consecutive windows, the first being ARGV[8]
 -- ARGV[1]   owner token
 -- ARGV[2]   fence, as a decimal string
 -- ARGV[3]   record field (16 bytes)
@@ -19,20 +26,34 @@
 -- ARGV[6]   hold in milliseconds: 0 = the next claim may run at once; otherwise
 --           claims answer held until the hold has passed
 -- ARGV[7]   "1": delete the lease key
+-- ARGV[8]   window index of KEYS[3]
+-- ARGV[9]   window length in milliseconds
+-- ARGV[10]  retention in milliseconds
 -- Returns   1 released (or already released by this fence), -1 lease lost
+--           (nothing written), -2 the windows passed do not cover Redis time
 --           (nothing written)
 local owner = redis.call('GET', KEYS[1])
 local want = ARGV[1] .. ' ' .. ARGV[2] .. ' '
 if not owner or string.sub(owner, 1, #want) ~= want then
-  local r = redis.call('HGET', KEYS[2], ARGV[3])
-  if r and #r >= 8 then
-    local st, f = struct.unpack('>BI7', r)
-    if st % 16 == 2 and f == tonumber(ARGV[2]) then
-      return 1
+  for i = 2, #KEYS do
+    local r = redis.call('HGET', KEYS[i], ARGV[3])
+    if r and #r >= 8 then
+      local st, f = struct.unpack('>BI7', r)
+      if st % 16 == 2 and f == tonumber(ARGV[2]) then
+        return 1
+      end
     end
   end
   return -1
 end
+local t = redis.call('TIME')
+local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local base, wlen = tonumber(ARGV[8]), tonumber(ARGV[9])
+local cw = math.floor(nowms / wlen)
+if cw < base or cw > base + #KEYS - 3 then
+  return -2
+end
+local b = KEYS[3 + cw - base]
 -- The history entry the PROCESSING record carries (a first attempt) stays
 -- in the RELEASED record, with its length, for the next claim to move.
 local tr, st = '', 2
@@ -46,10 +67,13 @@ end
 local v = struct.pack('>BI7c8I2', st, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5])) .. tr
 local hold = tonumber(ARGV[6])
 if hold > 0 then
-  local t = redis.call('TIME')
-  v = v .. struct.pack('>I6', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + hold)
+  v = v .. struct.pack('>I6', nowms + hold)
 end
-redis.call('HSET', KEYS[2], ARGV[3], v)
+redis.call('HSET', b, ARGV[3], v)
+redis.call('PEXPIREAT', b, (cw + 1) * wlen + tonumber(ARGV[10]))
+if KEYS[2] ~= b then
+  redis.call('HDEL', KEYS[2], ARGV[3])
+end
 if ARGV[7] == '1' then
   redis.call('DEL', KEYS[1])
 end
