@@ -90,8 +90,9 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		leasehold.WithKeyPrefix(prefix),
 		leasehold.WithRetention(time.Minute),
 		// A short lease so that the loss shows quickly: the worker renews
-		// it every 500ms, and a worker that dies is replaced within 1.5s.
-		// The default is 15s.
+		// it every 500ms. A worker that dies is replaced once its Kafka
+		// session times out (6s: below a 12s lease the session timeout
+		// stays at its floor; see docs/worker.md). The default is 15s.
 		leasehold.WithLeaseTTL(1500*time.Millisecond),
 		// Store every heartbeat (chunks take 250ms). By default heartbeats
 		// are stored at most once per lease TTL / 3; the latest one wins.
