@@ -10,9 +10,15 @@ import (
 )
 
 // A layout is how records are cut into buckets: the window length, the
-// retention and the shard count. Bucket names depend on the window length
-// (they carry the window's start), so a Store started with another retention
-// or window count writes into other buckets than the one before it. Each
+// retention and the shard count. Bucket names carry the window's start, so a
+// Store started with another retention or window count mostly writes into
+// other buckets than the one before it; where the two layouts' windows start
+// at the same instants (24h in 2 windows and 12h in 1; 24h and 12h in 2,
+// every other window) they share a bucket, and the scripts only ever raise a
+// bucket's expiry while another layout is live, so that each record lives for
+// the retention it was written with (some longer). A completed record whose
+// result key, written with the shorter retention, is gone is read as expired
+// (expiredExternal). Each
 // Store announces its layout in one hash,
 //
 //	<prefix>idem:layouts   field = "<window ms>/<retention ms>/<shards>", value = last announcement (Redis ms)

@@ -42,6 +42,20 @@ type Info struct {
 	DetailsTTL  time.Duration // how long the details are kept unless rewritten
 }
 
+// expiredExternal reports a COMPLETED or FAILED record whose result lives in
+// its own key, now gone: the result key expired with the retention the
+// record was written with, and the record lives on only because another
+// layout's write raised its bucket's expiry (their windows start at the same
+// instants, so they share bucket names). Such a record has expired: claims
+// run the key again (idem_claim.lua) and lookups read it as absent.
+func expiredExternal(raw string, resultExists bool) bool {
+	if resultExists || len(raw) == 0 || raw[0]&flagExternal == 0 {
+		return false
+	}
+	st := State(raw[0] & 15)
+	return st == Completed || st == Failed
+}
+
 // Lookup reads the record, the lease and the heartbeat details of key k
 // without changing anything, in one pipeline (one round trip; every key of k
 // shares one Cluster slot). It looks for the record in the same buckets a
@@ -122,6 +136,10 @@ func (s *Store) lookup(ctx context.Context, k string, withResult, withHistory bo
 	}
 
 	raw, found := recs.newest()
+	if found && expiredExternal(raw, rexists.Val() > 0) {
+		// The record outlived its result key (idem_claim.lua): expired.
+		raw, found = "", false
+	}
 	var hs []Attempt
 	if withHistory {
 		hs = s.mergeHistory(list.Val(), raw, found)

@@ -54,7 +54,9 @@ func WithPrefix(p string) Opt { return setting{"prefix", p, func(c *cfg) { c.pre
 // it, the key runs again (with a higher fence). Records are kept at least this
 // long and at most Retention + Retention/windows. Changing it is safe:
 // records written under an earlier retention are still found by claims, and
-// replayed, until they expire under the retention they were written with.
+// replayed, until they expire under the retention they were written with
+// (while both are live, a record may be kept as long as the longer one: the
+// two layouts may share buckets).
 // Default 24h.
 func WithRetention(d time.Duration) Opt {
 	return setting{"retention", d, func(c *cfg) { c.retention = d }}

@@ -57,6 +57,12 @@
 -- fence's entry, if it has no end, as taken_over; the previous attempt's
 -- entry carried in the record is moved to the list first. A claim of a key
 -- without a record keeps the start entry in the record instead.
+-- A completed or failed record whose result lives in the external result key,
+-- gone, has expired: that key expired with the retention the record was
+-- written with, and the record outlived it only in a bucket another layout
+-- shares (window starts that coincide) and kept longer. The key runs again,
+-- as after the record's expiry, above its fence. While other layouts are
+-- live (O > 0) a bucket's expiry is only raised.
 -- A claim after an attempt an operator cancelled, which ended before it
 -- recorded the cancel (its lease lost: a takeover; or released for a retry
 -- just before it learnt of the cancel), is covered by the cancel: the cancel
@@ -91,6 +97,16 @@ local httl = ARGV[8]
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
 local skew = cw - keep < base or cw > base + nw - 1
+
+-- extend sets bucket b's expiry to at unless it already expires later:
+-- layouts whose windows start at the same instants name the same buckets,
+-- and a record must live for the retention it was written with.
+local function extend(b, at)
+  local ttl = redis.call('PTTL', b)
+  if ttl < 0 or nowms + ttl < at then
+    redis.call('PEXPIREAT', b, at)
+  end
+end
 
 -- push appends entry text v to history list hk, trimmed to the bound, and
 -- renews the list's TTL.
@@ -194,27 +210,32 @@ local function claim(k, a)
       end
       tr, off = string.sub(rec, 21, 20 + n), 21 + n
     end
-    if state >= 3 then
-      local ext = false
-      if st % 32 >= 16 then
-        ext = redis.call('GET', KEYS[k + 2])
-      end
+    local ext = false
+    if state >= 3 and st % 32 >= 16 then
+      ext = redis.call('GET', KEYS[k + 2])
+    end
+    if state >= 3 and st % 32 >= 16 and not ext then
+      -- The result key has expired (with the retention of the layout
+      -- that wrote it) while the record lives on in a bucket another
+      -- layout's write kept longer: the record has expired too. The key
+      -- runs again, as after any record's expiry, above its fence.
+      rec, tr, state, prev = nil, nil, 0, fen
+    else
       if rfp ~= fp then
         return {5, rec, ext}
       end
-      return {4, rec, ext}
-    end
-    if rfp ~= fp then
-      return {5, rec, false}
-    end
-    if state == 2 and #rec >= off + 5 then
-      local hold = struct.unpack('>I6', rec, off)
-      if hold > nowms then
-        return {3, '', hold - nowms}
+      if state >= 3 then
+        return {4, rec, ext}
       end
+      if state == 2 and #rec >= off + 5 then
+        local hold = struct.unpack('>I6', rec, off)
+        if hold > nowms then
+          return {3, '', hold - nowms}
+        end
+      end
+      prev = fen
+      att = ra
     end
-    prev = fen
-    att = ra
   end
   local fence = nowus
   if prev + 1 > fence then
@@ -235,7 +256,13 @@ local function claim(k, a)
   else
     redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
   end
-  redis.call('PEXPIREAT', b, expat)
+  if no > 0 then
+    -- Other layouts are live: where their window starts coincide with
+    -- ours, their records share this bucket. Its expiry is only raised.
+    extend(b, expat)
+  else
+    redis.call('PEXPIREAT', b, expat)
+  end
   if rkey and rkey ~= b then
     redis.call('HDEL', rkey, field)
   end

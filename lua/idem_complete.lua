@@ -82,8 +82,12 @@ end
 local b = KEYS[5 + cw - base]
 redis.call('HSET', b, ARGV[3], struct.pack('>BI7c8I2I4', st, tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[5]), sec) .. res)
 if KEYS[4] ~= b then
-  -- The claim's bucket already expires at expat when it is b.
-  redis.call('PEXPIREAT', b, expat)
+  -- The claim's bucket already expires at expat or later when it is b.
+  -- Another layout's records may share b: its expiry is only raised.
+  local ttl = redis.call('PTTL', b)
+  if ttl < 0 or nowms + ttl < expat then
+    redis.call('PEXPIREAT', b, expat)
+  end
   redis.call('HDEL', KEYS[4], ARGV[3])
 end
 if ARGV[13] == '1' then

@@ -174,8 +174,12 @@ local function complete(k, a)
   end
   redis.call('HSET', b, ARGV[a + 2], head .. struct.pack('>I4', sec) .. res)
   if KEYS[k + 3] ~= b then
-    -- The claim's bucket already expires at expat when it is b.
-    redis.call('PEXPIREAT', b, expat)
+    -- The claim's bucket already expires at expat or later when it is b.
+    -- Another layout's records may share b: its expiry is only raised.
+    local ttl = redis.call('PTTL', b)
+    if ttl < 0 or nowms + ttl < expat then
+      redis.call('PEXPIREAT', b, expat)
+    end
     redis.call('HDEL', KEYS[k + 3], ARGV[a + 2])
   end
   if ARGV[a + 9] == '1' then

@@ -70,7 +70,13 @@ if hold > 0 then
   v = v .. struct.pack('>I6', nowms + hold)
 end
 redis.call('HSET', b, ARGV[3], v)
-redis.call('PEXPIREAT', b, (cw + 1) * wlen + tonumber(ARGV[10]))
+-- Another layout's records may share b (idem_claim.lua): its expiry is only
+-- raised.
+local expat = (cw + 1) * wlen + tonumber(ARGV[10])
+local ttl = redis.call('PTTL', b)
+if ttl < 0 or nowms + ttl < expat then
+  redis.call('PEXPIREAT', b, expat)
+end
 if KEYS[2] ~= b then
   redis.call('HDEL', KEYS[2], ARGV[3])
 end
