@@ -171,12 +171,15 @@ func (w *Worker) runHandler(job *Job, reg *registration) (res []byte, err error)
 }
 
 // commit seals the attempt's saga journal, if it ran steps, commits the
-// result fenced, and closes the journal. A commit refused as a lease loss
-// that in fact landed (its answer was lost) is a success.
+// result fenced, and closes the journal. The seal, like the commit, is
+// retried while Redis is unreachable and the lease holds (sealing twice is
+// harmless): failing it would compensate steps whose job succeeded. A commit
+// refused as a lease loss that in fact landed (its answer was lost) is a
+// success.
 func (w *Worker) commit(job *Job, res []byte) (err error) {
 	jr := job.stepped()
 	if jr != nil {
-		if err := jr.Seal(job.ctx); err != nil {
+		if err := w.retryStore(job.ctx, jr.Seal); err != nil {
 			return err
 		}
 	}
