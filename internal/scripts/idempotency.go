@@ -58,7 +58,8 @@ const (
 	// IdemOK: the record was written.
 	IdemOK = 1
 	// IdemWindowSkew: the windows passed by the caller do not cover Redis
-	// time (IdemComplete and IdemCompleteBatch); nothing was written.
+	// time (IdemComplete, IdemCompleteBatch and IdemRelease); nothing was
+	// written.
 	IdemWindowSkew = -2
 	// IdemOtherOutcome: the record already holds an outcome of the caller's
 	// fence other than the one asked for (IdemComplete and
