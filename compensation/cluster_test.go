@@ -55,8 +55,21 @@ func TestOnCluster(t *testing.T) {
 	if diff := cmp.Diff([]int{2, 1, 2, 1}, rc.steps()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
+	// A Step after the lease is gone indexes its journal but cannot create
+	// it: the sweep checks the journal and the lease in their slot, then
+	// drops the entry.
+	l, err := m.Acquire(ctx, "{i:5}:order-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Journal(l).Step(ctx, "1", func(context.Context) error { return nil }, "undo", undoArgs{Step: 1}); err == nil {
+		t.Fatal("step after release: no error")
+	}
 	rep, err := r.Sweep(ctx)
-	if err != nil || rep.Compensated != 0 {
-		t.Errorf("sweep: %+v, %v", rep, err)
+	if err != nil || rep.Compensated != 0 || rep.Removed != 1 {
+		t.Errorf("sweep: %+v, %v; want the abandoned entry removed, nothing compensated", rep, err)
 	}
 }

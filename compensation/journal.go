@@ -74,6 +74,7 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	if err != nil {
 		return j.r.redisErr("intent", j.ref, err)
 	}
+	j.setIndexed()
 	n, _ := res.(int64)
 	switch {
 	case n == scripts.CompIntentNotOpen:
@@ -108,19 +109,28 @@ func (j *Journal) Step(ctx context.Context, name string, do func(context.Context
 	}
 }
 
-// ensureIndexed adds the journal to the recovery index before its first
-// intent, so that the index always covers every journal.
+// ensureIndexed adds the journal to the recovery index before its intents,
+// so that the index always covers every journal. The entry is added again
+// (ZADD NX: a no-op while it is there) before every intent until one has
+// run: a sweep may have dropped it meanwhile, the journal being absent then
+// (see [Runner.dropAbsent]).
 func (j *Journal) ensureIndexed(ctx context.Context) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.indexed {
+	indexed := j.indexed
+	j.mu.Unlock()
+	if indexed {
 		return nil
 	}
-	if err := j.r.index(ctx, j.ref); err != nil {
-		return err
-	}
+	return j.r.index(ctx, j.ref)
+}
+
+// setIndexed records that an intent ran after the journal was indexed: the
+// journal exists from then on, and the sweep keeps its entry until it is
+// closed, compensated or dead-lettered.
+func (j *Journal) setIndexed() {
+	j.mu.Lock()
 	j.indexed = true
-	return nil
+	j.mu.Unlock()
 }
 
 // Seal marks the journal as about to commit; call it just before the job's

@@ -18,13 +18,13 @@ import (
 // SweepReport counts what one recovery pass found.
 type SweepReport struct {
 	Scanned      int // journals looked at
-	Live         int // owner still holds its lease: left alone
+	Live         int // owner still holds its lease (or is creating the journal): left alone
 	Compensated  int // compensated (or finished compensating) by this pass
 	DeadLettered int // ended, or found, dead-lettered
 	Busy         int // another process was compensating them
 	Sealed       int // sealed by a dead owner, left to takeover (no WithCommitted, or ErrCommitUnknown)
 	Committed    int // sealed journals found committed and closed
-	Removed      int // finished or expired entries dropped from the index
+	Removed      int // finished, expired or abandoned entries dropped from the index
 	Failed       int // errors (the next pass tries again)
 }
 
@@ -101,8 +101,19 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 		mode := modeSweep
 		switch State(st) {
 		case "":
-			r.unindex(ctx, row.ref)
-			rep.Removed++
+			// Read as absent: expired, or not created yet (its first
+			// Step indexes it before its intent creates it, and may have
+			// done so since this page was read).
+			gone, err := r.dropAbsent(ctx, row.ref)
+			switch {
+			case err != nil:
+				rep.Failed++
+				errs = append(errs, err)
+			case gone:
+				rep.Removed++
+			default:
+				rep.Live++
+			}
 			continue
 		case StateCommitted, StateCompensated:
 			r.unindex(ctx, row.ref)
@@ -168,6 +179,30 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dropAbsent removes from the index a journal the sweep read as absent, if
+// it is gone for good: there is still no journal and the job's lease is no
+// longer held under its fence, so no intent can create it (comp_absent.lua
+// reads both atomically; the index lies in another Cluster slot, so the
+// removal follows, and that answer cannot change in between). It reports
+// whether the entry was removed; one whose journal has appeared, or whose
+// owner may still create it, is kept.
+func (r *Runner) dropAbsent(ctx context.Context, ref Ref) (bool, error) {
+	res, err := scripts.CompAbsent.Run(ctx, r.client, []string{r.journalKey(ref), r.leases.Key(ref.Name)},
+		strconv.FormatUint(ref.Fence, 10)).Result()
+	if err != nil {
+		return false, r.redisErr("check absent journal", ref, err)
+	}
+	switch code, _ := res.(int64); code {
+	case scripts.CompAbsentGone:
+		r.unindex(ctx, ref)
+		return true, nil
+	case scripts.CompAbsentExists, scripts.CompAbsentPending:
+		return false, nil
+	default:
+		return false, fmt.Errorf("compensation: check absent journal %s: code %d", ref, code)
+	}
 }
 
 // closeAs closes a journal on behalf of its (dead) owner whose commit landed.

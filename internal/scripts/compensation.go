@@ -21,6 +21,9 @@ var (
 	CompFinish = Fenced("comp_finish.lua")
 	// CompSettle ends a compensation pass (fenced by the compensation lease).
 	CompSettle = Fenced("comp_settle.lua")
+	// CompAbsent tells the recovery sweep whether a journal it read as
+	// absent is gone for good, so that its index entry can be dropped.
+	CompAbsent = Plain("comp_absent.lua")
 )
 
 // Status codes of CompIntent: on success the step's number n >= 1; or
@@ -134,4 +137,16 @@ const (
 	CompSettleDead = 3
 	// CompSettleIdle: the journal is not being compensated.
 	CompSettleIdle = -2
+)
+
+// Status codes of CompAbsent.
+const (
+	// CompAbsentExists: the journal exists (it was created meanwhile).
+	CompAbsentExists = 0
+	// CompAbsentGone: there is no journal and the job lease is not held under
+	// its fence, so none can be created any more.
+	CompAbsentGone = 1
+	// CompAbsentPending: there is no journal yet, but the job lease is held
+	// under its fence: the owner's first intent may still create it.
+	CompAbsentPending = 2
 )

@@ -50,6 +50,7 @@ func TestStatusCodes(t *testing.T) {
 		{"comp_claim.lua", []int{scripts.CompClaimed, scripts.CompClaimDone, scripts.CompClaimDead, scripts.CompClaimIdle,
 			scripts.CompClaimNoStep}, nil},
 		{"comp_finish.lua", []int{scripts.CompFinishSuperseded, scripts.CompFinishRecorded}, nil},
+		{"comp_absent.lua", []int{scripts.CompAbsentExists, scripts.CompAbsentGone, scripts.CompAbsentPending}, nil},
 		{"limit_acquire.lua", []int{scripts.LimitAcquired, scripts.LimitFull, scripts.LimitHeld, scripts.LimitRated}, nil},
 		{"comp_settle.lua", []int{scripts.CompSettlePending, scripts.CompSettleDone, scripts.CompSettleDead, scripts.CompSettleIdle}, nil},
 	} {
