@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/internal/testkit"
 )
 
 // leaseStore starts a redis-server for an observer test and returns a client
@@ -102,16 +104,38 @@ func TestObserverTakeoverAfterKill(t *testing.T) {
 	}
 }
 
+// TestObserverRunStopsWithContext: Run keeps polling until its context ends
+// (a key written before it started is seen, then one written while it runs),
+// and returns once it is cancelled.
 func TestObserverRunStopsWithContext(t *testing.T) {
 	t.Parallel()
-	r := startRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer func() { _ = c.Close() }()
+	c, put := leaseStore(t, time.Minute)
+	put("lh:lease:{before}", "A1")
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	o := NewObserver(c, "lh:", 5*time.Millisecond, 200*time.Millisecond)
 	go func() { o.Run(ctx); close(done) }()
-	time.Sleep(30 * time.Millisecond)
+	// seen reports whether a poll of Run has observed key, failing the test
+	// if Run has returned before its context was cancelled.
+	seen := func(key string) bool {
+		select {
+		case <-done:
+			t.Fatal("Run returned before its context was cancelled")
+		default:
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		s, ok := o.keys[key]
+		return ok && s.tok != ""
+	}
+	testkit.Eventually(t, 10*time.Second, "Run to observe the key written before it started", func() bool {
+		return seen("lh:lease:{before}")
+	})
+	put("lh:lease:{during}", "B1")
+	testkit.Eventually(t, 10*time.Second, "Run to observe a key written while it runs", func() bool {
+		return seen("lh:lease:{during}")
+	})
 	cancel()
 	select {
 	case <-done:
