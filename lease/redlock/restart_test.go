@@ -176,33 +176,35 @@ func TestRenewBatchPipelines(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// Acquire returns on a quorum: the last master's acquire scripts may
-	// still arrive. Count from when every master has all of them and has
-	// been quiet for a while.
+	// Acquire and fail-fast extends return on a quorum: the last master's
+	// scripts may still arrive. settled waits until every master has all n
+	// of them and has been quiet for a while.
 	scripts := func(c *countHook) int { _, piped, single := c.get(); return piped + single }
-	last, quietSince := -1, time.Now()
-	testkit.Eventually(t, 30*time.Second, "the acquires reach every master", func() bool {
-		total := 0
-		for _, c := range counters {
-			if scripts(c) < n {
-				return false
+	settled := func(what string) {
+		t.Helper()
+		last, quietSince := -1, time.Now()
+		testkit.Eventually(t, 30*time.Second, what, func() bool {
+			total := 0
+			for _, c := range counters {
+				if scripts(c) < n {
+					return false
+				}
+				total += scripts(c)
 			}
-			total += scripts(c)
-		}
-		if total != last {
-			last, quietSince = total, time.Now()
-		}
-		return time.Since(quietSince) > 300*time.Millisecond
-	})
+			if total != last {
+				last, quietSince = total, time.Now()
+			}
+			return time.Since(quietSince) > 300*time.Millisecond
+		})
+	}
+	settled("the acquires reach every master")
 	for _, c := range counters {
 		c.reset()
 	}
 	sent := time.Now()
 	res := b.RenewBatch(ctx, rs)
 	took := time.Since(sent)
-	// Fail-fast extends return on a quorum; the last master's scripts may
-	// still be on their way.
-	time.Sleep(200 * time.Millisecond)
+	settled("the renewals reach every master")
 	for i, r := range res {
 		// Valid counts from before the batch was sent, so it may exceed the
 		// TTL by at most the time the batch took.
