@@ -146,6 +146,8 @@ func (f *controls) operator(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// key reads key's record for a wait: a failed read is logged and returns
+// the zero KeyInfo, so that the wait tries again.
 func (f *controls) key(t *testing.T, k string) leasehold.KeyInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -153,6 +155,19 @@ func (f *controls) key(t *testing.T, k string) leasehold.KeyInfo {
 	ki, err := f.insp.Key(ctx, k)
 	if err != nil {
 		t.Logf("inspect %s: %v", k, err)
+	}
+	return ki
+}
+
+// keyNow reads key's record and fails the test if it cannot: a check that a
+// key is not claimed must not pass on the zero KeyInfo of a failed read.
+func (f *controls) keyNow(t *testing.T, k string) leasehold.KeyInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ki, err := f.insp.Key(ctx, k)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", k, err)
 	}
 	return ki
 }
@@ -255,7 +270,7 @@ func (f *controls) pauseAndResume(t *testing.T, m int) time.Duration {
 	holdUntil := time.Now().Add(3 * controlsRenew)
 	for samples := 0; time.Now().Before(holdUntil) || samples < 3; samples++ {
 		for _, k := range keys {
-			if ki := f.key(t, k); ki.State != idempotency.Absent || ki.Leased {
+			if ki := f.keyNow(t, k); ki.State != idempotency.Absent || ki.Leased {
 				t.Fatalf("%s claimed while its type was paused: state %v leased %t", k, ki.State, ki.Leased)
 			}
 		}
