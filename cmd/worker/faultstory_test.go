@@ -125,7 +125,7 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 	testkit.Eventually(t, 60*time.Second, "the first attempt's charge", func() bool { return len(charges(t, pay, key)) == 1 })
 	insp := inspect.New(rdb, inspect.WithPrefix(prefix))
 	t.Cleanup(func() { _ = insp.Close(context.Background()) })
-	first := readKey(t, insp, key)
+	first := readKeyNow(t, insp, key)
 	if !first.Leased {
 		t.Fatalf("after its charge the job holds no lease: %+v", first)
 	}
@@ -141,7 +141,7 @@ func faultStory(t *testing.T, j *testkit.Jaeger, bin string, brokers []string, p
 
 	// The fault must have caught the first attempt running: the hold keeps
 	// it in its handler for 30s after the charge.
-	if k := readKey(t, insp, key); k.State == idempotency.Completed {
+	if k := readKeyNow(t, insp, key); k.State == idempotency.Completed {
 		t.Fatalf("the job completed under fence %d before the %s fault reached worker %d", k.Fence, fault, runner.cmd.Process.Pid)
 	}
 	var done leasehold.KeyInfo
@@ -537,6 +537,8 @@ func storyAddr(t *testing.T) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
+// readKey reads key's record for a wait: a failed read is logged and returns
+// the zero KeyInfo, so that the wait tries again.
 func readKey(t *testing.T, insp *inspect.Inspector, key string) leasehold.KeyInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -544,6 +546,20 @@ func readKey(t *testing.T, insp *inspect.Inspector, key string) leasehold.KeyInf
 	ki, err := insp.Key(ctx, key)
 	if err != nil {
 		t.Logf("inspect %s: %v", key, err)
+	}
+	return ki
+}
+
+// readKeyNow reads key's record and fails the test if it cannot: a check
+// that a key is not yet completed must not pass on the zero KeyInfo of a
+// failed read.
+func readKeyNow(t *testing.T, insp *inspect.Inspector, key string) leasehold.KeyInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ki, err := insp.Key(ctx, key)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", key, err)
 	}
 	return ki
 }
