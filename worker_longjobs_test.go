@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -42,33 +44,71 @@ func sleeper(fx *effects, d time.Duration, steps int) Handler {
 // jobs run; the new owners re-read uncommitted records, find their keys held,
 // wait, and replay the result. Nothing is lost, nothing runs twice.
 func TestLongJobsWhileMembersJoinAndLeave(t *testing.T) {
-	h := setup(t, 6)
-	const jobs = 12
+	const partitions = 6
+	h := setup(t, partitions)
+	const jobs = 2 * partitions
 	ttl := 1500 * time.Millisecond
 	fx := newEffects()
+	// Every partition p holds long-p, its duplicate right behind (found
+	// held while the original runs) and long-(p+6): whichever partitions
+	// move, they carry records whose jobs run.
 	var recs []*kgo.Record
-	for i := range jobs {
-		r := jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("long-%02d", i)})
-		recs = append(recs, r)
-		if i%3 == 0 { // a duplicate right behind: found held while the original runs
-			recs = append(recs, jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("long-%02d", i)}))
+	for p := range int32(partitions) {
+		for _, i := range []int32{p, p, p + partitions} {
+			r := jobRecord(t, NewJob{Type: "test.long", Key: fmt.Sprintf("long-%02d", i)})
+			r.Topic, r.Partition = h.topic, p
+			recs = append(recs, r)
 		}
 	}
-	dups := (jobs + 2) / 3
-	reg := func(w *Worker) { must(t, w.Register("test.long", sleeper(fx, 3*ttl+time.Second, 20))) }
-	opts := []Opt{WithLeaseTTL(ttl), WithConcurrency(jobs), WithHeartbeatThrottle(200 * time.Millisecond)}
-	a := h.start(t, h.rdb, reg, opts...)
-	b := h.start(t, h.rdb, reg, opts...)
-	h.produce(t, recs)
+	dups := partitions
+	claims := &recordClaims{}
+	reg := func(w *Worker) { must(t, w.Register("test.long", sleeper(fx, 4*ttl+time.Second, 20))) }
+	opts := func(name string) []Opt {
+		return []Opt{WithLeaseTTL(ttl), WithConcurrency(jobs), WithHeartbeatThrottle(200 * time.Millisecond),
+			WithHooks(Hooks{OnClaim: func(_ context.Context, c ClaimInfo) { claims.add(name, c) }})}
+	}
+	a := h.start(t, h.rdb, reg, opts("a")...)
+	b := h.start(t, h.rdb, reg, opts("b")...)
+	asg := groupAssignments(t, h, partitions)
+	var bBefore []int32
+	testkit.Eventually(t, 30*time.Second, "a and b assigned every partition", func() bool {
+		m, ok := asg()
+		bBefore = m[memberOf(b)]
+		return ok && len(m) == 2 && len(m[memberOf(a)]) > 0 && len(bBefore) > 0
+	})
 
-	testkit.Eventually(t, 20*time.Second, "jobs running", func() bool { return len(a.Running())+len(b.Running()) >= jobs/2 })
-	c := h.start(t, h.rdb, reg, opts...) // joins: partitions move while jobs run
-	time.Sleep(ttl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cl := h.kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := b.Shutdown(ctx); err != nil { // leaves, draining its jobs under their leases
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	testkit.Eventually(t, 20*time.Second, "every job running, on both workers", func() bool {
+		return len(a.Running())+len(b.Running()) == jobs && len(a.Running()) > 0 && len(b.Running()) > 0
+	})
+
+	c := h.start(t, h.rdb, reg, opts("c")...) // joins: partitions move while jobs run
+	var bLast []int32
+	testkit.Eventually(t, 30*time.Second, "c assigned partitions, one of them revoked from b", func() bool {
+		m, ok := asg()
+		bLast = m[memberOf(b)]
+		return ok && len(m) == 3 && len(m[memberOf(c)]) > 0 && len(bLast) > 0 && len(bLast) < len(bBefore)
+	})
+	if len(b.Running()) == 0 {
+		t.Fatal("b's jobs finished before the rebalance; the jobs are too short for this test")
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	if err := b.Shutdown(sctx); err != nil { // leaves, draining its jobs under their leases
 		t.Fatalf("shutdown of the leaving worker: %v", err)
 	}
+	testkit.Eventually(t, 30*time.Second, "b's partitions assigned to a and c", func() bool {
+		m, ok := asg()
+		if !ok || len(m) != 2 || len(m[memberOf(a)]) == 0 || len(m[memberOf(c)]) == 0 {
+			return false
+		}
+		return len(m[memberOf(a)])+len(m[memberOf(c)]) == partitions
+	})
 
 	testkit.Eventually(t, 60*time.Second, "every job done", func() bool { return len(fx.snapshot()) == jobs })
 	h.waitCommitted(t, 30*time.Second)
@@ -87,13 +127,134 @@ func TestLongJobsWhileMembersJoinAndLeave(t *testing.T) {
 	if lost != 0 {
 		t.Errorf("%d leases lost; heartbeating jobs must keep theirs", lost)
 	}
-	if held == 0 {
-		t.Error("no claim found its key held; duplicates must wait for the running attempt")
-	}
 	if replayed < int64(dups) {
 		t.Errorf("replayed %d, want at least %d (one per duplicate)", replayed, dups)
 	}
-	t.Logf("held answers %d, replays %d", held, replayed)
+
+	// The join: c re-read records of the partition it took from b while
+	// b ran their jobs, found their keys held, and replayed b's results.
+	movedHeld, movedReplayed := 0, 0
+	for _, r := range claims.records() {
+		if !slices.Contains(bBefore, r.partition) || slices.Contains(bLast, r.partition) || !r.by("b", OutcomeAcquired) {
+			continue
+		}
+		if r.by("c", OutcomeHeld) {
+			movedHeld++
+		}
+		if r.by("c", OutcomeDuplicate) {
+			movedReplayed++
+		}
+	}
+	if movedHeld == 0 || movedReplayed == 0 {
+		t.Errorf("of the records b ran on the partitions c took from it, c found %d held and replayed %d; want some of each",
+			movedHeld, movedReplayed)
+	}
+	// The leave: a and c re-read what b had left uncommitted on the
+	// partitions it owned when it left.
+	reread := 0
+	for _, r := range claims.records() {
+		if slices.Contains(bLast, r.partition) && r.byAny("b") && (r.byAny("a") || r.byAny("c")) {
+			reread++
+		}
+	}
+	if reread == 0 {
+		t.Errorf("no record b claimed on its last partitions %v was claimed again by a or c after it left", bLast)
+	}
+	t.Logf("held answers %d, replays %d; b's partitions %v, %v after c joined; moved from b to c: %d held, %d replayed; re-read after b left: %d",
+		held, replayed, bBefore, bLast, movedHeld, movedReplayed, reread)
+}
+
+// recordClaims records which worker answered which claim of each record.
+type recordClaims struct {
+	mu   sync.Mutex
+	recs map[[2]int64]*claimedRecord
+}
+
+type claimedRecord struct {
+	partition int32
+	offset    int64
+	answers   []claimAnswer
+}
+
+type claimAnswer struct {
+	worker  string
+	outcome Outcome
+}
+
+func (l *recordClaims) add(worker string, c ClaimInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.recs == nil {
+		l.recs = map[[2]int64]*claimedRecord{}
+	}
+	k := [2]int64{int64(c.Partition), c.Offset}
+	r := l.recs[k]
+	if r == nil {
+		r = &claimedRecord{partition: c.Partition, offset: c.Offset}
+		l.recs[k] = r
+	}
+	r.answers = append(r.answers, claimAnswer{worker, c.Outcome})
+}
+
+func (l *recordClaims) records() []claimedRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]claimedRecord, 0, len(l.recs))
+	for _, r := range l.recs {
+		out = append(out, claimedRecord{r.partition, r.offset, slices.Clone(r.answers)})
+	}
+	return out
+}
+
+// by reports whether worker answered a claim of the record with outcome.
+func (r claimedRecord) by(worker string, outcome Outcome) bool {
+	return slices.Contains(r.answers, claimAnswer{worker, outcome})
+}
+
+// byAny reports whether worker answered a claim of the record.
+func (r claimedRecord) byAny(worker string) bool {
+	return slices.ContainsFunc(r.answers, func(a claimAnswer) bool { return a.worker == worker })
+}
+
+// memberOf returns w's current member ID in its consumer group.
+func memberOf(w *Worker) string {
+	m, _ := w.Client().GroupMetadata()
+	return m
+}
+
+// groupAssignments returns a reader of h's group: the partitions of h's
+// topic assigned to each member, and whether the group is stable with
+// all its partitions assigned.
+func groupAssignments(t *testing.T, h *harness, partitions int) func() (map[string][]int32, bool) {
+	t.Helper()
+	adm := kadm.NewClient(h.kafka.Client(t))
+	return func() (map[string][]int32, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		described, err := adm.DescribeGroups(ctx, h.group)
+		if err != nil {
+			return nil, false
+		}
+		g := described[h.group]
+		if g.Err != nil || g.State != "Stable" {
+			return nil, false
+		}
+		out := map[string][]int32{}
+		n := 0
+		for _, m := range g.Members {
+			c, ok := m.Assigned.AsConsumer()
+			if !ok || c == nil {
+				return nil, false
+			}
+			for _, tp := range c.Topics {
+				if tp.Topic == h.topic {
+					out[m.MemberID] = append(out[m.MemberID], tp.Partitions...)
+					n += len(tp.Partitions)
+				}
+			}
+		}
+		return out, n == partitions
+	}
 }
 
 // TestRedisDownPausesConsumption stops Redis (SIGSTOP) for five seconds in
