@@ -3,12 +3,14 @@ package leasehold
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/leasehold/leasehold/internal/testkit"
 )
@@ -108,8 +110,42 @@ func TestKilledMemberEvictedBySessionTimeout(t *testing.T) {
 
 	// The frozen worker comes back: it rejoins, finds the offsets committed,
 	// and runs nothing.
+	startedBefore := doomed.Stats().Started
 	gate.Thaw()
-	time.Sleep(3 * time.Second)
+	// Back means Redis and Kafka answering it again and its member (the
+	// evicted one is gone from the group) assigned partitions.
+	testkit.Eventually(t, session+30*time.Second, "the thawed worker ready and back in the group, assigned partitions", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if doomed.Ready(ctx) != nil {
+			return false
+		}
+		member, _ := doomed.Client().GroupMetadata()
+		if member == "" {
+			return false
+		}
+		described, err := adm.DescribeGroups(ctx, h.group)
+		if err != nil {
+			return false
+		}
+		g := described[h.group]
+		if g.Err != nil || g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		for _, m := range g.Members {
+			if m.MemberID == member {
+				c, _ := m.Assigned.AsConsumer()
+				return c != nil && slices.ContainsFunc(c.Topics, func(tp kmsg.ConsumerMemberAssignmentTopic) bool {
+					return tp.Topic == h.topic && len(tp.Partitions) > 0
+				})
+			}
+		}
+		return false
+	})
+	h.waitCommitted(t, 30*time.Second)
+	if s := doomed.Stats(); s.Started != startedBefore {
+		t.Errorf("the thawed worker started %d jobs after it rejoined", s.Started-startedBefore)
+	}
 	if s := doomed.Stats(); s.Succeeded != 0 {
 		t.Errorf("the thawed worker finished %d jobs after the survivor committed them", s.Succeeded)
 	}
