@@ -25,6 +25,7 @@ type delivery struct {
 	index    int         // heap index
 	lim      *limit.Slot // the limit slot taken for its claim (limitslots.go)
 	limWait  string      // the limit group it is parked by, if any
+	ordering bool        // it holds its ordering key (admit, handOnOrder); guarded by schedule.mu
 
 	tj   *jobtrace.Job   // the current attempt's span
 	tctx context.Context // its context
@@ -152,6 +153,7 @@ func (s *schedule) admit(d *delivery) bool {
 		return false
 	}
 	s.busy[d.orderKey] = nil
+	d.ordering = true
 	return true
 }
 
@@ -179,9 +181,16 @@ func (s *schedule) finished(d *delivery) {
 	}
 }
 
-// handOnOrder releases d's ordering key (under s.mu): the next record
-// queued behind it becomes ready, due now. It reports whether one did.
+// handOnOrder releases d's ordering key (under s.mu), if d holds it: the
+// next record queued behind it becomes ready, due now, and holds the key.
+// It reports whether one did. A record that never held its key (one
+// dead-lettered before admit, while another record of the key is in
+// flight) releases nothing.
 func (s *schedule) handOnOrder(d *delivery) bool {
+	if !d.ordering {
+		return false
+	}
+	d.ordering = false
 	q, ok := s.busy[d.orderKey]
 	if !ok {
 		return false
@@ -192,6 +201,7 @@ func (s *schedule) handOnOrder(d *delivery) bool {
 	}
 	next := q[0]
 	s.busy[d.orderKey] = q[1:]
+	next.ordering = true
 	next.due = time.Now()
 	heap.Push(&s.ready, next)
 	return true
