@@ -31,7 +31,9 @@ const (
 	DefaultBackoffMax      = time.Minute
 )
 
-// Opt configures a [Worker]. Each option's doc states its default.
+// Opt configures a [Worker]. Each option's doc states its default. For the
+// options that take a number or a duration, 0 means the default and [New]
+// refuses a negative value, with an error naming the option.
 type Opt interface{ apply(*config) }
 
 type optFunc func(*config)
@@ -343,7 +345,9 @@ func WithPropagator(p propagation.TextMapPropagator) Opt {
 func WithTracing(t *tracing.Tracer) Opt { return optFunc(func(c *config) { c.tracer = t }) }
 
 // JobOpt configures one job type in [Worker.Register]. Each option's doc
-// states its default.
+// states its default. [Worker.Register] refuses a negative duration: in
+// [WithBackoff] or [WithTimeout] with an error naming the option, in
+// [WithJobLeaseTTL] with [ErrInvalidLeaseTTL].
 type JobOpt interface{ applyJob(*jobConfig) }
 
 type jobOptFunc func(*jobConfig)

@@ -140,6 +140,9 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 	if err := c.settle(); err != nil {
 		return nil, err
 	}
+	if err := c.checkNegative(); err != nil {
+		return nil, err
+	}
 	c.group = cmp.Or(c.group, DefaultGroup)
 	if len(c.topics) == 0 {
 		c.topics = []string{DefaultTopic}
@@ -177,6 +180,32 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 		return nil, errors.New("leasehold: nil redis client")
 	}
 	return w, nil
+}
+
+// checkNegative refuses a negative number or duration in the options whose
+// 0 means their default, before the defaults are set: a default only
+// replaces 0, and a negative value would run (a payload bound below every
+// record, a drain that cancels every job at once, a busy retry loop).
+func (c *config) checkNegative() error {
+	for _, o := range []struct {
+		opt string
+		bad bool
+	}{
+		{fmt.Sprintf("WithConcurrency(%d)", c.concurrency), c.concurrency < 0},
+		{fmt.Sprintf("WithCommitInterval(%s)", c.commitInterval), c.commitInterval < 0},
+		{fmt.Sprintf("WithShutdownTimeout(%s)", c.shutdownTimeout), c.shutdownTimeout < 0},
+		{fmt.Sprintf("WithLeaseTTL(%s)", c.leaseTTL), c.leaseTTL < 0},
+		{fmt.Sprintf("WithRetention(%s)", c.retention), c.retention < 0},
+		{fmt.Sprintf("WithHeartbeatThrottle(%s)", c.hbThrottle), c.hbThrottle < 0},
+		{fmt.Sprintf("WithMaxPayload(%d)", c.maxPayload), c.maxPayload < 0},
+		{fmt.Sprintf("WithHeldBackoff(%s, %s)", c.heldMin, c.heldMax), c.heldMin < 0 || c.heldMax < 0},
+		{fmt.Sprintf("WithRedisProbe(%s, %s)", c.probeMin, c.probeMax), c.probeMin < 0 || c.probeMax < 0},
+	} {
+		if o.bad {
+			return fmt.Errorf("leasehold: %s: want 0 (the default) or more for each", o.opt)
+		}
+	}
+	return nil
 }
 
 // check refuses settings New cannot run with, after their defaults are set.
@@ -233,11 +262,8 @@ func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 	for _, o := range opts {
 		o.applyJob(&jc)
 	}
-	if jc.maxAttempts < 1 {
-		return fmt.Errorf("leasehold: max attempts %d < 1 for %q", jc.maxAttempts, jobType)
-	}
-	if err := jc.limits.check(); err != nil {
-		return fmt.Errorf("%w for %q", err, jobType)
+	if err := jc.check(jobType); err != nil {
+		return err
 	}
 	if jc.leaseTTL != 0 {
 		if err := w.checkLeaseTTL(jc.leaseTTL); err != nil {
@@ -256,6 +282,22 @@ func (w *Worker) Register(jobType string, h Handler, opts ...JobOpt) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateType, jobType)
 	}
 	w.handlers[jobType] = &registration{typ: jobType, handler: wrapped, cfg: jc}
+	return nil
+}
+
+// check refuses job options Register cannot run jobType with.
+func (c *jobConfig) check(jobType string) error {
+	switch {
+	case c.maxAttempts < 1:
+		return fmt.Errorf("leasehold: max attempts %d < 1 for %q", c.maxAttempts, jobType)
+	case c.backoffMin < 0 || c.backoffMax < 0:
+		return fmt.Errorf("leasehold: WithBackoff(%s, %s) for %q: want 0 or more for each", c.backoffMin, c.backoffMax, jobType)
+	case c.timeout < 0:
+		return fmt.Errorf("leasehold: WithTimeout(%s) for %q: want 0 (none, the default) or more", c.timeout, jobType)
+	}
+	if err := c.limits.check(); err != nil {
+		return fmt.Errorf("%w for %q", err, jobType)
+	}
 	return nil
 }
 
