@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -13,7 +14,10 @@ import (
 // pool, held keys parked for later, retries with backoff), but Kafka commits
 // one offset per partition meaning "everything below is done". Each assigned
 // partition therefore has a tracker of its in-flight offsets, and only the
-// contiguous prefix of finished records is marked for commit. A record parked
+// contiguous prefix of finished records is marked for commit. A run of
+// finished records behind an unfinished one is kept as one entry (its first
+// and last offsets), so a tracker holds at most two entries per unfinished
+// record however many finish behind a long job at the partition's head. A record parked
 // because its key is held elsewhere stays in flight, so nothing at or after it
 // is committed while it waits.
 //
@@ -29,17 +33,20 @@ type partKey struct {
 	partition int32
 }
 
+// inflight is one unfinished record, or a run of finished records (done)
+// from offset to end with no unfinished record between them.
 type inflight struct {
 	offset int64
-	size   int64 // recordSize: what the record counts against the memory budget
-	epoch  int32
+	end    int64 // the last offset of a finished run; offset for an unfinished record
+	size   int64 // recordSize of an unfinished record: what it counts against the memory budget
+	epoch  int32 // the leader epoch of the record at end
 	done   bool
 }
 
 type partTracker struct {
 	tp      partKey
 	removed bool       // guarded by offsets.mu
-	queue   []inflight // ascending offsets; queue[0] is the oldest unfinished
+	queue   []inflight // ascending offsets; queue[0] is the oldest unfinished; no two finished runs adjacent
 	last    int64      // highest offset ever tracked, -1 before the first
 	marked  int64      // next offset to commit, -1 before the first mark
 	first   int64      // first offset tracked on this assignment
@@ -91,7 +98,7 @@ func (o *offsets) track(r *kgo.Record) (*partTracker, bool) {
 	}
 	t.last = r.Offset
 	size := recordSize(r)
-	t.queue = append(t.queue, inflight{offset: r.Offset, size: size, epoch: r.LeaderEpoch})
+	t.queue = append(t.queue, inflight{offset: r.Offset, end: r.Offset, size: size, epoch: r.LeaderEpoch})
 	o.held.bytes += size
 	o.held.records++
 	o.peak = max(o.peak, o.held.bytes)
@@ -121,7 +128,7 @@ func (o *offsets) weight() (now held, peakBytes int64) {
 func (o *offsets) done(t *partTracker, offset int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	i := sort.Search(len(t.queue), func(i int) bool { return t.queue[i].offset >= offset })
+	i := sort.Search(len(t.queue), func(i int) bool { return t.queue[i].end >= offset })
 	if i == len(t.queue) || t.queue[i].offset != offset || t.queue[i].done {
 		return
 	}
@@ -130,24 +137,35 @@ func (o *offsets) done(t *partTracker, offset int64) {
 		o.held.bytes -= t.queue[i].size
 		o.held.records--
 	}
-	n := 0
-	for n < len(t.queue) && t.queue[n].done {
-		n++
-	}
-	if n == 0 {
+	t.merge(i)
+	if !t.queue[0].done {
 		return
 	}
-	lastDone := t.queue[n-1]
-	t.queue = t.queue[n:]
+	lastDone := t.queue[0] // merged: the whole finished prefix
+	t.queue = t.queue[1:]
 	if len(t.queue) == 0 {
 		t.queue = nil // let the backing array go
 	}
-	t.marked = lastDone.offset + 1
+	t.marked = lastDone.end + 1
 	if t.removed || o.mark == nil {
 		return
 	}
-	t.markArg[t.tp.topic][t.tp.partition] = kgo.EpochOffset{Epoch: lastDone.epoch, Offset: lastDone.offset + 1}
+	t.markArg[t.tp.topic][t.tp.partition] = kgo.EpochOffset{Epoch: lastDone.epoch, Offset: lastDone.end + 1}
 	o.mark(t.markArg)
+}
+
+// merge joins the entry at i, just finished, with the finished runs beside
+// it (under offsets.mu), so that finished records between two unfinished
+// ones take one entry.
+func (t *partTracker) merge(i int) {
+	if i+1 < len(t.queue) && t.queue[i+1].done {
+		t.queue[i].end, t.queue[i].epoch = t.queue[i+1].end, t.queue[i+1].epoch
+		t.queue = slices.Delete(t.queue, i+1, i+2)
+	}
+	if i > 0 && t.queue[i-1].done {
+		t.queue[i-1].end, t.queue[i-1].epoch = t.queue[i].end, t.queue[i].epoch
+		t.queue = slices.Delete(t.queue, i, i+1)
+	}
 }
 
 // alive reports whether t is still assigned.
