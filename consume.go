@@ -384,7 +384,7 @@ func (w *Worker) failClosed(cause error) {
 // then replays the result.
 func (w *Worker) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	w.offs.remove(revoked)
-	w.sched.dropRemoved(w.offs.alive)
+	w.endDropped(ctx, w.sched.dropRemoved(w.offs.alive))
 	if err := w.cfg.commitMarked(ctx, cl); err != nil {
 		w.log.Warn("commit on revoke failed", slog.Any("err", err))
 	}
@@ -399,10 +399,20 @@ func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 
 // onLost runs when partitions are lost (fenced out of the group): nothing is
 // committed, because another member may already own them.
-func (w *Worker) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	w.offs.remove(lost)
-	w.sched.dropRemoved(w.offs.alive)
+	w.endDropped(ctx, w.sched.dropRemoved(w.offs.alive))
 	w.log.Warn("partitions lost; nothing committed", slog.Any("partitions", lost))
+}
+
+// endDropped ends the attempts of records the schedule dropped (their
+// partition revoked or lost, or the worker stopping) as revoked: a record
+// parked for a held key or its limit group kept its span open while it
+// waited, and the span ends here.
+func (w *Worker) endDropped(ctx context.Context, dropped []*delivery) {
+	for _, d := range dropped {
+		w.obs.ended(ctx, d, attemptEnd{kind: endRevoked, info: d.info()})
+	}
 }
 
 func userHeaders(hs []kgo.RecordHeader) map[string]string {

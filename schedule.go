@@ -232,10 +232,10 @@ func (s *schedule) nextDue() time.Time {
 // partition's new owner consumes them from the committed offset. A dropped
 // probe hands its key on to the first live copy waiting on it, and a dropped
 // parked or waiting delivery its ordering key to the next record behind it.
-func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
+// It returns the deliveries dropped, whose attempts the caller ends.
+func (s *schedule) dropRemoved(alive func(*partTracker) bool) (dropped []*delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var dropped []*delivery
 	kept := s.ready[:0]
 	for _, d := range s.ready {
 		if alive(d.tracker) {
@@ -271,6 +271,8 @@ func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
 		for _, d := range q {
 			if alive(d.tracker) {
 				keptQ = append(keptQ, d)
+			} else {
+				dropped = append(dropped, d) // holds no ordering key: handOnOrder skips it
 			}
 		}
 		s.busy[k] = keptQ
@@ -280,6 +282,28 @@ func (s *schedule) dropRemoved(alive func(*partTracker) bool) {
 			s.handOnOrder(d)
 		}
 	}
+	return dropped
+}
+
+// takeAll empties the schedule, when the worker stops, and returns the
+// deliveries it held: parked, waiting on their key's probe or queued behind
+// their ordering key.
+func (s *schedule) takeAll() []*delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*delivery, 0, s.ready.Len())
+	for s.ready.Len() > 0 {
+		out = append(out, heap.Pop(&s.ready).(*delivery))
+	}
+	for _, g := range s.keys {
+		out = append(out, g.waiting...)
+	}
+	for _, q := range s.busy {
+		out = append(out, q...)
+	}
+	clear(s.keys)
+	clear(s.busy)
+	return out
 }
 
 // len counts parked and queued deliveries and the copies waiting on their

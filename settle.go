@@ -24,7 +24,7 @@ const (
 	endLeaseLost                       // the lease was lost: parked, claimed again
 	endFailed                          // a terminal failure, dead-lettered and recorded: finished
 	endUnrecorded                      // a terminal failure that could not be recorded: parked
-	endRevoked                         // the partition was revoked while the record was parked: dropped
+	endRevoked                         // the partition was revoked or lost, or the worker stopped, while the record was parked: dropped
 	endDeadLettered                    // rejected and dead-lettered: finished
 	endCancelled                       // an operator cancelled the run, recorded terminally: finished
 )

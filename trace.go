@@ -16,7 +16,9 @@ import (
 // (always on; WithTracerProvider): an observer of the worker's events. A delivery carries the
 // span of its current attempt (d.tj) from its first claim to the attempt's
 // end; parking a held record keeps the span open, and a new attempt (after a
-// retry or a lost lease) starts a new span.
+// retry or a lost lease) starts a new span. A parked record dropped because
+// its partition was revoked or lost, or the worker stopped, ends its span as
+// revoked (endDropped).
 type traceObserver struct {
 	tr       *jobtrace.Tracer
 	base     context.Context // parents job spans

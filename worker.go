@@ -541,6 +541,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	if err := w.drain(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	w.endDropped(context.WithoutCancel(ctx), w.sched.takeAll()) // left for the partitions' next owners
 
 	// 4. Commit what is finished.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)

@@ -77,8 +77,9 @@ const (
 	// Unrecorded: the attempt's end could not be written to Redis; its
 	// lease lapses and the key is claimed again.
 	Unrecorded Name = "unrecorded"
-	// Revoked: the record's partition was revoked while it waited; the new
-	// owner of the partition handles it.
+	// Revoked: the record's partition was revoked or lost while it waited
+	// (parked, or queued behind its key), or the worker shut down while it
+	// waited; the partition's next owner handles it.
 	Revoked Name = "revoked"
 )
 
