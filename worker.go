@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -201,8 +202,11 @@ func (c *config) checkNegative() error {
 		{fmt.Sprintf("WithHeldBackoff(%s, %s)", c.heldMin, c.heldMax), c.heldMin < 0 || c.heldMax < 0},
 		{fmt.Sprintf("WithRedisProbe(%s, %s)", c.probeMin, c.probeMax), c.probeMin < 0 || c.probeMax < 0},
 	} {
-		if o.bad {
+		if o.bad && strings.Contains(o.opt, ", ") {
 			return fmt.Errorf("leasehold: %s: want 0 (the default) or more for each", o.opt)
+		}
+		if o.bad {
+			return fmt.Errorf("leasehold: %s: want 0 (the default) or more", o.opt)
 		}
 	}
 	return nil
