@@ -91,7 +91,7 @@ func TestRecordOutlivingItsResultKeyHasExpired(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n, err := short.c.HExists(ctx, bucket, string(c.keys.field)).Result(); err != nil || !n {
+	if n, err := short.c.HExists(ctx, bucket, c.keys.field).Result(); err != nil || !n {
 		t.Fatalf("the record left its bucket with its result (%v, %v): the case is not the one meant", n, err)
 	}
 	info, err := short.s.Lookup(ctx, c.Key)
