@@ -395,12 +395,13 @@ func (r *Runner) markDead(ctx context.Context, ref Ref) {
 	r.unindex(ctx, ref)
 }
 
-// redisErr classifies an error from a Redis call: but for a lost lease, a
+// redisErr classifies an error from a Redis call: but for a lost or released lease, a
 // refused argument, a closed Manager and the caller's own context, the call
 // could not be made, which is an outage.
 func (r *Runner) redisErr(op string, ref Ref, err error) error {
 	switch {
-	case errors.Is(err, ErrUnavailable), errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed),
+	case errors.Is(err, ErrUnavailable), errors.Is(err, lease.ErrLost), errors.Is(err, lease.ErrReleased),
+		errors.Is(err, lease.ErrInvalid), errors.Is(err, lease.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("compensation: %s %s: %w", op, ref, err)
 	}

@@ -589,3 +589,19 @@ func TestPeriodicSweep(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
+
+// A Step after the owner released its lease is refused as a released lease,
+// not as Redis being unavailable (which callers retry), and runs nothing.
+func TestStepAfterReleaseIsNotAnOutage(t *testing.T) {
+	c := setupJournal(t, "order-released", newRecorder())
+	ctx := t.Context()
+	runSteps(t, c.j, 1)
+	if err := c.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err := c.j.Step(ctx, "step-2", func(context.Context) error { ran = true; return nil }, "undo", undoArgs{Step: 2})
+	if !errors.Is(err, lease.ErrReleased) || errors.Is(err, compensation.ErrUnavailable) || ran {
+		t.Fatalf("step after release: err %v, ran %v; want lease.ErrReleased (not ErrUnavailable) and no effect", err, ran)
+	}
+}
