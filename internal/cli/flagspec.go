@@ -34,12 +34,43 @@ func (f *flags) defined(name, env, usage string) string {
 }
 
 // stringVar defines a string flag whose default env (when not empty)
-// overrides.
+// overrides. The default -h shows has its secrets masked (redactSecrets):
+// an environment value such as REDIS_URL may hold a password.
 func (f *flags) stringVar(p *string, name, env, def, usage string) {
 	if env != "" {
 		def = f.env(env, def)
 	}
 	f.StringVar(p, name, def, f.defined(name, env, usage))
+	f.Lookup(name).DefValue = redactSecrets(def)
+}
+
+// redacted replaces a secret in a shown value.
+const redacted = "xxxxx"
+
+var (
+	// secretParam is a URL query parameter naming a secret (password=,
+	// sentinel_password=, token=, ...), with its value.
+	secretParam = regexp.MustCompile(`(?i)([?&;][^=&;#]*(?:passw|secret|token|key)[^=&;#]*=)[^&;#]*`)
+	// secretKeyword is a keyword/value pair naming a secret, as in a
+	// PostgreSQL connection string ("host=db password=...").
+	secretKeyword = regexp.MustCompile(`(?i)(^|\s)((?:password|passwd|secret|token)\s*=\s*)('[^']*'|\S*)`)
+)
+
+// redactSecrets masks the secrets a flag's value may hold: the password of
+// a URL's user:password@ (everything from the first ':' of the userinfo to
+// its last '@', so that a password holding '/', '?', '#' or '@' unencoded
+// is masked whole), secret query parameters, and password=... keywords.
+func redactSecrets(v string) string {
+	if i := strings.Index(v, "://"); i >= 0 {
+		rest := v[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+				v = v[:i+3] + user + ":" + redacted + rest[at:]
+			}
+		}
+	}
+	v = secretParam.ReplaceAllString(v, "${1}"+redacted)
+	return secretKeyword.ReplaceAllString(v, "${1}${2}"+redacted)
 }
 
 // intVar defines an integer flag whose default env overrides.
