@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -124,12 +125,22 @@ func (s *sessions) drop(id string) {
 	s.mu.Unlock()
 }
 
-func setSessionCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
-	// Secure when the console is served over TLS; over plain HTTP (a
-	// loopback or private port) a Secure cookie would never come back.
-	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: Secure follows the request's TLS (see above)
+// setSessionCookie sets (maxAge > 0) or drops the session cookie. It is
+// Secure when the request came over TLS, or always with Config.SecureCookie
+// (behind a TLS-terminating proxy, which the console cannot tell from a
+// client claiming one: over plain HTTP on a loopback or private port a
+// Secure cookie would never come back).
+func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
+	secure := r.TLS != nil || c.cfg.SecureCookie
+	if !secure && maxAge > 0 && strings.HasPrefix(r.Header.Get("Origin"), "https://") {
+		c.warnInsecureCookie.Do(func() {
+			c.log.Warn("console: a sign-in from an https page reached the console over plain HTTP (a TLS-terminating proxy?): " +
+				"its session cookie is not Secure; set --secure-cookie (env LEASEHOLD_UI_SECURE_COOKIE, or Config.SecureCookie)")
+		})
+	}
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: Secure over TLS or with Config.SecureCookie (see above)
 		Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		Secure: secure, SameSite: http.SameSiteStrictMode,
 	})
 }
 
@@ -194,7 +205,7 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, s := c.auth.create(user)
-	setSessionCookie(w, r, id, int(sessionTTL.Seconds()))
+	c.setSessionCookie(w, r, id, int(sessionTTL.Seconds()))
 	c.log.Info("console sign-in", "user", user, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"user": s.user, "csrf": s.csrf})
 }
@@ -207,6 +218,6 @@ func (c *Console) serveLogout(w http.ResponseWriter, r *http.Request) {
 		}
 		c.auth.drop(id)
 	}
-	setSessionCookie(w, r, "", -1)
+	c.setSessionCookie(w, r, "", -1)
 	writeJSON(w, http.StatusOK, map[string]string{})
 }

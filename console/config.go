@@ -54,6 +54,12 @@ type Config struct {
 	Actions bool
 	// Auth is who may run actions. Default none (then Actions must be off).
 	Auth Auth
+	// SecureCookie marks the session cookie Secure on every sign-in, for a
+	// console behind a TLS-terminating proxy: the console itself then sees
+	// plain HTTP, and without it sets Secure only on requests it receives
+	// over TLS. Headers such as X-Forwarded-Proto are not trusted for this:
+	// a client can send them. Default false.
+	SecureCookie bool
 	// Compensations holds the compensation handlers, for retrying
 	// dead-lettered compensations. Default nil: no retry.
 	Compensations *compensation.Registry

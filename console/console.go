@@ -47,6 +47,10 @@ type Console struct {
 	kcl    *kgo.Client // built at first use from cfg.Kafka
 	kclErr error
 
+	// warnInsecureCookie logs once that a sign-in came from an https page
+	// over plain HTTP without Config.SecureCookie.
+	warnInsecureCookie sync.Once
+
 	snap   snapshots
 	series fleetSeries // fleet.go
 	seen   seenFences

@@ -32,6 +32,9 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	var actions bool
 	f.boolVar(&actions, "actions", "LEASEHOLD_UI_ACTIONS", false, "offer expire, reset, compensation retry and dead-letter replay, "+
 		"to those who sign in with LEASEHOLD_UI_TOKEN, or LEASEHOLD_UI_USER and LEASEHOLD_UI_PASSWORD")
+	var secureCookie bool
+	f.boolVar(&secureCookie, "secure-cookie", "LEASEHOLD_UI_SECURE_COOKIE", false, "mark the session cookie Secure on every sign-in: "+
+		"set it when the console is reached through a TLS-terminating proxy (over TLS it is Secure anyway)")
 	brokers := f.str("brokers", "LEASEHOLD_BROKERS", "", "Kafka seed brokers, host:port comma-separated, for commit lag and dead letters; empty: no Kafka views")
 	topics := f.str("topics", "LEASEHOLD_TOPICS", leasehold.DefaultTopic, "the workers' topics")
 	dlq := f.str("dlq", "LEASEHOLD_DLQ", "", "dead-letter topic (default: first topic + .dlq)")
@@ -84,7 +87,7 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 		return err
 	}
 	cfg := console.Config{Redis: rdb, KeyPrefix: o.prefix, Topics: ts, DLQ: *dlq, Group: *group, JaegerURL: *jaeger,
-		JaegerService: *service, Actions: actions, Auth: auth, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: poll}
+		JaegerService: *service, Actions: actions, Auth: auth, SecureCookie: secureCookie, Compensations: reg, StoreOptions: policy, Logger: log, Tracer: tracer, PollInterval: poll}
 	if bs := splitList(*brokers); len(bs) > 0 {
 		cfg.Kafka = []kgo.Opt{kgo.SeedBrokers(bs...)}
 	}
@@ -100,12 +103,16 @@ func cmdUI(ctx context.Context, e *Env, args []string) error {
 	}
 	defer func() { _ = c.Close(context.WithoutCancel(ctx)) }()
 	srv := httpserve.New(c, httpserve.WithBaseContext(ctx))
-	mode := "read-only"
-	if actions {
-		mode = "actions on, for signed-in users"
-	}
-	_, _ = fmt.Fprintf(e.Stdout, "console on http://%s/ (%s; Redis prefix %s)\n", ln.Addr(), mode, o.prefix)
+	_, _ = fmt.Fprintf(e.Stdout, "console on http://%s/ (%s; Redis prefix %s)\n", ln.Addr(), uiMode(actions), o.prefix)
 	return serveUntilDone(ctx, srv, ln)
+}
+
+// uiMode says what the console offers, for its start line.
+func uiMode(actions bool) string {
+	if actions {
+		return "actions on, for signed-in users"
+	}
+	return "read-only"
 }
 
 // serveUntilDone serves on ln until ctx ends, then shuts srv down within
