@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -22,7 +23,9 @@ type deadLetterSource struct{ w *Worker }
 // DeadLetterPage reads the records of the dead-letter topic matching q from
 // q's cursor on, partition by partition in order, up to the end offsets
 // listed when the call begins; it reads one matching record past the page
-// to name the next page's cursor exactly.
+// to name the next page's cursor exactly. With q.MaxScan or q.MaxScanBytes
+// it stops at the record that reaches either, and the next page's cursor
+// is the offset after it; its fetches are then sized to the byte bound.
 func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLetterQuery) (inspect.DeadLetterPage, error) {
 	w := s.w
 	page := inspect.DeadLetterPage{Topic: w.cfg.dlqTopic, Records: []inspect.DeadLetter{}}
@@ -39,30 +42,9 @@ func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLett
 	if err != nil {
 		return page, err
 	}
-	f := DeadLetterFilter{Reason: q.Reason, Type: q.Type, Key: q.Key}
-	var got []DeadLetter
-	parts := make([]int32, 0, len(end))
-	for p := range end {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		if p < cp || len(got) > q.Limit {
-			continue
-		}
-		from := map[int32]int64{p: 0}
-		if p == cp {
-			from[p] = co
-		}
-		err := deadletter.Scan(ctx, cl, w.connOpts(), w.cfg.dlqTopic, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
-			if d := parseDeadLetter(r); f.match(&d) {
-				got = append(got, d)
-			}
-			return len(got) <= q.Limit
-		})
-		if err != nil {
-			return page, err
-		}
+	got, err := w.scanDeadLetters(ctx, cl, q, cp, co, end, &page)
+	if err != nil {
+		return page, err
 	}
 	if len(got) > q.Limit {
 		page.Next = inspect.DeadLetterCursor(got[q.Limit].Partition, got[q.Limit].Offset)
@@ -77,6 +59,73 @@ func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLett
 			OrigOffset: d.OrigOffset, Truncated: d.Truncated, Replay: d.Replay})
 	}
 	return page, nil
+}
+
+// scanDeadLetters reads the dead-letter topic for one page of q from
+// partition cp at offset co on, up to end: the matching records, up to one
+// past q.Limit, or fewer when q's scan bounds stop the read, which sets
+// page's Next (the offset after the last record read), Cut and Scanned.
+func (w *Worker) scanDeadLetters(ctx context.Context, cl *kgo.Client, q inspect.DeadLetterQuery, cp int32, co int64,
+	end map[int32]int64, page *inspect.DeadLetterPage) ([]DeadLetter, error) {
+	scanOpts := w.connOpts()
+	if q.MaxScanBytes > 0 {
+		// A fetch brings at least one batch whatever these say, and at most
+		// this much more than the bound.
+		part := int32(min(q.MaxScanBytes, 1<<20))
+		scanOpts = append(slices.Clip(scanOpts), kgo.FetchMaxBytes(part), kgo.FetchMaxPartitionBytes(part))
+	}
+	f := DeadLetterFilter{Reason: q.Reason, Type: q.Type, Key: q.Key}
+	var (
+		got       []DeadLetter
+		bytesRead int64
+		cutAt     *kgo.Record // the last record read, when a scan bound stopped the read
+	)
+	parts := slices.Sorted(maps.Keys(end))
+	for i, p := range parts {
+		if p < cp || len(got) > q.Limit || cutAt != nil {
+			continue
+		}
+		from := map[int32]int64{p: 0}
+		if p == cp {
+			from[p] = co
+		}
+		err := deadletter.Scan(ctx, cl, scanOpts, w.cfg.dlqTopic, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
+			page.Scanned++
+			bytesRead += recordBytes(r)
+			if d := parseDeadLetter(r); f.match(&d) {
+				got = append(got, d)
+			}
+			if len(got) > q.Limit {
+				return false
+			}
+			if q.MaxScan > 0 && page.Scanned >= q.MaxScan || q.MaxScanBytes > 0 && bytesRead >= q.MaxScanBytes {
+				cutAt = r
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if cutAt != nil && len(got) <= q.Limit {
+			switch {
+			case cutAt.Offset+1 < end[p]:
+				page.Next, page.Cut = inspect.DeadLetterCursor(p, cutAt.Offset+1), true
+			case i+1 < len(parts):
+				page.Next, page.Cut = inspect.DeadLetterCursor(parts[i+1], 0), true
+			}
+		}
+	}
+	return got, nil
+}
+
+// recordBytes is what a record weighs in a scan's byte bound.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }
 
 // deadLetterEnds returns the dead-letter topic's ID (which names the replay

@@ -21,6 +21,11 @@ const (
 	// DefaultScanBudget bounds the keys one count of the leases looks at
 	// (SCAN calls of COUNT 1000): past it the overview shows "at least".
 	DefaultScanBudget = 200_000
+	// DefaultDeadLetterScan and DefaultDeadLetterScanBytes bound the
+	// dead-letter records one request reads, matching its filter or not:
+	// past either the page stops early, with a cursor to continue from.
+	DefaultDeadLetterScan      = 5000
+	DefaultDeadLetterScanBytes = 16 << 20
 )
 
 // Config configures a console. Redis is required; every other field has a
@@ -84,6 +89,13 @@ type Config struct {
 	// ScanBudget bounds the keys a count of the held leases looks at.
 	// Default DefaultScanBudget.
 	ScanBudget int
+	// DeadLetterScan and DeadLetterScanBytes bound the records, and their
+	// bytes, that one request of the dead-letter view reads from Kafka,
+	// matching its filter or not: a page stops at either, with fewer
+	// records (none, when nothing matched) and a cursor that continues the
+	// read. Defaults DefaultDeadLetterScan and DefaultDeadLetterScanBytes.
+	DeadLetterScan      int
+	DeadLetterScanBytes int64
 	// AllowedHosts are the names the console answers for, matched against
 	// each request's Host header: "host" (any port) or "host:port"; "*"
 	// turns the check off (when a proxy in front checks Host). A request
@@ -131,6 +143,8 @@ func (c *Config) defaults() {
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
 	c.ScanBudget = cmp.Or(c.ScanBudget, DefaultScanBudget)
+	c.DeadLetterScan = cmp.Or(c.DeadLetterScan, DefaultDeadLetterScan)
+	c.DeadLetterScanBytes = cmp.Or(c.DeadLetterScanBytes, DefaultDeadLetterScanBytes)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

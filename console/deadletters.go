@@ -20,11 +20,13 @@ type deadLetterRow struct {
 }
 
 // serveDeadLetters is GET api/deadletters?reason=&type=&key=&cursor=&limit=:
-// one page of the dead-letter topic through the Inspector.
+// one page of the dead-letter topic through the Inspector. Its read is
+// bounded (Config.DeadLetterScan, Config.DeadLetterScanBytes): a page cut
+// short has "cut" set and a "next" cursor that continues the read.
 func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	dq := inspect.DeadLetterQuery{Reason: q.Get("reason"), Type: q.Get("type"), Key: q.Get("key"),
-		Cursor: q.Get("cursor"), Limit: maxDeadLetters}
+		Cursor: q.Get("cursor"), Limit: maxDeadLetters, MaxScan: c.cfg.DeadLetterScan, MaxScanBytes: c.cfg.DeadLetterScanBytes}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > maxDeadLetters {
@@ -51,7 +53,10 @@ func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 		ByType   map[string]int  `json:"by_type"`
 		Limit    int             `json:"limit"`
 		Next     string          `json:"next"` // the cursor of the next page; "" at the end
-	}{Topic: page.Topic, Records: make([]deadLetterRow, 0, len(page.Records)), Limit: dq.Limit, Next: page.Next}
+		Scanned  int             `json:"scanned"`
+		Cut      bool            `json:"cut"` // the read stopped at its bound before the page was full
+	}{Topic: page.Topic, Records: make([]deadLetterRow, 0, len(page.Records)), Limit: dq.Limit, Next: page.Next,
+		Scanned: page.Scanned, Cut: page.Cut}
 	out.ByReason, out.ByType = inspect.DeadLetterCounts(page.Records)
 	for _, d := range page.Records {
 		d.Error = cut([]byte(d.Error), 300)

@@ -52,6 +52,14 @@ type DeadLetterQuery struct {
 	// Limit is the most records of the page: default
 	// [DefaultDeadLetterPage], at most [MaxDeadLetterPage].
 	Limit int
+	// MaxScan bounds the records read, matching or not, and MaxScanBytes
+	// their bytes (keys, values and headers): the read stops at the record
+	// that reaches either, with a page that may hold fewer than Limit
+	// records (none, with a filter that matched nothing) and a Next that
+	// continues from there. 0: no bound, the read goes on until the page is
+	// full or the topic read to its end.
+	MaxScan      int
+	MaxScanBytes int64
 }
 
 // DeadLetterPage is one page of dead letters, in partition and offset
@@ -62,6 +70,11 @@ type DeadLetterPage struct {
 	// Next is the cursor of the next page; "" when the topic was read to
 	// the end offsets listed when the call began.
 	Next string
+	// Scanned is how many records were read for the page, matching or
+	// not; Cut is set when the query's MaxScan or MaxScanBytes stopped the
+	// read before the page was full (Next then continues it).
+	Scanned int
+	Cut     bool
 }
 
 // DeadLetterSource reads pages of a dead-letter topic (the Kafka side of

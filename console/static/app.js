@@ -9,6 +9,7 @@ let keyShown = "";
 let jobsCursor = "", jobsNext = "", jobsPageNo = 1;
 let prevCounters = null; // {t, counters}
 let dlqLoadedAt = null; // performance.now() of the last dead-letter load; null: load at the next poll
+let dlqCursor = "", dlqNext = "", dlqPageNo = 1; // a dead-letter page's read is bounded: "next" continues it
 let clockBase = []; // elements with live countdowns: {el, base, at, dir}
 
 function el(tag, attrs, ...kids) {
@@ -345,10 +346,16 @@ async function pollCompensations() {
 
 async function pollDeadLetters(force) {
   if (!force && dlqLoadedAt !== null && performance.now() - dlqLoadedAt < 5 * pollMS) return;
-  dlqLoadedAt = performance.now();
   const q = new URLSearchParams();
   ["reason", "type", "key"].forEach(n => { const v = document.getElementById("dlq-" + n).value; if (v) q.set(n, v); });
-  const r = await api("api/deadletters?" + q.toString());
+  if (dlqCursor) q.set("cursor", dlqCursor);
+  const r = await api("api/deadletters?" + q.toString()); // a failure (503 while another read runs) retries at the next poll
+  dlqLoadedAt = performance.now();
+  dlqNext = r.next;
+  document.getElementById("dlq-next").disabled = !r.next;
+  document.getElementById("dlq-first").disabled = dlqCursor === "";
+  document.getElementById("dlq-page").textContent = "page " + dlqPageNo + (r.next ? "" : " (last)") + ", " + r.records.length + " records" +
+    (r.cut ? " (the read stopped after " + r.scanned + " records, its bound: Next page reads on)" : "");
   const count = (t, m) => table(document.getElementById(t), ["value", "count"], Object.entries(m).map(([k, n]) => el("tr", {}, el("td", {text: k || "(none)"}), el("td", {class: "num", text: n}))));
   count("dlq-reasons", r.by_reason); count("dlq-types", r.by_type);
   table(document.getElementById("dlq"), ["partition", "offset", "time", "reason", "type", "key", "error", "from", "replay", "trace", ""], r.records.map(d => {
@@ -399,7 +406,9 @@ document.getElementById("key-form").addEventListener("submit", ev => {
   ev.preventDefault();
   location.hash = "#key/" + encodeURIComponent(document.getElementById("key-input").value.trim());
 });
-document.getElementById("dlq-form").addEventListener("submit", ev => { ev.preventDefault(); dlqLoadedAt = null; refresh(); });
+document.getElementById("dlq-form").addEventListener("submit", ev => { ev.preventDefault(); dlqLoadedAt = null; dlqCursor = ""; dlqPageNo = 1; refresh(); });
+document.getElementById("dlq-next").addEventListener("click", () => { if (dlqNext) { dlqCursor = dlqNext; dlqPageNo++; dlqLoadedAt = null; refresh(); } });
+document.getElementById("dlq-first").addEventListener("click", () => { dlqCursor = ""; dlqPageNo = 1; dlqLoadedAt = null; refresh(); });
 document.getElementById("jobs-next").addEventListener("click", () => { if (jobsNext) { jobsCursor = jobsNext; jobsPageNo++; refresh(); } });
 document.getElementById("jobs-first").addEventListener("click", () => { jobsCursor = ""; jobsPageNo = 1; refresh(); });
 window.addEventListener("hashchange", route);
