@@ -93,7 +93,9 @@ type Config struct {
 	// bytes, that one request of the dead-letter view reads from Kafka,
 	// matching its filter or not: a page stops at either, with fewer
 	// records (none, when nothing matched) and a cursor that continues the
-	// read. Defaults DefaultDeadLetterScan and DefaultDeadLetterScanBytes.
+	// read. One such read runs at a time; a request that finds one running
+	// waits up to 2 s, then gets 503 with Retry-After. Defaults
+	// DefaultDeadLetterScan and DefaultDeadLetterScanBytes.
 	DeadLetterScan      int
 	DeadLetterScanBytes int64
 	// AllowedHosts are the names the console answers for, matched against

@@ -42,6 +42,10 @@ type Console struct {
 
 	in *inspect.Inspector // every read and action on Redis
 
+	// dlqScans holds a token while a request reads the dead-letter topic
+	// (deadletters.go): one read at a time.
+	dlqScans chan struct{}
+
 	mu     sync.Mutex
 	closed bool
 	kcl    *kgo.Client // built at first use from cfg.Kafka
@@ -94,7 +98,8 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{cfg: cfg, view: view, in: newInspector(cfg, view), auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger}
+	c := &Console{cfg: cfg, view: view, in: newInspector(cfg, view), auth: newSessions(a), hosts: newHostSet(cfg.AllowedHosts), throttle: newThrottle(), index: idx, log: cfg.Logger,
+		dlqScans: make(chan struct{}, maxDeadLetterScans)}
 	c.routes()
 	return c, nil
 }

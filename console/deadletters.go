@@ -5,12 +5,20 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/leasehold/leasehold/inspect"
 )
 
-// maxDeadLetters bounds the dead-letter records one page holds.
-const maxDeadLetters = 500
+const (
+	// maxDeadLetters bounds the dead-letter records one page holds.
+	maxDeadLetters = 500
+	// maxDeadLetterScans dead-letter reads run at once; a request that
+	// finds them all running waits up to deadLetterScanWait for one to
+	// end, then gets 503 with Retry-After.
+	maxDeadLetterScans = 1
+	deadLetterScanWait = 2 * time.Second
+)
 
 // deadLetterRow is one record of the dead-letter view: the Inspector's
 // shape, its error text cut, with the key's trace link.
@@ -22,7 +30,8 @@ type deadLetterRow struct {
 // serveDeadLetters is GET api/deadletters?reason=&type=&key=&cursor=&limit=:
 // one page of the dead-letter topic through the Inspector. Its read is
 // bounded (Config.DeadLetterScan, Config.DeadLetterScanBytes): a page cut
-// short has "cut" set and a "next" cursor that continues the read.
+// short has "cut" set and a "next" cursor that continues the read. One
+// read runs at a time.
 func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	dq := inspect.DeadLetterQuery{Reason: q.Get("reason"), Type: q.Get("type"), Key: q.Get("key"),
@@ -35,6 +44,14 @@ func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 		dq.Limit = n
 	}
+	if _, _, err := inspect.ParseDeadLetterCursor(dq.Cursor); err != nil {
+		c.fail(w, http.StatusBadRequest, "cursor", err)
+		return
+	}
+	if !c.startDeadLetterScan(w, r) {
+		return
+	}
+	defer func() { <-c.dlqScans }()
 	ctx, cancel := context.WithTimeout(r.Context(), 2*timeout)
 	defer cancel()
 	page, err := c.in.DeadLetters(ctx, dq)
@@ -63,4 +80,27 @@ func (c *Console) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 		out.Records = append(out.Records, deadLetterRow{DeadLetter: d, TraceURL: c.traceURL(d.Key)})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// startDeadLetterScan takes a dead-letter read token, waiting up to
+// deadLetterScanWait for one; without one it answers 503 with Retry-After
+// (or nothing, when the client went away) and returns false.
+func (c *Console) startDeadLetterScan(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case c.dlqScans <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(deadLetterScanWait)
+	defer t.Stop()
+	select {
+	case c.dlqScans <- struct{}{}:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-t.C:
+		w.Header().Set("Retry-After", strconv.Itoa(int(deadLetterScanWait.Seconds())))
+		c.fail(w, http.StatusServiceUnavailable, "another read of the dead-letter topic is running: try again in a moment", nil)
+		return false
+	}
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/console"
@@ -114,5 +118,58 @@ func TestDeadLetterReadsBoundedBytes(t *testing.T) {
 	if a.Scanned != 5 || !a.Cut || a.Next == "" || len(a.Records) != 0 {
 		t.Errorf("records of 1 KB, bound 4500 bytes: scanned %d, cut %v, next %q, %d records; want 5 scanned and a cursor",
 			a.Scanned, a.Cut, a.Next, len(a.Records))
+	}
+}
+
+// TestDeadLetterReadsOneAtATime: while one request reads the dead-letter
+// topic (its fetch held by the broker), another waits, then gets 503 with
+// Retry-After without reaching Kafka; once the first is done, reads go on.
+func TestDeadLetterReadsOneAtATime(t *testing.T) {
+	t.Parallel()
+	if !testkit.IsFake() {
+		t.Skip("holds a fetch in kfake")
+	}
+	k, dlq := dlqWorld(t, [2]int{3, 0}, 10)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var hold, unhold sync.Once
+	free := func() { unhold.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	k.Fake().ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.Fake().KeepControl()
+		hold.Do(func() { close(entered); <-release })
+		return nil, nil, false
+	})
+	rdb, prefix := testkit.SharedRedis(t)
+	srv := newServer(t, console.Config{Redis: rdb, KeyPrefix: prefix, Topics: []string{"bound"}, DLQ: dlq,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers()...)}})
+	c := newClient(t, srv)
+	first := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/api/deadletters", nil)
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		first <- fmt.Sprint(resp.StatusCode, " ", string(body))
+	}()
+	<-entered
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/api/deadletters?reason=x", nil)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a second read while one runs: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	free()
+	if got := <-first; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"scanned":3`) {
+		t.Errorf("the first read: %s", got)
+	}
+	if a := getDeadLetters(t, c, "reason=x"); a.Scanned != 3 {
+		t.Errorf("a read after the first: scanned %d, want 3", a.Scanned)
 	}
 }
