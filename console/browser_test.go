@@ -252,3 +252,33 @@ func TestConsoleDeadLettersOpenedDirectly(t *testing.T) {
 	// waitText waits 20 s: less than five 10 s poll intervals.
 	waitText(ctx, t, "the dead letter", `#dlq tr[data-key="pay-1"] td:nth-child(4)`, func(s string) bool { return s == "permanent-failure" })
 }
+
+// The dead-letter view pages through a topic read a bounded part at a time:
+// with a bound of one record a request, the first page shows one dead letter
+// and says the read stopped at its bound, and Next page reads on to the other.
+func TestConsoleDeadLettersPagedInBrowser(t *testing.T) {
+	wd := setup(t)
+	c, err := console.New(console.Config{Redis: wd.rdb, KeyPrefix: wd.prefix, Topics: []string{wd.topic}, DLQ: wd.dlq,
+		Group: wd.group, Worker: wd.w, Compensations: wd.reg, PollInterval: 10 * time.Second, DeadLetterScan: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	for _, k := range []string{"pay-1", "pay-2"} {
+		wd.enqueue(t, leasehold.NewJob{Type: "test.pay", Key: k, Payload: []byte(`{"amount":5}`)})
+	}
+	testkit.Eventually(t, 20*time.Second, "both payments dead-lettered", func() bool { return wd.w.Stats().DeadLettered == 2 })
+
+	ctx := browser(t)
+	run(ctx, t, "open dead letters", chromedp.Navigate(srv.URL+"/#deadletters"))
+	waitText(ctx, t, "the first page", `#dlq-page`, func(s string) bool { return strings.Contains(s, "page 1,") && strings.Contains(s, "its bound") })
+	first := eval[string](ctx, t, `document.querySelector("#dlq tr[data-key]").dataset.key`)
+	click(ctx, t, "next page", `#dlq-next`)
+	waitText(ctx, t, "the second page", `#dlq-page`, func(s string) bool { return strings.HasPrefix(s, "page 2") })
+	second := eval[string](ctx, t, `document.querySelector("#dlq tr[data-key]").dataset.key`)
+	if first == second || (first != "pay-1" && first != "pay-2") || (second != "pay-1" && second != "pay-2") {
+		t.Fatalf("pages showed %q then %q, want pay-1 and pay-2 one on each", first, second)
+	}
+}
