@@ -28,8 +28,10 @@ const (
 	// Retry means a retryable error; the worker compensates the attempt's steps and
 	// runs the job again after a backoff, while attempts are left.
 	Retry
-	// Failed means an error wrapping leasehold.ErrPermanent; the worker
-	// compensates the steps, records the failure and dead-letters the record.
+	// Failed means an error wrapping leasehold.ErrPermanent, or
+	// leasehold.ErrUndecodable (a payload that leasehold.Typed cannot
+	// decode); the worker compensates the steps, records the failure and
+	// dead-letters the record.
 	Failed
 	// LeaseLost means the lease was lost ([Env.LoseLease]) or the handler returned
 	// an error matching leasehold.ErrLeaseLost; the worker compensates the
@@ -95,8 +97,8 @@ func (a *Attempt) Outcome() Outcome {
 		return LeaseLost
 	case a.Err == nil:
 		return Completed
-	case errors.Is(a.Err, leasehold.ErrPermanent):
-		return Failed
+	case errors.Is(a.Err, leasehold.ErrPermanent), errors.Is(a.Err, leasehold.ErrUndecodable):
+		return Failed // terminal for the worker, as its classify reads them
 	}
 	return Retry
 }
