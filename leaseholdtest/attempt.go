@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/jobenv"
 	"github.com/leasehold/leasehold/outcome"
 )
@@ -28,10 +29,11 @@ const (
 	// Retry means a retryable error; the worker compensates the attempt's steps and
 	// runs the job again after a backoff, while attempts are left.
 	Retry
-	// Failed means an error wrapping leasehold.ErrPermanent, or
+	// Failed means an error wrapping leasehold.ErrPermanent,
 	// leasehold.ErrUndecodable (a payload that leasehold.Typed cannot
-	// decode); the worker compensates the steps, records the failure and
-	// dead-letters the record.
+	// decode) or leasehold.ErrResultTooLarge (a result over the bound,
+	// [WithMaxResult]); the worker compensates the steps, records the
+	// failure and dead-letters the record.
 	Failed
 	// LeaseLost means the lease was lost ([Env.LoseLease]) or the handler returned
 	// an error matching leasehold.ErrLeaseLost; the worker compensates the
@@ -71,7 +73,9 @@ type Step struct {
 
 // Attempt is one run of a handler by [Env.Run].
 type Attempt struct {
-	// Result and Err are what the handler returned.
+	// Result and Err are what the handler returned; Err matches
+	// leasehold.ErrResultTooLarge when the handler succeeded with a result
+	// over the bound ([WithMaxResult]), which the worker refuses to commit.
 	Result []byte
 	Err    error
 
@@ -97,13 +101,17 @@ func (a *Attempt) Outcome() Outcome {
 		return LeaseLost
 	case a.Err == nil:
 		return Completed
-	case errors.Is(a.Err, leasehold.ErrPermanent), errors.Is(a.Err, leasehold.ErrUndecodable):
+	case errors.Is(a.Err, leasehold.ErrPermanent), errors.Is(a.Err, leasehold.ErrUndecodable),
+		errors.Is(a.Err, leasehold.ErrResultTooLarge):
 		return Failed // terminal for the worker, as its classify reads them
 	}
 	return Retry
 }
 
 func (a *Attempt) finish(jctx context.Context, res []byte, err error) {
+	if limit := a.env.cfg.maxRes; err == nil && len(res) > limit {
+		err = &resultTooLargeError{err: &idempotency.TooLargeError{What: "result", Size: len(res), Limit: limit}}
+	}
 	a.Result, a.Err, a.cause = res, err, context.Cause(jctx)
 	a.cancel(nil)
 }

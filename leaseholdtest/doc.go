@@ -3,9 +3,10 @@
 //
 // An [Env] describes one job (key, payload, fence, attempt, the previous
 // attempt's heartbeat details) and runs a handler on it ([Env.Run]). The
-// [Attempt] it returns holds the handler's result and error, how a worker
-// would settle it ([Attempt.Outcome]: completed, retried, failed for good,
-// lease lost), the heartbeats the handler recorded and the saga steps it ran.
+// [Attempt] it returns holds the handler's result and error (a result over
+// the store's bound, [WithMaxResult], fails as the worker's commit refuses
+// it), how a worker would settle it ([Attempt.Outcome]: completed, retried,
+// failed for good, lease lost), the heartbeats the handler recorded and the saga steps it ran.
 // [Attempt.Compensate] runs the steps' registered undo handlers in reverse
 // order, as a worker does when an attempt loses its lease or fails. The next
 // [Env.Run] is the next attempt: one more attempt, a higher fence, and the

@@ -37,6 +37,7 @@ func New(opts ...Opt) *Env {
 	c.attempt = max(c.attempt, 1)
 	c.fence = max(c.fence, 1)
 	c.log = cmp.Or(c.log, slog.New(slog.DiscardHandler))
+	c.maxRes = cmp.Or(c.maxRes, defaultMaxResult)
 	return &Env{cfg: c, next: c.attempt, fence: c.fence, takeover: c.takeover, last: c.last}
 }
 
@@ -69,7 +70,8 @@ func (e *Env) LoseLease() {
 // number, a higher fence, and the last heartbeat details recorded so far. The
 // handler's context is derived from ctx and is the job's
 // (leasehold.Job.Context). A panic in h is returned as an error, as the
-// worker does. Run does not compensate the attempt's steps: call
+// worker does, and so is a result over the bound ([WithMaxResult]), which
+// the worker's commit refuses. Run does not compensate the attempt's steps: call
 // [Attempt.Compensate] where the worker would (see [Attempt.Outcome]).
 func (e *Env) Run(ctx context.Context, h leasehold.Handler) *Attempt {
 	jctx, a := e.begin(ctx)

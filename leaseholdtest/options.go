@@ -1,9 +1,12 @@
 package leaseholdtest
 
 import (
+	"fmt"
 	"log/slog"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
+	"github.com/leasehold/leasehold/idempotency"
 )
 
 // Opt configures an [Env]. Each option's doc states its default.
@@ -24,6 +27,7 @@ type config struct {
 	last     []byte
 	reg      *compensation.Registry
 	log      *slog.Logger
+	maxRes   int
 }
 
 // WithKey sets the job's idempotency key. Default: "test-key".
@@ -67,6 +71,30 @@ func WithCompensation(reg *compensation.Registry) Opt {
 	return optFunc(func(c *config) { c.reg = reg })
 }
 
+// WithMaxResult sets the bound on a result in bytes, what the worker's
+// idempotency store allows (idempotency.WithMaxResult given to
+// leasehold.WithIdempotencyOptions): a larger result fails the attempt with
+// an error matching leasehold.ErrResultTooLarge, as the worker's commit
+// does. Default: 64 KiB, the store's default.
+func WithMaxResult(n int) Opt { return optFunc(func(c *config) { c.maxRes = n }) }
+
 // WithLogger sets the logger behind Job.Logger (the job's type, key, fence
 // and attempt are added to its lines). Default: a logger that discards.
 func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.log = l }) }
+
+// defaultMaxResult is the idempotency store's default bound on a result.
+const defaultMaxResult = 64 << 10
+
+// resultTooLargeError is the worker's refusal to commit a result over the
+// store's bound: it matches leasehold.ErrResultTooLarge and unwraps to the
+// store's *idempotency.TooLargeError, with the worker's sentence.
+type resultTooLargeError struct{ err *idempotency.TooLargeError }
+
+func (e *resultTooLargeError) Error() string {
+	return fmt.Sprintf("leasehold: the handler returned a result of %d bytes, over the %d-byte limit; "+
+		"return a smaller result (a reference to data stored elsewhere) or raise the limit with "+
+		"WithIdempotencyOptions(idempotency.WithMaxResult(n))", e.err.Size, e.err.Limit)
+}
+
+func (e *resultTooLargeError) Unwrap() error        { return e.err }
+func (e *resultTooLargeError) Is(target error) bool { return target == leasehold.ErrResultTooLarge }
