@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/tracing"
 )
@@ -100,8 +100,8 @@ func (i *Inspector) readLeases(ctx context.Context, keys []string) ([]Lease, err
 	return out, nil
 }
 
-// expireTries bounds how often Expire reads the lease again after a renewal
-// touched it between the read and the write.
+// expireTries bounds how often Expire reads the lease again after it
+// changed between the read and the write.
 const expireTries = 8
 
 // Expire ends the lease of idempotency key key now, as if its holder had
@@ -110,7 +110,9 @@ const expireTries = 8
 // refused, and the next claim of the key is a takeover with a higher fence.
 // With fence non-zero only the lease of that fence is expired (the one the
 // operator saw); another is refused with [ErrLeaseChanged]. No lease:
-// [ErrNoLease]. It returns the lease expired.
+// [ErrNoLease]. It returns the lease expired. It needs no transaction
+// (WATCH, MULTI), which the least-privilege ACL does not grant: a script
+// expires the lease only while it holds the value read.
 func (i *Inspector) Expire(ctx context.Context, key string, fence uint64) (Lease, error) {
 	lk, err := i.LeaseKey(ctx, key)
 	if err != nil {
@@ -118,32 +120,13 @@ func (i *Inspector) Expire(ctx context.Context, key string, fence uint64) (Lease
 	}
 	ctx, sp := i.startSpan(ctx, "expire", key)
 	var seen Lease
-	expire := func(tx *redis.Tx) error {
-		h, ok, err := lease.Watched(ctx, tx, lk)
-		switch {
-		case err != nil:
-			return err
-		case !ok:
-			return ErrNoLease
-		case fence != 0 && h.Fence != fence:
-			return fmt.Errorf("%w (fence %d, not %d)", ErrLeaseChanged, h.Fence, fence)
-		}
-		seen = Lease{Name: key, LeaseKey: lk, Owner: OwnerDigest(h.Token), Fence: h.Fence, Remaining: h.Remaining, Idempotency: true}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.PExpire(ctx, lk, time.Millisecond)
-			return nil
-		})
-		return err
-	}
-	// The holder's renewals touch the key, which aborts the transaction
-	// without changing the lease; read it again (the fence check above
-	// still refuses another attempt's lease).
+	done := false
 	for range expireTries {
-		if err = i.rdb.Watch(ctx, expire, lk); !errors.Is(err, redis.TxFailedErr) {
+		if seen, done, err = i.expireRead(ctx, key, lk, fence); err != nil || done {
 			break
 		}
 	}
-	if errors.Is(err, redis.TxFailedErr) {
+	if err == nil && !done {
 		err = fmt.Errorf("%w (while expiring it)", ErrLeaseChanged)
 	}
 	i.endSpan(sp, seen.Fence, "expired", err) //nolint:contextcheck // ending a span needs no context
@@ -153,6 +136,31 @@ func (i *Inspector) Expire(ctx context.Context, key string, fence uint64) (Lease
 	i.cfg.logger.Warn("lease expired by operator", slog.String("key", key), slog.Uint64("fence", seen.Fence),
 		slog.String("owner", seen.Owner), slog.Duration("remaining_before", seen.Remaining))
 	return seen, nil
+}
+
+// expireRead reads the lease at lk and expires it, unless the key's value
+// changed since the read (done false: read it again). The holder's renewals
+// keep the value; a takeover, a release or a cancel request changes it (the
+// fence check then sees the new lease).
+func (i *Inspector) expireRead(ctx context.Context, key, lk string, fence uint64) (seen Lease, done bool, err error) {
+	p := i.rdb.Pipeline()
+	c := lease.Peek(ctx, p, lk)
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Lease{}, false, err
+	}
+	h, ok := c.Holder()
+	switch {
+	case !ok:
+		return Lease{}, false, ErrNoLease
+	case fence != 0 && h.Fence != fence:
+		return Lease{}, false, fmt.Errorf("%w (fence %d, not %d)", ErrLeaseChanged, h.Fence, fence)
+	}
+	seen = Lease{Name: key, LeaseKey: lk, Owner: OwnerDigest(h.Token), Fence: h.Fence, Remaining: h.Remaining, Idempotency: true}
+	n, err := scripts.LeaseExpire.Run(ctx, i.rdb, []string{lk}, c.Value()).Int64()
+	if err != nil {
+		return Lease{}, false, err
+	}
+	return seen, n == scripts.LeaseOK, nil
 }
 
 func (i *Inspector) startSpan(ctx context.Context, name, key string) (context.Context, *tracing.Span) {

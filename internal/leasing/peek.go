@@ -44,6 +44,11 @@ func (c *PeekCmd) Holder() (Holder, bool) {
 	return Holder{Token: v.token, Fence: fen, Remaining: max(c.ttl.Val(), 0)}, true
 }
 
+// Value returns the lease key's value as read (empty when none), for a
+// script that acts only on the lease read (lease_expire.lua). It holds the
+// owner token: never show it.
+func (c *PeekCmd) Value() string { return c.v.Val() }
+
 // Err returns the error of the read, if any (a missing key is no error).
 func (c *PeekCmd) Err() error {
 	if err := c.v.Err(); err != nil && err != redis.Nil { //nolint:errorlint // redis.Nil is returned as is

@@ -10,6 +10,9 @@ var (
 	LeaseRenew = Plain("lease_renew.lua")
 	// LeaseRelease deletes a lease, only for its owner (lease_release.lua).
 	LeaseRelease = Plain("lease_release.lua")
+	// LeaseExpire ends a lease now, only while it holds the value read
+	// (lease_expire.lua): LeaseOK expired, LeaseNoOwner changed or gone.
+	LeaseExpire = Plain("lease_expire.lua")
 )
 
 // Status codes of the lease scripts.

@@ -30,6 +30,7 @@ func TestStatusCodes(t *testing.T) {
 		{"lease_acquire.lua", []int{scripts.LeaseOK, scripts.LeaseOtherOwner}, nil},
 		{"lease_release.lua", []int{scripts.LeaseNoOwner, scripts.LeaseOK, scripts.LeaseOtherOwner}, nil},
 		{"lease_cancel.lua", []int{scripts.LeaseNoOwner, scripts.LeaseCancelStored, scripts.LeaseOtherOwner}, nil},
+		{"lease_expire.lua", []int{scripts.LeaseNoOwner, scripts.LeaseOK}, nil},
 		{"dlq_stamp.lua", []int{scripts.DLQStamped, scripts.DLQDone}, nil},
 		{"idem_claim.lua", []int{scripts.IdemAcquired, scripts.IdemTakeover, scripts.IdemHeld, scripts.IdemDuplicate,
 			scripts.IdemMismatch, scripts.IdemSkew, scripts.IdemCorrupt}, []int{scripts.IdemAcquired, scripts.IdemTakeover}},
