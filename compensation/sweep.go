@@ -95,90 +95,111 @@ func (r *Runner) sweepPage(ctx context.Context, members []string, rep *SweepRepo
 			break
 		}
 		rep.Scanned++
-		j := row.j.Val()
-		st, _ := j[0].(string)
-		alive := ownedBy(row.owner, j[1], j[2])
-		mode := modeSweep
-		switch State(st) {
-		case "":
-			// Read as absent: expired, or not created yet (its first
-			// Step indexes it before its intent creates it, and may have
-			// done so since this page was read).
-			gone, err := r.dropAbsent(ctx, row.ref)
-			switch {
-			case err != nil:
-				rep.Failed++
-				errs = append(errs, err)
-			case gone:
-				rep.Removed++
-			default:
-				rep.Live++
-			}
-			continue
-		case StateCommitted, StateCompensated:
-			r.unindex(ctx, row.ref)
-			rep.Removed++
-			continue
-		case StateDeadLettered:
-			r.markDead(ctx, row.ref)
-			rep.DeadLettered++
-			continue
-		case StateOpen:
-			if alive {
-				rep.Live++
-				continue
-			}
-		case StateSealed:
-			if alive {
-				rep.Live++
-				continue
-			}
-			if r.cfg.committed == nil {
-				rep.Sealed++
-				continue
-			}
-			done, err := r.cfg.committed(ctx, row.ref)
-			if errors.Is(err, ErrCommitUnknown) {
-				rep.Sealed++
-				continue
-			}
-			if err != nil {
-				rep.Failed++
-				errs = append(errs, fmt.Errorf("compensation: sweep %s: commit check: %w", row.ref, err))
-				continue
-			}
-			if done {
-				tok, _ := j[1].(string)
-				if err := r.closeAs(ctx, row.ref, tok); err != nil {
-					rep.Failed++
-					errs = append(errs, err)
-					continue
-				}
-				rep.Committed++
-				continue
-			}
-			mode = modeForce
-		}
-		code, err := r.compensate(ctx, row.ref, mode, false)
-		switch {
-		case errors.Is(err, ErrBusy):
-			rep.Busy++
-		case errors.Is(err, ErrDeadLettered):
-			rep.DeadLettered++
-		case err != nil:
+		if err := r.sweepRow(ctx, row.ref, row.j.Val(), row.owner, rep); err != nil {
 			rep.Failed++
 			errs = append(errs, err)
-		case code == scripts.CompBeginStarted:
-			rep.Compensated++
-		case code == scripts.CompBeginAlive:
-			rep.Live++
-		case code == scripts.CompBeginSealed:
-			rep.Sealed++
-		default:
-			rep.Removed++
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sweepRow handles one journal of a sweep's page: j is its st, tok and fen,
+// owner its job's lease as read with them. It counts what it did in rep,
+// but for a failure, which it returns.
+func (r *Runner) sweepRow(ctx context.Context, ref Ref, j []any, owner *lease.PeekCmd, rep *SweepReport) error {
+	st, _ := j[0].(string)
+	alive := ownedBy(owner, j[1], j[2])
+	mode := modeSweep
+	switch State(st) {
+	case "":
+		// Read as absent: expired, or not created yet (its first Step
+		// indexes it before its intent creates it, and may have done so
+		// since this page was read).
+		gone, err := r.dropAbsent(ctx, ref)
+		switch {
+		case err != nil:
+			return err
+		case gone:
+			rep.Removed++
+		default:
+			rep.Live++
+		}
+		return nil
+	case StateCommitted, StateCompensated:
+		r.unindex(ctx, ref)
+		rep.Removed++
+		return nil
+	case StateDeadLettered:
+		r.markDead(ctx, ref)
+		rep.DeadLettered++
+		return nil
+	case StateOpen:
+		if alive {
+			rep.Live++
+			return nil
+		}
+	case StateSealed:
+		if alive {
+			rep.Live++
+			return nil
+		}
+		force, err := r.sweepSealed(ctx, ref, j[1], rep)
+		if err != nil || !force {
+			return err
+		}
+		mode = modeForce
+	}
+	code, err := r.compensate(ctx, ref, mode, false)
+	return countCompensation(code, err, rep)
+}
+
+// countCompensation counts in rep what a sweep's compensate answered, but
+// for a failure, which it returns.
+func countCompensation(code int, err error, rep *SweepReport) error {
+	switch {
+	case errors.Is(err, ErrBusy):
+		rep.Busy++
+	case errors.Is(err, ErrDeadLettered):
+		rep.DeadLettered++
+	case err != nil:
+		return err
+	case code == scripts.CompBeginStarted:
+		rep.Compensated++
+	case code == scripts.CompBeginAlive:
+		rep.Live++
+	case code == scripts.CompBeginSealed:
+		rep.Sealed++
+	default:
+		rep.Removed++
+	}
+	return nil
+}
+
+// sweepSealed handles a journal sealed by an owner that no longer holds its
+// lease: with WithCommitted, a commit that landed closes it, and one that did
+// not is compensated (force). Without it, or when the check cannot tell, the
+// journal is left to the key's takeover.
+func (r *Runner) sweepSealed(ctx context.Context, ref Ref, tok any, rep *SweepReport) (force bool, err error) {
+	if r.cfg.committed == nil {
+		rep.Sealed++
+		return false, nil
+	}
+	done, err := r.cfg.committed(ctx, ref)
+	switch {
+	case errors.Is(err, ErrCommitUnknown):
+		rep.Sealed++
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("compensation: sweep %s: commit check: %w", ref, err)
+	case !done:
+		return true, nil
+	}
+	t, _ := tok.(string)
+	if err := r.closeAs(ctx, ref, t); err != nil {
+		return false, err
+	}
+	rep.Committed++
+	return false, nil
 }
 
 // dropAbsent removes from the index a journal the sweep read as absent, if
