@@ -2,6 +2,7 @@ package leasehold
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/leasing"
@@ -10,9 +11,10 @@ import (
 )
 
 // Pausing job types (worker pause TYPE, inspect's Inspector.Pause). The
-// paused types are one Redis hash that the worker reads once per lease renew
-// round, in the renewer goroutine (leasing.OnRenewRound), so that a pause
-// costs one call per round whatever the number of records held. The
+// paused types are one Redis hash that the worker reads once when it starts
+// (before its first batch) and then once per lease renew round, in the
+// renewer goroutine (leasing.OnRenewRound), so that a pause costs one call
+// per round whatever the number of records held. The
 // dispatcher holds the records of a paused type: parked, not claimed, their
 // offsets not committed, counted in the memory budget; it looks again one
 // renew interval later. Running jobs finish.
@@ -30,6 +32,22 @@ func (w *Worker) watchPaused(m *lease.Manager) {
 		}
 		w.typesPaused.Store(&p)
 	})
+}
+
+// loadPaused reads the paused types once before the dispatcher starts (a
+// worker with a Redis store: watchPaused set pauseEvery), so that a type
+// paused before Start is held from the first batch; the renew rounds read
+// them from one renew interval on, and until then nothing would be held.
+func (w *Worker) loadPaused(ctx context.Context) error {
+	if w.pauseEvery == 0 {
+		return nil
+	}
+	p, err := pause.Read(ctx, w.rdb, w.cfg.keyPrefix)
+	if err != nil {
+		return fmt.Errorf("leasehold: reading the paused job types: %w", mapStoreErr(err))
+	}
+	w.typesPaused.Store(&p)
+	return nil
 }
 
 // holdPaused parks the records of batch whose job type is paused, and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/inspect"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -72,5 +73,40 @@ func TestPauseHoldsAndResumeDrains(t *testing.T) {
 	}
 	if len(w.PausedTypes()) != 0 {
 		t.Errorf("paused types after the resume: %v", w.PausedTypes())
+	}
+}
+
+// TestPauseHoldsFromStart: a type paused before a worker starts is held from
+// its first batch, not only from its first renew round. With a lease TTL of
+// 30 s (a renew interval of 10 s) a worker that had not read the pause yet
+// would claim and run the paused record, which sits before the other one.
+func TestPauseHoldsFromStart(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 1)
+	in := inspect.New(h.rdb, inspect.WithPrefix(h.prefix))
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	ctx := t.Context()
+	must(t, in.Pause(ctx, "test.paused"))
+	h.produce(t, []*kgo.Record{
+		jobRecord(t, NewJob{Type: "test.paused", Key: "paused-0"}),
+		jobRecord(t, NewJob{Type: "test.other", Key: "other"}),
+	})
+	runs := newEffects()
+	handler := func(_ context.Context, j *Job) ([]byte, error) {
+		runs.add(j.Key)
+		return []byte("ok"), nil
+	}
+	w := h.start(t, h.rdb, func(w *Worker) {
+		must(t, w.Register("test.paused", handler))
+		must(t, w.Register("test.other", handler))
+	}, WithLeaseTTL(30*time.Second))
+	testkit.Eventually(t, 30*time.Second, "the other type runs and the paused record is held", func() bool {
+		return runs.count("other") == 1 && w.Stats().Parked == 1 || runs.count("paused-0") > 0
+	})
+	if n := runs.count("paused-0"); n > 0 {
+		t.Fatalf("the paused record ran %d times before the worker's first renew round", n)
+	}
+	if got := w.PausedTypes(); len(got) != 1 || got[0] != "test.paused" {
+		t.Fatalf("PausedTypes right after Start: %v, want [test.paused]", got)
 	}
 }

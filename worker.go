@@ -412,6 +412,9 @@ func (w *Worker) start(ctx context.Context) error {
 	if err := w.store.Ping(ctx); err != nil {
 		return err
 	}
+	if err := w.loadPaused(ctx); err != nil {
+		return err
+	}
 	w.initPool()
 	w.sched = newSchedule(w.cfg.ordered, w.wakePoll)
 	w.wakeCh = make(chan struct{}, 1)

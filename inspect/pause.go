@@ -9,7 +9,8 @@ import (
 )
 
 // Pause pauses job type typ across the fleet: every worker reads the paused
-// types once per lease renew round and, from then on, holds the records of
+// types once per lease renew round (a worker that starts later, before its
+// first claim) and, from then on, holds the records of
 // typ it polls (it does not claim or run them and does not commit their
 // offsets; they count against its memory budget) until [Inspector.Resume].
 // Jobs of typ already running finish. Pausing twice is harmless.
