@@ -226,19 +226,13 @@ type SlotInfo struct {
 }
 
 // Read returns the state of groups (one pipeline); with no group given, of
-// every group in the registry (at most maxGroups).
+// at most maxGroups groups of the registry. The registry keeps every group a
+// worker ever used (one a tenant with WithLimitKey), so it is read in
+// bounded HSCAN pages, and only the fields of the groups named otherwise.
 func Read(ctx context.Context, c redis.UniversalClient, prefix string, groups ...string) ([]Info, error) {
-	reg, err := c.HGetAll(ctx, RegistryKey(prefix)).Result()
+	reg, groups, err := readRegistry(ctx, c, prefix, groups)
 	if err != nil {
 		return nil, err
-	}
-	if len(groups) == 0 {
-		for g := range reg {
-			if len(groups) == maxGroups {
-				break
-			}
-			groups = append(groups, g)
-		}
 	}
 	now, err := c.Time(ctx).Result()
 	if err != nil {
@@ -269,6 +263,51 @@ func Read(ctx context.Context, c redis.UniversalClient, prefix string, groups ..
 		out[i] = in
 	}
 	return out, nil
+}
+
+// registryScanCount is the COUNT of the HSCAN calls that read the registry,
+// and registryScanCalls bounds them (HSCAN may return an element twice).
+const (
+	registryScanCount = 1000
+	registryScanCalls = 2 * maxGroups / registryScanCount
+)
+
+// readRegistry reads the registry's settings of groups (HMGET), or with no
+// group given up to maxGroups groups and their settings (HSCAN pages).
+func readRegistry(ctx context.Context, c redis.UniversalClient, prefix string, groups []string) (map[string]string, []string, error) {
+	key := RegistryKey(prefix)
+	if len(groups) > 0 {
+		vals, err := c.HMGet(ctx, key, groups...).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		reg := make(map[string]string, len(groups))
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				reg[groups[i]] = s
+			}
+		}
+		return reg, groups, nil
+	}
+	reg := make(map[string]string)
+	var cur uint64
+	for range registryScanCalls {
+		kv, next, err := c.HScan(ctx, key, cur, "", registryScanCount).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := 0; i+1 < len(kv) && len(reg) < maxGroups; i += 2 {
+			reg[kv[i]] = kv[i+1]
+		}
+		if cur = next; cur == 0 || len(reg) >= maxGroups {
+			break
+		}
+	}
+	groups = make([]string, 0, len(reg))
+	for g := range reg {
+		groups = append(groups, g)
+	}
+	return reg, groups, nil
 }
 
 func parseReg(v string) (Spec, time.Time) {

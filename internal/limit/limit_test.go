@@ -2,6 +2,8 @@ package limit_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,85 @@ func TestRate(t *testing.T) {
 	a := acquire(ctx, t, c, prefix, limit.Request{Group: "r", Member: "c", TTL: time.Minute, Spec: spec})
 	if a.Status != scripts.LimitRated || a.Wait <= 0 || a.Wait > 200*time.Millisecond {
 		t.Fatalf("third job: %+v", a)
+	}
+}
+
+// registryReads counts the registry fields Redis returned to a client
+// (HGETALL, HMGET, HSCAN of the registry key).
+type registryReads struct {
+	key string
+	n   atomic.Int64
+}
+
+func (r *registryReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *registryReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			r.count(c)
+		}
+		return err
+	}
+}
+
+func (r *registryReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.count(cmd)
+		return err
+	}
+}
+
+func (r *registryReads) count(cmd redis.Cmder) {
+	if len(cmd.Args()) < 2 || cmd.Args()[1] != r.key {
+		return
+	}
+	switch c := cmd.(type) {
+	case *redis.MapStringStringCmd:
+		r.n.Add(int64(len(c.Val())))
+	case *redis.SliceCmd:
+		r.n.Add(int64(len(c.Val())))
+	case *redis.ScanCmd:
+		ks, _ := c.Val()
+		r.n.Add(int64(len(ks) / 2))
+	}
+}
+
+// Read's registry reads are bounded: the registry keeps every group ever
+// used (a tenant each with WithLimitKey), so listing reads at most about
+// maxGroups of them, and reading groups by name reads only theirs.
+func TestReadRegistryBounded(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := context.Background()
+	const groups = 30000
+	now := time.Now()
+	for start := 0; start < groups; start += 1000 {
+		m := make(map[string]limit.Spec, 1000)
+		for i := start; i < start+1000; i++ {
+			m[fmt.Sprintf("key:tenant-%d", i)] = limit.Spec{Limit: 2}
+		}
+		if err := limit.Register(ctx, c, prefix, m, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := &registryReads{key: limit.RegistryKey(prefix)}
+	c.AddHook(reads)
+
+	in, err := limit.Read(ctx, c, prefix, "key:tenant-7")
+	if err != nil || len(in) != 1 || in[0].Spec.Limit != 2 {
+		t.Fatalf("read one group = %+v, %v", in, err)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("reading one group read %d registry fields, want 1", n)
+	}
+	reads.n.Store(0)
+	all, err := limit.Read(ctx, c, prefix)
+	if err != nil || len(all) == 0 || len(all) > 10000 {
+		t.Fatalf("read every group: %d groups, %v", len(all), err)
+	}
+	if n := reads.n.Load(); n > 11000 {
+		t.Fatalf("listing the groups read %d registry fields of %d, want at most about 10000", n, groups)
 	}
 }
