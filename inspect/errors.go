@@ -44,3 +44,8 @@ var ErrNotRunning = errors.New("inspect: the key is not running now")
 // ErrNoDeadLetters is returned by [Inspector.DeadLetters] when the
 // Inspector was built without a dead-letter source ([WithDeadLetters]).
 var ErrNoDeadLetters = errors.New("inspect: no dead-letter topic to read")
+
+// ErrBadGroup is returned by [Inspector.Limits], [Inspector.HoldLimit] and
+// [Inspector.ReleaseLimitHold] for a limit group name no worker uses: one
+// without its kind ("type:" or "key:"), or empty.
+var ErrBadGroup = errors.New("inspect: not a limit group name")

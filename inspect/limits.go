@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"context"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -44,8 +46,22 @@ type LimitSlot struct {
 // Limits returns the limit groups named, or with none named every group a
 // worker has used (sorted by name). A group is listed from the first renew
 // round of a worker that used it.
+//
+// A group is named as [LimitGroup.Group] shows it: "type:<job type>",
+// "key:<group>" (one longer than 256 bytes is kept under its SHA-256, as
+// the workers keep it), or "sha256:<hex>"; another name is refused with
+// [ErrBadGroup], here and in [Inspector.HoldLimit] and
+// [Inspector.ReleaseLimitHold].
 func (i *Inspector) Limits(ctx context.Context, groups ...string) ([]LimitGroup, error) {
-	in, err := limit.Read(ctx, i.rdb, i.cfg.prefix, groups...)
+	names := make([]string, len(groups))
+	for n, g := range groups {
+		name, err := groupName(g)
+		if err != nil {
+			return nil, err
+		}
+		names[n] = name
+	}
+	in, err := limit.Read(ctx, i.rdb, i.cfg.prefix, names...)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +86,11 @@ func (i *Inspector) Limits(ctx context.Context, groups ...string) ([]LimitGroup,
 // RetryAfter does: workers claim none of them until the hold ends (running
 // ones finish). A longer hold in place stays. It returns the hold left.
 func (i *Inspector) HoldLimit(ctx context.Context, group string, d time.Duration) (time.Duration, error) {
-	left, err := limit.Hold(ctx, i.rdb, i.cfg.prefix, group, d)
+	name, err := groupName(group)
+	if err != nil {
+		return 0, err
+	}
+	left, err := limit.Hold(ctx, i.rdb, i.cfg.prefix, name, d)
 	if err != nil {
 		return 0, err
 	}
@@ -81,10 +101,33 @@ func (i *Inspector) HoldLimit(ctx context.Context, group string, d time.Duration
 // ReleaseLimitHold ends group's hold at once. It reports whether the group
 // was held.
 func (i *Inspector) ReleaseLimitHold(ctx context.Context, group string) (bool, error) {
-	was, err := limit.Unhold(ctx, i.rdb, i.cfg.prefix, group)
+	name, err := groupName(group)
+	if err != nil {
+		return false, err
+	}
+	was, err := limit.Unhold(ctx, i.rdb, i.cfg.prefix, name)
 	if err != nil {
 		return false, err
 	}
 	i.cfg.logger.Warn("limit group hold released by operator", slog.String("group", group), slog.Bool("was_held", was))
 	return was, nil
+}
+
+// groupName returns the name the workers keep group under (limit.Name), or
+// ErrBadGroup for a name no worker forms: a group without its kind, or an
+// empty one.
+func groupName(group string) (string, error) {
+	kind, rest, _ := strings.Cut(group, ":")
+	switch {
+	case (kind == "type" || kind == "key") && rest != "":
+		return limit.Name(group), nil
+	case kind == "sha256" && len(rest) == 64 && isHex(rest):
+		return group, nil
+	}
+	return "", fmt.Errorf("%w %q: want type:<job type>, key:<group> or sha256:<hex>, as limits lists them", ErrBadGroup, group)
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -37,14 +38,14 @@ func cmdLimits(ctx context.Context, e *Env, args []string) error {
 	case *hold > 0:
 		left, err := ops.in.HoldLimit(ctx, f.Arg(0), *hold)
 		if err != nil {
-			return err
+			return groupErr(err)
 		}
 		_, _ = fmt.Fprintf(e.Stdout, "held %s for %s: no worker claims its jobs until then; running ones finish\n", f.Arg(0), left.Round(time.Millisecond))
 		return nil
 	case *release:
 		was, err := ops.in.ReleaseLimitHold(ctx, f.Arg(0))
 		if err != nil {
-			return err
+			return groupErr(err)
 		}
 		if !was {
 			_, _ = fmt.Fprintf(e.Stdout, "%s was not held\n", f.Arg(0))
@@ -55,12 +56,20 @@ func cmdLimits(ctx context.Context, e *Env, args []string) error {
 	}
 	gs, err := ops.in.Limits(ctx, f.Args()...)
 	if err != nil {
-		return err
+		return groupErr(err)
 	}
 	if *asJSON {
 		return writeJSON(e.Stdout, newLimitsJSON(gs))
 	}
 	return printLimits(e.Stdout, gs)
+}
+
+// groupErr makes a group name no worker uses a usage error (exit 2).
+func groupErr(err error) error {
+	if errors.Is(err, inspect.ErrBadGroup) {
+		return &usageError{err}
+	}
+	return err
 }
 
 func printLimits(w io.Writer, gs []inspect.LimitGroup) error {

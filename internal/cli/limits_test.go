@@ -44,4 +44,6 @@ func TestLimitsCommand(t *testing.T) {
 		t.Fatalf("limits --release: %+v", r)
 	}
 	wantFailure(t, run(ctx, t, env, "limits", "--hold", "1m"), 2, "exactly one GROUP")
+	wantFailure(t, run(ctx, t, env, "limits", "--hold", "1m", "t.x"), 2, "not a limit group name")
+	wantFailure(t, run(ctx, t, env, "limits", "--release", ""), 2, "not a limit group name")
 }
