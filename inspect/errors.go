@@ -49,3 +49,7 @@ var ErrNoDeadLetters = errors.New("inspect: no dead-letter topic to read")
 // [Inspector.ReleaseLimitHold] for a limit group name no worker uses: one
 // without its kind ("type:" or "key:"), or empty.
 var ErrBadGroup = errors.New("inspect: not a limit group name")
+
+// ErrBadHold is returned by [Inspector.HoldLimit] for a hold that is not
+// positive ([Inspector.ReleaseLimitHold] ends a hold).
+var ErrBadHold = errors.New("inspect: a limit hold must be positive")

@@ -84,11 +84,15 @@ func (i *Inspector) Limits(ctx context.Context, groups ...string) ([]LimitGroup,
 
 // HoldLimit holds every job of group for d across the fleet, as a handler's
 // RetryAfter does: workers claim none of them until the hold ends (running
-// ones finish). A longer hold in place stays. It returns the hold left.
+// ones finish). A longer hold in place stays. It returns the hold left. A d
+// that is not positive is refused with [ErrBadHold].
 func (i *Inspector) HoldLimit(ctx context.Context, group string, d time.Duration) (time.Duration, error) {
 	name, err := groupName(group)
 	if err != nil {
 		return 0, err
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%w: %s", ErrBadHold, d)
 	}
 	left, err := limit.Hold(ctx, i.rdb, i.cfg.prefix, name, d)
 	if err != nil {

@@ -52,3 +52,19 @@ func TestLimitActionsGroupNames(t *testing.T) {
 		t.Fatalf("ReleaseLimitHold(long group) = %v, %v; want it was held", was, err)
 	}
 }
+
+// A hold that is not positive is refused, not turned into a hold of 1 ms
+// reported as done.
+func TestHoldLimitRefusesNonPositive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, d := range []time.Duration{0, -time.Minute} {
+		if left, err := e.in.HoldLimit(t.Context(), "type:t.x", d); !errors.Is(err, inspect.ErrBadHold) {
+			t.Errorf("HoldLimit(%s) = %s, %v; want ErrBadHold", d, left, err)
+		}
+	}
+	gs, err := e.in.Limits(t.Context(), "type:t.x")
+	if err != nil || len(gs) != 1 || !gs[0].HeldUntil.IsZero() {
+		t.Fatalf("Limits = %+v, %v; want the group not held", gs, err)
+	}
+}
