@@ -113,7 +113,8 @@ type shareState struct {
 	stop    chan struct{} // closed when the renewer stops (stopShare)
 	done    chan struct{} // closed by the renewer when it has stopped
 	once    sync.Once
-	errs    fetchErrLog // the fetch errors logged (shareOpts keeps the retryable ones)
+	errs    fetchErrLog                      // the fetch errors logged (shareOpts keeps the retryable ones)
+	ack     func(*kgo.Record, kgo.AckStatus) // (*kgo.Record).Ack; a test's stand-in
 }
 
 // shareLockFor returns the acquisition lock duration for the longest lease
@@ -283,7 +284,7 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 		return err
 	}
 	w.share = &shareState{round: make(map[*kgo.Record]struct{}), lock: lock, every: min(w.shortestLeaseTTL(), lock) / 3,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), ack: (*kgo.Record).Ack}
 	if v, err := describeGroupConfig(actx, cl, group, "share.delivery.count.limit"); err == nil {
 		if n, perr := strconv.ParseInt(v, 10, 32); perr == nil {
 			w.share.limit = int32(n)
@@ -523,16 +524,20 @@ func (w *Worker) shareTrack(r *kgo.Record) {
 }
 
 // shareAck acknowledges d's record with a final status and takes it out of
-// the round; the dispatcher polls again once the round is empty.
+// the round; the dispatcher polls again once the round is empty. The
+// acknowledgement is made before the record leaves the round (under its
+// lock): the dispatcher polls as soon as it sees the round empty, and the
+// poll accepts every record of the last poll that has no final
+// acknowledgement yet, so a release made after the record left the round
+// could come too late, its record accepted and its retry lost.
 func (w *Worker) shareAck(d *delivery, status kgo.AckStatus) {
 	w.share.mu.Lock()
-	_, ok := w.share.round[d.rec]
-	delete(w.share.round, d.rec)
+	if _, ok := w.share.round[d.rec]; ok {
+		w.share.ack(d.rec, status)
+		delete(w.share.round, d.rec)
+	}
 	empty := len(w.share.round) == 0
 	w.share.mu.Unlock()
-	if ok {
-		d.rec.Ack(status)
-	}
 	w.sched.finished(d)
 	if empty {
 		w.wakePoll()
@@ -573,7 +578,7 @@ func (w *Worker) shareRenew() {
 	}
 	w.share.mu.Unlock()
 	for _, r := range recs {
-		r.Ack(kgo.AckRenew)
+		w.share.ack(r, kgo.AckRenew)
 	}
 }
 
