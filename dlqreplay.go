@@ -46,7 +46,9 @@ type DeadLetter struct {
 	Error     string
 	Key       string // idempotency key ("" for a record without one)
 	Type      string // job type
-	// Where the record was consumed from.
+	// Where the record was consumed from. OrigPartition and OrigOffset are
+	// -1 when their header is missing or not a number of their range: such
+	// a record is not replayed (ReplayNoOriginTopic).
 	OrigTopic     string
 	OrigPartition int32
 	OrigOffset    int64
@@ -139,13 +141,27 @@ func (w *Worker) readDeadLetters(ctx context.Context, cl *kgo.Client, f DeadLett
 
 func parseDeadLetter(r *kgo.Record) DeadLetter {
 	h := func(k string) string { return string(headerValue(r.Headers, k)) }
-	p, _ := strconv.ParseInt(h(HeaderDLQPartition), 10, 32)
-	o, _ := strconv.ParseInt(h(HeaderDLQOffset), 10, 64)
+	p, o := originNumber(h(HeaderDLQPartition), 32), originNumber(h(HeaderDLQOffset), 64)
 	return DeadLetter{
 		Partition: r.Partition, Offset: r.Offset, Time: r.Timestamp,
 		Reason: h(HeaderDLQReason), Error: h(HeaderDLQError), Key: h(HeaderKey), Type: h(HeaderType),
-		OrigTopic: h(HeaderDLQTopic), OrigPartition: int32(p), OrigOffset: o, Truncated: h(HeaderDLQTruncated), Record: r,
+		OrigTopic: h(HeaderDLQTopic), OrigPartition: int32(p), OrigOffset: o, //nolint:gosec // -1 or parsed with bitSize 32
+		Truncated: h(HeaderDLQTruncated), Record: r,
 	}
+}
+
+// originNumber reads a dlq-original-partition (bits 32) or
+// dlq-original-offset (bits 64) header: -1 when it is missing, not a
+// number, out of range or negative. Read as 0, such a header sent a replay
+// to partition 0 (the key's own partition or not), and one past int32 to
+// a partition that does not exist, whose produce failed and left the
+// replay marker pending for good.
+func originNumber(v string, bits int) int64 {
+	n, err := strconv.ParseInt(v, 10, bits)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // replayMarkerKey names the replay marker of the dead-letter record at
@@ -262,6 +278,8 @@ func (w *Worker) replayRefused(topicID string, d DeadLetter) (r ReplayResult, re
 			w.replayMarkerKey(topicID, &d) + " to replay it again"
 	case d.OrigTopic == "":
 		r.Outcome, r.Hint = ReplayNoOriginTopic, "the record has no "+HeaderDLQTopic+" header"
+	case d.OrigPartition < 0:
+		r.Outcome, r.Hint = ReplayNoOriginTopic, "the record's "+HeaderDLQPartition+" header is missing or not a partition"
 	case d.Truncated != "":
 		// A stand-in for a copy the dead-letter topic refused as too large:
 		// its value was dropped, so a replay would run the job on nothing.
