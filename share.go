@@ -1,6 +1,7 @@
 package leasehold
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -108,7 +110,7 @@ type shareState struct {
 	round   map[*kgo.Record]struct{}
 	every   time.Duration // the renew interval
 	renewed time.Time     // the last renewal (the dispatcher's, then the renewer's)
-	limit   int32         // the group's share.delivery.count.limit; 0 when unknown
+	limit   int32         // the group's share.delivery.count.limit (shareDeliveryLimit)
 	lock    time.Duration // the acquisition lock duration set on the group
 	stop    chan struct{} // closed when the renewer stops (stopShare)
 	done    chan struct{} // closed by the renewer when it has stopped
@@ -285,14 +287,65 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 	}
 	w.share = &shareState{round: make(map[*kgo.Record]struct{}), lock: lock, every: min(w.shortestLeaseTTL(), lock) / 3,
 		stop: make(chan struct{}), done: make(chan struct{}), ack: (*kgo.Record).Ack}
-	if v, err := describeGroupConfig(actx, cl, group, "share.delivery.count.limit"); err == nil {
-		if n, perr := strconv.ParseInt(v, 10, 32); perr == nil {
-			w.share.limit = int32(n)
-		}
-	}
+	w.share.limit = w.shareDeliveryLimit(ctx, cl)
 	w.log.Info("share group configured", slog.String("share_group", group),
 		slog.Duration("lock_duration", lock), slog.Int("delivery_limit", int(w.share.limit)))
 	return nil
+}
+
+// defaultShareDeliveryLimit is Kafka's group.share.delivery.count.limit.
+const defaultShareDeliveryLimit = 5
+
+// shareDeliveryLimit reads the share group's delivery count limit: the
+// group's share.delivery.count.limit, else the brokers'
+// group.share.delivery.count.limit, which is in effect for a group that
+// sets none (kfake describes such a group config without a value). When
+// neither can be read it warns and takes Kafka's default: taken as none, a
+// record failing at the limit was released, and the broker archived it
+// without a trace (lastDelivery).
+func (w *Worker) shareDeliveryLimit(ctx context.Context, cl *kgo.Client) int32 {
+	ctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	v, err := describeGroupConfig(ctx, cl, w.cfg.shareGroup, "share.delivery.count.limit")
+	if err != nil {
+		v, err = describeBrokerConfig(ctx, cl, "group.share.delivery.count.limit")
+	}
+	n, perr := strconv.ParseInt(v, 10, 32)
+	if err == nil && perr == nil && n > 0 {
+		return int32(n)
+	}
+	w.log.Warn("could not read the share group's delivery count limit; taking Kafka's default: a job's attempt "+
+		"at that delivery fails for good", slog.String("share_group", w.cfg.shareGroup),
+		slog.Int("delivery_limit", defaultShareDeliveryLimit), slog.Any("err", cmp.Or(err, perr)))
+	return defaultShareDeliveryLimit
+}
+
+// describeBrokerConfig reads one config of a broker of the cluster (its
+// value in effect, defaults included).
+func describeBrokerConfig(ctx context.Context, cl *kgo.Client, name string) (string, error) {
+	adm := kadm.NewClient(cl) // not closed: that would close cl
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(brokers) == 0 {
+		return "", errors.New("leasehold: no broker listed")
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
+	if err != nil {
+		return "", err
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			return "", rc.Err
+		}
+		for _, c := range rc.Configs {
+			if c.Key == name && c.Value != nil {
+				return *c.Value, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("leasehold: broker config %s not described", name)
 }
 
 // setShareReset sets the share group's share.auto.offset.reset to earliest,
