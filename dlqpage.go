@@ -91,7 +91,7 @@ func (w *Worker) scanDeadLetters(ctx context.Context, cl *kgo.Client, q inspect.
 		}
 		err := deadletter.Scan(ctx, cl, scanOpts, w.cfg.dlqTopic, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
 			page.Scanned++
-			bytesRead += recordBytes(r)
+			bytesRead += recordSize(r)
 			if d := parseDeadLetter(r); f.match(&d) {
 				got = append(got, d)
 			}
@@ -117,15 +117,6 @@ func (w *Worker) scanDeadLetters(ctx context.Context, cl *kgo.Client, q inspect.
 		}
 	}
 	return got, nil
-}
-
-// recordBytes is what a record weighs in a scan's byte bound.
-func recordBytes(r *kgo.Record) int64 {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return int64(n)
 }
 
 // deadLetterEnds returns the dead-letter topic's ID (which names the replay

@@ -5,6 +5,7 @@ import (
 
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/resulterr"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -108,7 +109,7 @@ var (
 	// [WithIdempotencyOptions]). It is permanent, never an outage: the job
 	// is not retried, the failure is recorded under its key and the record
 	// is dead-lettered with reason [ReasonResultTooLarge].
-	ErrResultTooLarge = leasing.NewError("leasehold: result too large", leasing.ClassTerminal)
+	ErrResultTooLarge = resulterr.ErrTooLarge
 
 	// ErrShutdown is the cause with which running jobs' contexts are
 	// cancelled when a graceful shutdown's drain timeout passes; it wraps
@@ -142,20 +143,6 @@ var (
 	// (retried, not terminal).
 	ErrRetryAfter = leasing.NewError("leasehold: retry after", leasing.ClassRetry)
 )
-
-// resultTooLargeError is the user-facing form of an
-// idempotency.TooLargeError met by a commit: one sentence with the fix. It
-// matches [ErrResultTooLarge] and unwraps to the store's error.
-type resultTooLargeError struct{ err *idempotency.TooLargeError }
-
-func (e *resultTooLargeError) Error() string {
-	return fmt.Sprintf("leasehold: the handler returned a result of %d bytes, over the %d-byte limit; "+
-		"return a smaller result (a reference to data stored elsewhere) or raise the limit with "+
-		"WithIdempotencyOptions(idempotency.WithMaxResult(n))", e.err.Size, e.err.Limit)
-}
-
-func (e *resultTooLargeError) Unwrap() error        { return e.err }
-func (e *resultTooLargeError) Is(target error) bool { return target == ErrResultTooLarge }
 
 // Permanent wraps err so that the worker treats it as terminal: no retry,
 // the failure is cached under the job's key and the record is dead-lettered.

@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/jobtrace"
 	"github.com/leasehold/leasehold/internal/leasing"
+	"github.com/leasehold/leasehold/internal/resulterr"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -105,7 +106,7 @@ func mapStoreErr(err error) error {
 	case errors.As(err, &tl) && tl.What == "result":
 		// Refused with nothing written: permanent, never an outage to
 		// retry (the lease would be renewed and the job hang).
-		return &resultTooLargeError{err: tl}
+		return &resulterr.Error{Err: tl}
 	case err == nil, errors.Is(err, ErrLeaseLost), errors.Is(err, ErrUnavailable),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err // read as it is, or the caller's own context

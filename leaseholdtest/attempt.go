@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/jobenv"
+	"github.com/leasehold/leasehold/internal/resulterr"
 	"github.com/leasehold/leasehold/outcome"
 )
 
@@ -110,7 +111,7 @@ func (a *Attempt) Outcome() Outcome {
 
 func (a *Attempt) finish(jctx context.Context, res []byte, err error) {
 	if limit := a.env.cfg.maxRes; err == nil && len(res) > limit {
-		err = &resultTooLargeError{err: &idempotency.TooLargeError{What: "result", Size: len(res), Limit: limit}}
+		err = &resulterr.Error{Err: &idempotency.TooLargeError{What: "result", Size: len(res), Limit: limit}}
 	}
 	a.Result, a.Err, a.cause = res, err, context.Cause(jctx)
 	a.cancel(nil)

@@ -1,12 +1,9 @@
 package leaseholdtest
 
 import (
-	"fmt"
 	"log/slog"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/compensation"
-	"github.com/leasehold/leasehold/idempotency"
 )
 
 // Opt configures an [Env]. Each option's doc states its default.
@@ -84,17 +81,3 @@ func WithLogger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.log = l
 
 // defaultMaxResult is the idempotency store's default bound on a result.
 const defaultMaxResult = 64 << 10
-
-// resultTooLargeError is the worker's refusal to commit a result over the
-// store's bound: it matches leasehold.ErrResultTooLarge and unwraps to the
-// store's *idempotency.TooLargeError, with the worker's sentence.
-type resultTooLargeError struct{ err *idempotency.TooLargeError }
-
-func (e *resultTooLargeError) Error() string {
-	return fmt.Sprintf("leasehold: the handler returned a result of %d bytes, over the %d-byte limit; "+
-		"return a smaller result (a reference to data stored elsewhere) or raise the limit with "+
-		"WithIdempotencyOptions(idempotency.WithMaxResult(n))", e.err.Size, e.err.Limit)
-}
-
-func (e *resultTooLargeError) Unwrap() error        { return e.err }
-func (e *resultTooLargeError) Is(target error) bool { return target == leasehold.ErrResultTooLarge }
