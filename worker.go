@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,26 +187,26 @@ func New(rdb redis.UniversalClient, opts ...Opt) (*Worker, error) {
 // replaces 0, and a negative value would run (a payload bound below every
 // record, a drain that cancels every job at once, a busy retry loop).
 func (c *config) checkNegative() error {
-	for _, o := range []struct {
-		opt string
-		bad bool
-	}{
-		{fmt.Sprintf("WithConcurrency(%d)", c.concurrency), c.concurrency < 0},
-		{fmt.Sprintf("WithCommitInterval(%s)", c.commitInterval), c.commitInterval < 0},
-		{fmt.Sprintf("WithShutdownTimeout(%s)", c.shutdownTimeout), c.shutdownTimeout < 0},
-		{fmt.Sprintf("WithLeaseTTL(%s)", c.leaseTTL), c.leaseTTL < 0},
-		{fmt.Sprintf("WithRetention(%s)", c.retention), c.retention < 0},
-		{fmt.Sprintf("WithHeartbeatThrottle(%s)", c.hbThrottle), c.hbThrottle < 0},
-		{fmt.Sprintf("WithMaxPayload(%d)", c.maxPayload), c.maxPayload < 0},
-		{fmt.Sprintf("WithHeldBackoff(%s, %s)", c.heldMin, c.heldMax), c.heldMin < 0 || c.heldMax < 0},
-		{fmt.Sprintf("WithRedisProbe(%s, %s)", c.probeMin, c.probeMax), c.probeMin < 0 || c.probeMax < 0},
-	} {
-		if o.bad && strings.Contains(o.opt, ", ") {
-			return fmt.Errorf("leasehold: %s: want 0 (the default) or more for each", o.opt)
-		}
-		if o.bad {
-			return fmt.Errorf("leasehold: %s: want 0 (the default) or more", o.opt)
-		}
+	const want = "want 0 (the default) or more"
+	switch {
+	case c.concurrency < 0:
+		return fmt.Errorf("leasehold: WithConcurrency(%d): %s", c.concurrency, want)
+	case c.commitInterval < 0:
+		return fmt.Errorf("leasehold: WithCommitInterval(%s): %s", c.commitInterval, want)
+	case c.shutdownTimeout < 0:
+		return fmt.Errorf("leasehold: WithShutdownTimeout(%s): %s", c.shutdownTimeout, want)
+	case c.leaseTTL < 0:
+		return fmt.Errorf("leasehold: WithLeaseTTL(%s): %s", c.leaseTTL, want)
+	case c.retention < 0:
+		return fmt.Errorf("leasehold: WithRetention(%s): %s", c.retention, want)
+	case c.hbThrottle < 0:
+		return fmt.Errorf("leasehold: WithHeartbeatThrottle(%s): %s", c.hbThrottle, want)
+	case c.maxPayload < 0:
+		return fmt.Errorf("leasehold: WithMaxPayload(%d): %s", c.maxPayload, want)
+	case c.heldMin < 0 || c.heldMax < 0:
+		return fmt.Errorf("leasehold: WithHeldBackoff(%s, %s): %s for each", c.heldMin, c.heldMax, want)
+	case c.probeMin < 0 || c.probeMax < 0:
+		return fmt.Errorf("leasehold: WithRedisProbe(%s, %s): %s for each", c.probeMin, c.probeMax, want)
 	}
 	return nil
 }
