@@ -160,25 +160,65 @@ func (r *Runner) inspectSet(ctx context.Context, key, what string, limit int, pr
 // it). It returns how many journals it retried and the errors of those that
 // failed again.
 func (r *Runner) Retry(ctx context.Context, key string) (int, error) {
-	members, err := r.client.ZRange(ctx, r.deadKey(), 0, -1).Result()
+	refs, err := r.deadOf(ctx, key)
 	if err != nil {
-		return 0, fmt.Errorf("%w: list dead letters: %w", ErrUnavailable, err)
+		return 0, err
 	}
-	var (
-		n    int
-		errs []error
-	)
-	for _, m := range members {
-		ref, err := ParseRef(m)
-		if err != nil || !matchKey(ref.Name, key) {
-			continue
-		}
-		n++
+	var errs []error
+	for _, ref := range refs {
 		if err := r.RetryJournal(ctx, ref); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return n, errors.Join(errs...)
+	return len(refs), errors.Join(errs...)
+}
+
+// deadScanCount is the COUNT of the ZSCAN calls that look for one key's
+// journals in the dead-letter set.
+const deadScanCount = 1000
+
+// deadOf returns the dead-lettered journals of key (matchKey). The
+// dead-letter set is read in ZSCAN pages that Redis filters by the members'
+// ending (":" and key, glob characters escaped), so that only the key's
+// members come back, whatever the size of the set.
+func (r *Runner) deadOf(ctx context.Context, key string) ([]Ref, error) {
+	pattern := "*:" + globEscape(key)
+	var (
+		refs []Ref
+		seen = make(map[string]bool)
+		cur  uint64
+	)
+	for {
+		kv, next, err := r.client.ZScan(ctx, r.deadKey(), cur, pattern, deadScanCount).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: list dead letters: %w", ErrUnavailable, err)
+		}
+		for i := 0; i < len(kv); i += 2 { // member, score
+			ref, err := ParseRef(kv[i])
+			if err != nil || !matchKey(ref.Name, key) || seen[kv[i]] {
+				continue // ZSCAN may return a member twice
+			}
+			seen[kv[i]] = true
+			refs = append(refs, ref)
+		}
+		if cur = next; cur == 0 {
+			return refs, nil
+		}
+	}
+}
+
+// globEscape escapes the characters a Redis MATCH pattern reads as glob
+// syntax, so that s matches only itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		switch c {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // RetryJournal compensates one dead-lettered journal again.

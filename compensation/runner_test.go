@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/compensation"
 	"github.com/leasehold/leasehold/internal/testkit"
@@ -603,5 +604,87 @@ func TestStepAfterReleaseIsNotAnOutage(t *testing.T) {
 	err := c.j.Step(ctx, "step-2", func(context.Context) error { ran = true; return nil }, "undo", undoArgs{Step: 2})
 	if !errors.Is(err, lease.ErrReleased) || errors.Is(err, compensation.ErrUnavailable) || ran {
 		t.Fatalf("step after release: err %v, ran %v; want lease.ErrReleased (not ErrUnavailable) and no effect", err, ran)
+	}
+}
+
+// deadReads is a go-redis hook that counts the dead-letter set's members a
+// client reads back, and notes the commands that read the set.
+type deadReads struct {
+	key      string
+	mu       sync.Mutex
+	members  int
+	commands []string
+}
+
+func (h *deadReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *deadReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *deadReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); len(args) > 1 && args[1] == h.key {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.commands = append(h.commands, cmd.Name())
+			switch c := cmd.(type) {
+			case *redis.ScanCmd:
+				kv, _ := c.Val()
+				h.members += len(kv) / 2
+			case *redis.StringSliceCmd:
+				h.members += len(c.Val())
+			case *redis.ZSliceCmd:
+				h.members += len(c.Val())
+			}
+		}
+		return err
+	}
+}
+
+// TestRetryReadsOnlyTheKeysDeadLetters: Retry finds one key's dead-lettered
+// journals among thousands of others without reading the others back (the
+// dead-letter set is filtered in Redis), and a key holding glob characters
+// matches only itself.
+func TestRetryReadsOnlyTheKeysDeadLetters(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder()
+	rc.setFailures(1, -1)
+	c := setupJournal(t, "{i:7}:a*b", rc, compensation.WithAttempts(1))
+	ctx := t.Context()
+	runSteps(t, c.j, 1)
+	if err := c.j.Compensate(ctx); !errors.Is(err, compensation.ErrDeadLettered) {
+		t.Fatalf("Compensate: %v, want a dead letter", err)
+	}
+	dead := c.env.prefix + "comp:dead"
+	others := make([]redis.Z, 0, 3001)
+	for i := range 3000 {
+		others = append(others, redis.Z{Score: float64(i), Member: fmt.Sprintf("%d:{i:9}:other-%d", i+1, i)})
+	}
+	// Matched by the key's text read as a glob pattern ("*" any text).
+	others = append(others, redis.Z{Score: 1, Member: "5:{i:7}:aXb"})
+	if err := c.env.client.ZAdd(ctx, dead, others...).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	h := &deadReads{key: dead}
+	hooked := redis.NewClient(c.env.client.(*redis.Client).Options())
+	t.Cleanup(func() { _ = hooked.Close() })
+	hooked.AddHook(h)
+	r := newRunner(t, hooked, c.env.prefix, newManager(t, hooked, c.env.prefix, false), rc.registry(t),
+		compensation.WithAttempts(1))
+	rc.setFailures(1, 0) // the cause is fixed
+	n, err := r.Retry(ctx, "a*b")
+	if err != nil || n != 1 {
+		t.Fatalf("Retry = %d, %v; want the one journal", n, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.members != 1 {
+		t.Errorf("Retry read %d members of the dead-letter set back (%v), want only the key's one", h.members, h.commands)
+	}
+	if got, err := c.env.client.ZScore(ctx, dead, "5:{i:7}:aXb").Result(); err != nil || got != 1 {
+		t.Errorf("the other key's dead letter: %v, %v; want it left", got, err)
 	}
 }
