@@ -36,10 +36,11 @@ func (r *Runner) Counts(ctx context.Context) (Counts, error) {
 // Journals returns journals of lease name (the job's lease name, as
 // [Journal.Key] and [Ref.Name]), newest fence first, at most limit (default
 // 10): those not settled yet (open, sealed, being compensated or
-// dead-lettered: the name's journal index) and those of the fences given in
-// also (for example the fences of the key's record and lease), as long as
-// they are kept (a compensated or committed journal expires after the closed
-// retention). Journals that are gone are left out.
+// dead-lettered: the name's journal index, and the dead-letter set, which
+// keeps a dead-lettered journal after the index's open retention) and those
+// of the fences given in also (for example the fences of the key's record
+// and lease), as long as they are kept (a compensated or committed journal
+// expires after the closed retention). Journals that are gone are left out.
 func (r *Runner) Journals(ctx context.Context, name string, limit int, also ...uint64) ([]JournalInfo, error) {
 	if limit <= 0 {
 		limit = 10
@@ -48,7 +49,18 @@ func (r *Runner) Journals(ctx context.Context, name string, limit int, also ...u
 	if err != nil {
 		return nil, fmt.Errorf("%w: list journals of %q: %w", ErrUnavailable, name, err)
 	}
+	// A dead-lettered journal is kept for ever, its index entry only for the
+	// open retention after the name's last write.
+	dead, err := r.deadOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	all := slices.Clone(also)
+	for _, ref := range dead {
+		if ref.Name == name {
+			all = append(all, ref.Fence)
+		}
+	}
 	for _, f := range fences {
 		if n, err := strconv.ParseUint(f, 10, 64); err == nil {
 			all = append(all, n)

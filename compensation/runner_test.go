@@ -688,3 +688,29 @@ func TestRetryReadsOnlyTheKeysDeadLetters(t *testing.T) {
 		t.Errorf("the other key's dead letter: %v, %v; want it left", got, err)
 	}
 }
+
+// TestJournalsListDeadLetteredAfterTheIndex: a dead-lettered journal is kept
+// for ever but its name's journal index expires with the open retention;
+// the name's journals still list it once the index is gone.
+func TestJournalsListDeadLetteredAfterTheIndex(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder()
+	rc.setFailures(1, -1)
+	c := setupJournal(t, "{i:7}:order-9", rc, compensation.WithAttempts(1))
+	ctx := t.Context()
+	runSteps(t, c.j, 1)
+	if err := c.j.Compensate(ctx); !errors.Is(err, compensation.ErrDeadLettered) {
+		t.Fatalf("Compensate: %v, want a dead letter", err)
+	}
+	// What the open retention does to the index after the name's last write.
+	if err := c.env.client.Del(ctx, c.env.prefix+"comp:f:{i:7}:order-9").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.r.Journals(ctx, "{i:7}:order-9", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Ref != c.j.Ref() || got[0].State != compensation.StateDeadLettered {
+		t.Fatalf("journals of the name: %+v, want the dead-lettered one", got)
+	}
+}
