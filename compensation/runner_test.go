@@ -650,13 +650,8 @@ func (h *deadReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestRetryReadsOnlyTheKeysDeadLetters(t *testing.T) {
 	t.Parallel()
 	rc := newRecorder()
-	rc.setFailures(1, -1)
-	c := setupJournal(t, "{i:7}:a*b", rc, compensation.WithAttempts(1))
+	c := deadLettered(t, "{i:7}:a*b", rc)
 	ctx := t.Context()
-	runSteps(t, c.j, 1)
-	if err := c.j.Compensate(ctx); !errors.Is(err, compensation.ErrDeadLettered) {
-		t.Fatalf("Compensate: %v, want a dead letter", err)
-	}
 	dead := c.env.prefix + "comp:dead"
 	others := make([]redis.Z, 0, 3001)
 	for i := range 3000 {
@@ -694,14 +689,8 @@ func TestRetryReadsOnlyTheKeysDeadLetters(t *testing.T) {
 // the name's journals still list it once the index is gone.
 func TestJournalsListDeadLetteredAfterTheIndex(t *testing.T) {
 	t.Parallel()
-	rc := newRecorder()
-	rc.setFailures(1, -1)
-	c := setupJournal(t, "{i:7}:order-9", rc, compensation.WithAttempts(1))
+	c := deadLettered(t, "{i:7}:order-9", newRecorder())
 	ctx := t.Context()
-	runSteps(t, c.j, 1)
-	if err := c.j.Compensate(ctx); !errors.Is(err, compensation.ErrDeadLettered) {
-		t.Fatalf("Compensate: %v, want a dead letter", err)
-	}
 	// What the open retention does to the index after the name's last write.
 	if err := c.env.client.Del(ctx, c.env.prefix+"comp:f:{i:7}:order-9").Err(); err != nil {
 		t.Fatal(err)
@@ -713,4 +702,18 @@ func TestJournalsListDeadLetteredAfterTheIndex(t *testing.T) {
 	if len(got) != 1 || got[0].Ref != c.j.Ref() || got[0].State != compensation.StateDeadLettered {
 		t.Fatalf("journals of the name: %+v, want the dead-lettered one", got)
 	}
+}
+
+// deadLettered journals one step of name whose compensation fails on its
+// one attempt (rc's step 1 fails until told otherwise), and compensates the
+// journal into the dead-letter set.
+func deadLettered(t *testing.T, name string, rc *recorder) *journalCase {
+	t.Helper()
+	rc.setFailures(1, -1)
+	c := setupJournal(t, name, rc, compensation.WithAttempts(1))
+	runSteps(t, c.j, 1)
+	if err := c.j.Compensate(t.Context()); !errors.Is(err, compensation.ErrDeadLettered) {
+		t.Fatalf("Compensate: %v, want a dead letter", err)
+	}
+	return c
 }
