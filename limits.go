@@ -25,6 +25,9 @@ import (
 // job's slot is renewed with the lease renew rounds (one script a group a
 // round) and given back when the job ends, however it ends. A worker killed
 // leaks its slots for one lease TTL at most: the next acquire prunes them.
+// The registry that lists the groups (worker limits) is pruned as it is
+// written: each renew round, a worker removes the groups of one HSCAN page
+// that no worker registered for limit.PruneAge.
 
 // EventLimitWait is the event a job's span carries when the job waits for
 // its limit group (full, held until a time, or over its rate).
@@ -157,17 +160,23 @@ type limiter struct {
 	seq      atomic.Uint64
 
 	mu      sync.Mutex
-	running map[*limit.Slot]struct{}      // slots of running jobs, renewed each round
+	running map[*limit.Slot]time.Time     // slots of running jobs (renewed each round) -> when their group was last registered
 	touched map[string]limit.Spec         // groups used since the last round, for the registry
 	waiting map[string]map[*delivery]bool // group -> parked deliveries (true: wake when a slot frees)
 	held    atomic.Int64                  // deliveries parked by a limit now
 	metrics *jobtrace.Metrics             // leasehold.limit.held follows held
+
+	pruneCursor uint64 // the registry's HSCAN page to prune next round (the renewer goroutine's alone)
 }
+
+// limitRefresh is how often a running job's group is registered again, so
+// that a group whose jobs run longer than limit.PruneAge stays listed.
+const limitRefresh = limit.PruneAge / 4
 
 func (l *limiter) init() {
 	l.on = true
 	l.instance = fmt.Sprintf("%s.%d.%d", workerIdentity(), os.Getpid(), time.Now().UnixNano()%1e9)
-	l.running = make(map[*limit.Slot]struct{})
+	l.running = make(map[*limit.Slot]time.Time)
 	l.touched = make(map[string]limit.Spec)
 	l.waiting = make(map[string]map[*delivery]bool)
 }

@@ -70,7 +70,7 @@ func (w *Worker) limitAnswer(d *delivery, r limit.Request, a limit.Answer) bool 
 		return false
 	}
 	if a.Status == scripts.LimitAcquired {
-		d.lim = &limit.Slot{Group: r.Group, Member: r.Member, TTL: r.TTL}
+		d.lim = &limit.Slot{Group: r.Group, Member: r.Member, TTL: r.TTL, Spec: r.Spec}
 		return true
 	}
 	wait, reason := a.Wait, "held"
@@ -126,7 +126,7 @@ func (w *Worker) takeSlot(d *delivery) *limit.Slot {
 	}
 	d.lim = nil
 	w.lim.mu.Lock()
-	w.lim.running[s] = struct{}{}
+	w.lim.running[s] = time.Now() // limitAnswer touched its group
 	w.lim.mu.Unlock()
 	return s
 }
@@ -204,30 +204,56 @@ func (w *Worker) holdRetryAfter(job *Job, e attemptEnd) {
 }
 
 // watchLimits renews the running slots with every renew round of m (one
-// script a group), records the groups used in the registry, and forgets
-// waiting deliveries whose partition went away.
+// script a group), records the groups used in the registry, prunes one page
+// of it, and forgets waiting deliveries whose partition went away.
 func (w *Worker) watchLimits(m *lease.Manager) {
 	leasing.OnRenewRound(m, func(ctx context.Context) {
-		slots, touched := w.lim.round(ctx, w.offs.alive)
+		now := time.Now()
+		slots, touched := w.lim.round(ctx, w.offs.alive, now)
 		if len(slots) > 0 {
 			if _, err := limit.Renew(ctx, w.rdb, w.cfg.keyPrefix, slots); err != nil {
 				w.log.Warn("renewing limit slots failed", slog.Int("slots", len(slots)), slog.Any("err", err))
 			}
 		}
-		if err := limit.Register(ctx, w.rdb, w.cfg.keyPrefix, touched, time.Now()); err != nil {
+		if err := limit.Register(ctx, w.rdb, w.cfg.keyPrefix, touched, now); err != nil {
 			w.lim.retouch(touched)
 		}
+		w.pruneLimits(ctx, now)
 	})
 }
 
+// pruneLimits removes from the registry the groups of its next HSCAN page
+// that no worker registered for limit.PruneAge before now (the clock
+// Register's times are read from). A failure only leaves the page for the
+// next round: the registry is an operator's listing, no job depends on it.
+func (w *Worker) pruneLimits(ctx context.Context, now time.Time) {
+	next, n, err := limit.Prune(ctx, w.rdb, w.cfg.keyPrefix, w.lim.pruneCursor, now.Add(-limit.PruneAge))
+	if err != nil {
+		w.log.Debug("pruning the limit-group registry failed; the next round tries again", slog.Any("err", err))
+		return
+	}
+	w.lim.pruneCursor = next
+	if n > 0 {
+		w.log.Debug("limit groups unused for the prune age left the registry", slog.Int("groups", n),
+			slog.Duration("prune_age", limit.PruneAge))
+	}
+}
+
 // round returns the running slots and the groups touched since the last
-// round, and drops the waiting deliveries alive no longer reports.
-func (l *limiter) round(ctx context.Context, alive func(*partTracker) bool) ([]limit.Slot, map[string]limit.Spec) {
+// round, with the groups of slots not registered for limitRefresh before
+// now, and drops the waiting deliveries alive no longer reports.
+func (l *limiter) round(ctx context.Context, alive func(*partTracker) bool, now time.Time) ([]limit.Slot, map[string]limit.Spec) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	slots := make([]limit.Slot, 0, len(l.running))
-	for s := range l.running {
+	for s, registered := range l.running {
 		slots = append(slots, *s)
+		if now.Sub(registered) >= limitRefresh {
+			if _, ok := l.touched[s.Group]; !ok {
+				l.touched[s.Group] = s.Spec
+			}
+			l.running[s] = now
+		}
 	}
 	touched := l.touched
 	l.touched = make(map[string]limit.Spec)

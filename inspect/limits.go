@@ -30,7 +30,8 @@ type LimitGroup struct {
 	// group is not held.
 	HeldUntil time.Time
 	// LastUsed is when a worker last took, or was refused, a slot of the
-	// group (registered once a renew round).
+	// group (registered once a renew round), or, while a job of the group
+	// runs, at most 6 hours ago.
 	LastUsed time.Time
 	// Slots lists the running slots (at most 1000).
 	Slots []LimitSlot
@@ -44,8 +45,9 @@ type LimitSlot struct {
 }
 
 // Limits returns the limit groups named, or with none named every group a
-// worker has used (sorted by name). A group is listed from the first renew
-// round of a worker that used it.
+// worker has used in the last 24 hours (sorted by name). A group is listed
+// from the first renew round of a worker that used it; workers drop a
+// group no worker used for 24 hours, and list it again when one uses it.
 //
 // A group is named as [LimitGroup.Group] shows it: "type:<job type>",
 // "key:<group>" (one longer than 256 bytes is kept under its SHA-256, as

@@ -14,6 +14,10 @@
 // (limit_renew.lua), and removed when the job ends or its claim does not
 // run it. A slot whose holder died is pruned by the next acquire once its
 // deadline (one lease TTL after the last renewal) passed.
+//
+// The registry is only read to list the groups: a group's keys expire on
+// their own, and its field is removed once no worker registered it for
+// PruneAge (Prune, one HSCAN page a renew round of each worker).
 package limit
 
 import (
@@ -142,6 +146,7 @@ type Slot struct {
 	Group  string
 	Member string
 	TTL    time.Duration
+	Spec   Spec // the group's limits, registered while the slot runs
 }
 
 // Release gives slots back, in one pipeline.
@@ -208,6 +213,45 @@ func Register(ctx context.Context, c redis.UniversalClient, prefix string, group
 	return c.HSet(ctx, RegistryKey(prefix), args...).Err()
 }
 
+// PruneAge is how long a group stays in the registry after a worker last
+// registered it. A worker registers the groups it took, or was refused, a
+// slot of at its next renew round, and those of its running jobs at least
+// every PruneAge/4; a group dropped is registered again when used again.
+const PruneAge = 24 * time.Hour
+
+// PrunePage is the COUNT of the HSCAN page Prune reads a call (a hint:
+// Redis may return a few fields more).
+const PrunePage = registryScanCount
+
+// Prune reads one HSCAN page of the registry from cursor (COUNT PrunePage)
+// and removes the groups of it last registered before cutoff, in one
+// script that reads each again and removes it only if it is still older
+// (another worker may register it in between). cutoff is on the workers'
+// clock, the one Register's now is read from. It returns the cursor of the
+// next page (0: the scan went round) and how many groups it removed; on an
+// error, cursor.
+func Prune(ctx context.Context, c redis.UniversalClient, prefix string, cursor uint64, cutoff time.Time) (uint64, int, error) {
+	key := RegistryKey(prefix)
+	kv, next, err := c.HScan(ctx, key, cursor, "", PrunePage).Result()
+	if err != nil {
+		return cursor, 0, err
+	}
+	args := []any{cutoff.UnixMilli()}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, seen := parseReg(kv[i+1]); !seen.IsZero() && seen.Before(cutoff) {
+			args = append(args, kv[i])
+		}
+	}
+	if len(args) == 1 {
+		return next, 0, nil
+	}
+	n, err := scripts.LimitPrune.Run(ctx, c, []string{key}, args...).Int()
+	if err != nil {
+		return cursor, 0, err
+	}
+	return next, n, nil
+}
+
 // Info is what Read tells about one group.
 type Info struct {
 	Group    string
@@ -227,8 +271,9 @@ type SlotInfo struct {
 
 // Read returns the state of groups (one pipeline); with no group given, of
 // at most maxGroups groups of the registry. The registry keeps every group a
-// worker ever used (one a tenant with WithLimitKey), so it is read in
-// bounded HSCAN pages, and only the fields of the groups named otherwise.
+// worker used within PruneAge (one a tenant with WithLimitKey), so it is
+// read in bounded HSCAN pages, and only the fields of the groups named
+// otherwise.
 func Read(ctx context.Context, c redis.UniversalClient, prefix string, groups ...string) ([]Info, error) {
 	reg, groups, err := readRegistry(ctx, c, prefix, groups)
 	if err != nil {

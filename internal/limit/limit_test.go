@@ -56,7 +56,8 @@ func TestConcurrencyLimit(t *testing.T) {
 	if a := acquire(ctx, t, c, prefix, req("d", time.Minute)); a.Status != scripts.LimitAcquired {
 		t.Fatalf("d after a's release: %+v", a)
 	}
-	n, err := limit.Renew(ctx, c, prefix, []limit.Slot{{"g", "c", time.Minute}, {"g", "d", time.Minute}, {"g", "a", time.Minute}})
+	n, err := limit.Renew(ctx, c, prefix, []limit.Slot{{Group: "g", Member: "c", TTL: time.Minute}, {Group: "g", Member: "d", TTL: time.Minute},
+		{Group: "g", Member: "a", TTL: time.Minute}})
 	if err != nil || n != 2 {
 		t.Fatalf("renew = %d, %v; want 2 (a was released and is not added back)", n, err)
 	}

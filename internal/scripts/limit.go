@@ -11,6 +11,9 @@ var (
 	LimitRenew = Plain("limit_renew.lua")
 	// LimitHold holds a group until a time (limit_hold.lua).
 	LimitHold = Plain("limit_hold.lua")
+	// LimitPrune removes from the registry of groups those no worker
+	// registered since a cutoff (limit_prune.lua).
+	LimitPrune = Plain("limit_prune.lua")
 )
 
 // Status codes of LimitAcquire (the first element of its answer).

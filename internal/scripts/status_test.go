@@ -53,6 +53,7 @@ func TestStatusCodes(t *testing.T) {
 		{"comp_finish.lua", []int{scripts.CompFinishSuperseded, scripts.CompFinishRecorded}, nil},
 		{"comp_absent.lua", []int{scripts.CompAbsentExists, scripts.CompAbsentGone, scripts.CompAbsentPending}, nil},
 		{"limit_acquire.lua", []int{scripts.LimitAcquired, scripts.LimitFull, scripts.LimitHeld, scripts.LimitRated}, nil},
+		{"limit_prune.lua", nil, nil}, // a count of groups removed, no status code
 		{"comp_settle.lua", []int{scripts.CompSettlePending, scripts.CompSettleDone, scripts.CompSettleDead, scripts.CompSettleIdle}, nil},
 	} {
 		src := file(t, c.file)
