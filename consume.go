@@ -142,15 +142,14 @@ func (w *Worker) waitWake(wait time.Duration) {
 // record that is a re-fetch, queued behind its ordering key, or poison (sent
 // to the dead-letter topic).
 func (w *Worker) accept(r *kgo.Record) *delivery {
-	var t *partTracker
+	d := &delivery{rec: r}
 	if w.share != nil {
-		w.shareTrack(r) // a share group delivers each record to one member: no offsets to track
+		w.shareTrack(d) // a share group delivers each record to one member: no offsets to track
 	} else if tracked, fresh := w.offs.track(r); fresh {
-		t = tracked
+		d.tracker = tracked
 	} else {
 		return nil
 	}
-	d := &delivery{rec: r, tracker: t}
 	d.key = string(headerValue(r.Headers, HeaderKey))
 	// A registered type's name is the registration's string (its bytes
 	// looked up without a copy); registered names are valid.

@@ -54,6 +54,12 @@ const (
 	// ReasonResultTooLarge is the reason of a job whose result exceeded the
 	// store's bound ([ErrResultTooLarge]).
 	ReasonResultTooLarge = deadletter.ReasonResultTooLarge
+	// ReasonDeliveryLimit is the reason of a share-mode record that its
+	// worker held without an outcome (parked, not yet dispatched) at its
+	// last delivery (the group's share.delivery.count.limit) when it
+	// stopped: closing the client would release it and the broker archive
+	// it ([WithShareGroup]).
+	ReasonDeliveryLimit = deadletter.ReasonDeliveryLimit
 )
 
 // defaultBroker is the worker's seed broker unless WithKafka sets one.
@@ -99,6 +105,15 @@ func (w *Worker) deadLetter(d *delivery, reason string, cause error) {
 // record is finished; when then reports false the record is not finished
 // (then has arranged what happens to it).
 func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then func() bool) {
+	w.deadLetterUntil(w.stopCtx, d, reason, cause, then)
+}
+
+// deadLetterUntil is deadLetterThen with its retries ending when until
+// ends: the worker's stop, or for the records shutdown dead-letters in share
+// mode (shareEndHeld) a bound of shutdown's own. In share mode the decision
+// is kept on d, for shutdown to write the copy should the worker stop first.
+func (w *Worker) deadLetterUntil(until context.Context, d *delivery, reason string, cause error, then func() bool) {
+	w.shareDecided(d, reason, cause)
 	// The trace, and a produce under way, outlive the worker's stop; the
 	// retries do not.
 	base := w.obs.deadLetterDecided(context.WithoutCancel(w.stopCtx), d, reason, cause)
@@ -107,7 +122,7 @@ func (w *Worker) deadLetterThen(d *delivery, reason string, cause error, then fu
 		defer w.aux.Done()
 		ctx, cancel := context.WithCancel(base)
 		defer cancel()
-		defer context.AfterFunc(w.stopCtx, cancel)() //nolint:contextcheck // retries end when the worker stops
+		defer context.AfterFunc(until, cancel)() //nolint:contextcheck // retries end with until
 		res, err := w.dlq.Write(ctx, d.rec, reason, cause)
 		if err != nil {
 			return // not finished: the record is consumed again by the next owner

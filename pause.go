@@ -17,7 +17,8 @@ import (
 // per round whatever the number of records held. The
 // dispatcher holds the records of a paused type: parked, not claimed, their
 // offsets not committed, counted in the memory budget; it looks again one
-// renew interval later. Running jobs finish.
+// renew interval later. Running jobs finish. In share mode a worker holding
+// such records polls nothing else until the resume (warnSharePaused).
 
 // pausedSet is the paused job types as last read; nil before the first read.
 type pausedSet = map[string]time.Time
@@ -51,7 +52,8 @@ func (w *Worker) loadPaused(ctx context.Context) error {
 }
 
 // holdPaused parks the records of batch whose job type is paused, and
-// returns the others.
+// returns the others. In share mode the worker then polls nothing until
+// the type is resumed; it says so once per pause (warnSharePaused).
 func (w *Worker) holdPaused(batch []*delivery) []*delivery {
 	p := w.typesPaused.Load()
 	if p == nil || len(*p) == 0 {
@@ -60,8 +62,9 @@ func (w *Worker) holdPaused(batch []*delivery) []*delivery {
 	keep := batch[:0]
 	due := time.Now().Add(w.pauseEvery)
 	for _, d := range batch {
-		if _, ok := (*p)[d.typ]; ok {
+		if at, ok := (*p)[d.typ]; ok {
 			w.sched.park(d, due)
+			w.warnSharePaused(d.typ, at)
 			continue
 		}
 		keep = append(keep, d)

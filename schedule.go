@@ -29,6 +29,12 @@ type delivery struct {
 
 	tj   *jobtrace.Job   // the current attempt's span
 	tctx context.Context // its context
+
+	// Share mode: the dead-letter copy decided for it (deadLetterUntil),
+	// under shareState.mu, for shutdown to write should the worker stop
+	// before it is (shareEndHeld).
+	dlqReason string
+	dlqCause  error
 }
 
 func (d *delivery) info() ClaimInfo {

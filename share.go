@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -43,7 +44,13 @@ import (
 //   - renew: every record the worker holds, every renew interval, while its
 //     job runs or it waits (a held key, behind an ordered key, after a lost
 //     lease), so that its acquisition lock does not lapse under a live job;
-//   - nothing at shutdown: closing the client releases what is left.
+//   - at shutdown, nothing for most records: closing the client releases
+//     what is left. A record left at its last delivery (lastDelivery) would
+//     be archived by the broker on that release, with no trace, so shutdown
+//     copies it to the dead-letter topic first and accepts it once the copy
+//     exists (shareEndHeld): parked for a held key, a lost lease, a paused
+//     type or a limit group, waiting on its key's probe, or polled and not
+//     dispatched. dlq replay brings it back.
 //
 // The catch, from franz-go: a record of the last poll that has no final
 // acknowledgement when PollRecords is called again is accepted
@@ -54,7 +61,12 @@ import (
 // lets the next poll happen. No record is ever acknowledged by the
 // automatic accept while it runs. The cost: a slow job holds its worker's
 // next poll (other workers keep polling; add workers, not concurrency, for
-// jobs of very uneven length).
+// jobs of very uneven length). A paused job type's records are held the
+// same way (holdPaused), so a worker holding one polls nothing, of any type,
+// until the type is resumed; it warns once per pause (warnSharePaused).
+// Releasing them would raise their delivery count towards the broker's
+// archiving, and only a final acknowledgement keeps a record from the next
+// poll's accept, so the worker keeps holding them and says so.
 //
 // Takeover: a killed worker's connection closes, and the broker releases
 // its records at once; a stalled one's records come back when their
@@ -107,7 +119,7 @@ func (c *config) checkShare() error {
 // reads it to find the record's ack state, so the two never run at once.
 type shareState struct {
 	mu      sync.Mutex
-	round   map[*kgo.Record]struct{}
+	round   map[*kgo.Record]*delivery
 	every   time.Duration // the renew interval
 	renewed time.Time     // the last renewal (the dispatcher's, then the renewer's)
 	limit   int32         // the group's share.delivery.count.limit (shareDeliveryLimit)
@@ -117,6 +129,10 @@ type shareState struct {
 	once    sync.Once
 	errs    fetchErrLog                      // the fetch errors logged (shareOpts keeps the retryable ones)
 	ack     func(*kgo.Record, kgo.AckStatus) // (*kgo.Record).Ack; a test's stand-in
+
+	// pauseWarned is, per paused job type, the pause whose held records
+	// were logged (warnSharePaused); the dispatcher's.
+	pauseWarned map[string]time.Time
 }
 
 // shareLockFor returns the acquisition lock duration for the longest lease
@@ -285,7 +301,7 @@ func (w *Worker) startShare(ctx context.Context, kopts []kgo.Opt) error {
 	if err != nil {
 		return err
 	}
-	w.share = &shareState{round: make(map[*kgo.Record]struct{}), lock: lock, every: min(w.shortestLeaseTTL(), lock) / 3,
+	w.share = &shareState{round: make(map[*kgo.Record]*delivery), lock: lock, every: min(w.shortestLeaseTTL(), lock) / 3,
 		stop: make(chan struct{}), done: make(chan struct{}), ack: (*kgo.Record).Ack}
 	w.share.limit = w.shareDeliveryLimit(ctx, cl)
 	w.log.Info("share group configured", slog.String("share_group", group),
@@ -569,10 +585,10 @@ func (s *shareState) pending() int {
 	return len(s.round)
 }
 
-// shareTrack adds a polled record to the round.
-func (w *Worker) shareTrack(r *kgo.Record) {
+// shareTrack adds a polled record's delivery to the round.
+func (w *Worker) shareTrack(d *delivery) {
 	w.share.mu.Lock()
-	w.share.round[r] = struct{}{}
+	w.share.round[d.rec] = d
 	w.share.mu.Unlock()
 }
 
@@ -669,14 +685,147 @@ func (w *Worker) shareRenewer() {
 }
 
 // commitFinished is shutdown's step 4: in consumer-group mode it commits
-// the marked offsets; in share mode it stops the renewer and flushes the
-// acknowledgements (records left unacknowledged are released by the
-// client's close).
+// the marked offsets; in share mode it stops the renewer, if shareEndHeld
+// has not, and flushes the acknowledgements (records left unacknowledged
+// are released by the client's close).
 func (w *Worker) commitFinished(ctx context.Context) error {
 	if w.share == nil {
 		return w.cfg.commitMarked(ctx, w.cl)
 	}
+	w.stopShareRenewer()
+	return w.cl.FlushAcks(ctx)
+}
+
+// stopShareRenewer stops the renewer and waits until it has stopped; a
+// second call returns at once.
+func (w *Worker) stopShareRenewer() {
 	w.share.once.Do(func() { close(w.share.stop) })
 	<-w.share.done
-	return w.cl.FlushAcks(ctx)
+}
+
+// shareEndHeld is shutdown's step in share mode between the drain and the
+// final flush. Closing the client releases every record the worker still
+// holds (parked: a held key, a lost lease, a paused type, a limit group;
+// waiting on its key's probe; polled and not dispatched), and the broker
+// archives a released record that was at the group's delivery count limit:
+// gone, with no dead-letter copy. So each record held at its last delivery
+// (lastDelivery) is copied to the dead-letter topic, with the copy decided
+// for it if there was one (a failure whose copy the stop cut short), else
+// as ReasonDeliveryLimit, and accepted once its copy exists; the others are
+// left to the close, as before. The copies get finalCommitTimeout, past
+// ctx's end too (a copy not written loses the record). The renewer stops
+// first: starting a record's span writes its Context, which franz-go reads
+// to renew it. A record whose lock lapses meanwhile is archived and its
+// accept refused; its copy stands. A job still running (its handler ignored
+// the drain's cancellation) keeps its record. It returns the deliveries of
+// parked it did not dead-letter, whose attempts shutdown ends as revoked.
+func (w *Worker) shareEndHeld(ctx context.Context, parked []*delivery) []*delivery {
+	if w.share == nil {
+		return parked
+	}
+	w.stopShareRenewer()
+	w.aux.Wait() // copies the stop cut short: their records are finished, or still held
+	last := w.shareHeldLast()
+	if len(last) == 0 {
+		return parked
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
+	defer cancel()
+	for _, d := range last {
+		reason, cause := w.shareLastCopy(d)
+		w.deadLetterUntil(dctx, d, reason, cause, nil)
+	}
+	w.aux.Wait()
+	w.logHeldLeft(last)
+	copied := make(map[*delivery]bool, len(last))
+	for _, d := range last {
+		copied[d] = true
+	}
+	return slices.DeleteFunc(parked, func(d *delivery) bool { return copied[d] })
+}
+
+// shareHeldLast returns the deliveries of the round that are their
+// record's last, but for those of jobs still running.
+func (w *Worker) shareHeldLast() []*delivery {
+	running := make(map[*delivery]bool)
+	w.activeMu.Lock()
+	for j := range w.active {
+		running[j.d] = true
+	}
+	w.activeMu.Unlock()
+	w.share.mu.Lock()
+	defer w.share.mu.Unlock()
+	var last []*delivery
+	for _, d := range w.share.round {
+		if !running[d] && w.lastDelivery(d) {
+			last = append(last, d)
+		}
+	}
+	return last
+}
+
+// shareDecided keeps on d, in share mode, the dead-letter copy decided for
+// it, for shareEndHeld to write should the worker stop before it is.
+func (w *Worker) shareDecided(d *delivery, reason string, cause error) {
+	if w.share == nil {
+		return
+	}
+	w.share.mu.Lock()
+	d.dlqReason, d.dlqCause = reason, cause
+	w.share.mu.Unlock()
+}
+
+// shareLastCopy returns the reason and cause of the dead-letter copy of d,
+// held at its last delivery when the worker stopped: the copy decided for
+// it, if any, else ReasonDeliveryLimit.
+func (w *Worker) shareLastCopy(d *delivery) (reason string, cause error) {
+	w.share.mu.Lock()
+	reason, cause = d.dlqReason, d.dlqCause
+	w.share.mu.Unlock()
+	if reason != "" {
+		return reason, cause
+	}
+	return ReasonDeliveryLimit, fmt.Errorf("leasehold: held without an outcome at share delivery %d of %d "+
+		"(share.delivery.count.limit) when the worker stopped; released, the broker would have archived it",
+		d.rec.DeliveryCount(), w.share.limit)
+}
+
+// logHeldLeft warns of each record of last still in the round: its copy
+// was not written within shutdown's bound, and the broker archives it when
+// the client's close releases it.
+func (w *Worker) logHeldLeft(last []*delivery) {
+	w.share.mu.Lock()
+	var left []*delivery
+	for _, d := range last {
+		if _, ok := w.share.round[d.rec]; ok {
+			left = append(left, d)
+		}
+	}
+	w.share.mu.Unlock()
+	for _, d := range left {
+		w.log.Warn("a record at its last share delivery could not be dead-lettered before the worker stopped; "+
+			"the broker archives it", slog.String("key", d.key), slog.String("topic", d.rec.Topic),
+			slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset))
+	}
+}
+
+// warnSharePaused logs, once per pause of typ (paused at at), that this
+// share-mode worker holds records of the paused type: it polls no new
+// records, of any type, until the type is resumed (the dispatcher does not
+// poll while it holds records of the last poll; a release would raise their
+// delivery count). Called by the dispatcher (holdPaused).
+func (w *Worker) warnSharePaused(typ string, at time.Time) {
+	if w.share == nil {
+		return
+	}
+	if last, ok := w.share.pauseWarned[typ]; ok && last.Equal(at) {
+		return
+	}
+	if w.share.pauseWarned == nil {
+		w.share.pauseWarned = make(map[string]time.Time)
+	}
+	w.share.pauseWarned[typ] = at
+	w.log.Warn("holding records of a paused job type: in share mode this worker polls no new records, of any "+
+		"type, until the type is resumed", slog.String("type", typ), slog.Time("paused_at", at),
+		slog.String("share_group", w.cfg.shareGroup))
 }

@@ -19,8 +19,9 @@ func TestShareAckBeforeLeavingRound(t *testing.T) {
 	for _, status := range []kgo.AckStatus{kgo.AckAccept, kgo.AckRelease} {
 		w := &Worker{sched: newSchedule(false, func() {})}
 		rec, other := &kgo.Record{Offset: 1}, &kgo.Record{Offset: 2}
+		d := &delivery{rec: rec, key: "k"}
 		var acks []string
-		w.share = &shareState{round: map[*kgo.Record]struct{}{rec: {}, other: {}},
+		w.share = &shareState{round: map[*kgo.Record]*delivery{rec: d, other: {rec: other}},
 			ack: func(r *kgo.Record, s kgo.AckStatus) {
 				_, in := w.share.round[r] // the caller holds the round's lock, or nobody else touches it here
 				acks = append(acks, s.String())
@@ -29,7 +30,6 @@ func TestShareAckBeforeLeavingRound(t *testing.T) {
 						s, r.Offset, len(w.share.round))
 				}
 			}}
-		d := &delivery{rec: rec, key: "k"}
 		w.shareAck(d, status)
 		w.shareAck(d, status) // a second final acknowledgement of the same delivery is not made
 		if len(acks) != 1 || acks[0] != status.String() {

@@ -64,8 +64,8 @@ func TestDeadLetteredZeroAtStart(t *testing.T) {
 			t.Errorf("leasehold.dead_lettered{reason=%q} = %d (present %v), want 0 at start", r, v, ok)
 		}
 	}
-	if len(deadletter.Reasons()) < 11 {
-		t.Errorf("deadletter.Reasons() lists %d reasons, want the 11 Reason* constants", len(deadletter.Reasons()))
+	if len(deadletter.Reasons()) < 12 {
+		t.Errorf("deadletter.Reasons() lists %d reasons, want the 12 Reason* constants", len(deadletter.Reasons()))
 	}
 }
 

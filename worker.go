@@ -40,7 +40,10 @@ import (
 //  3. cancel jobs still running with cause [ErrShutdown] (it matches
 //     [ErrLeaseLost]): their leases are given up, OnLeaseLost hooks run
 //     (compensation), and the next owner takes the keys over;
-//  4. commit the offsets of finished records, blocking;
+//  4. commit the offsets of finished records, blocking (share mode: copy
+//     the records still held at their last delivery to the dead-letter
+//     topic and accept them, then flush the acknowledgements; the client's
+//     close releases the other records);
 //  5. leave the consumer group and close the Kafka client;
 //  6. shut the lease manager down (releasing any lease still held).
 type Worker struct {
@@ -547,7 +550,9 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	if err := w.drain(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	w.endDropped(context.WithoutCancel(ctx), w.sched.takeAll()) // left for the partitions' next owners
+	// Left for the partitions' next owners; in share mode those held at
+	// their last delivery are dead-lettered first.
+	w.endDropped(context.WithoutCancel(ctx), w.shareEndHeld(ctx, w.sched.takeAll()))
 
 	// 4. Commit what is finished.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)

@@ -13,7 +13,9 @@ import (
 // first claim) and, from then on, holds the records of
 // typ it polls (it does not claim or run them and does not commit their
 // offsets; they count against its memory budget) until [Inspector.Resume].
-// Jobs of typ already running finish. Pausing twice is harmless.
+// Jobs of typ already running finish. Pausing twice is harmless. A
+// share-group worker (leasehold.WithShareGroup) that holds records of typ
+// polls no new records, of any type, until the resume (docs/kafka.md).
 func (i *Inspector) Pause(ctx context.Context, typ string) error {
 	if err := pause.Pause(ctx, i.rdb, i.cfg.prefix, typ); err != nil {
 		return err

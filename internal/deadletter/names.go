@@ -46,6 +46,10 @@ const (
 	ReasonAttemptsExceeded = "attempts-exhausted"
 	ReasonCorruptRecord    = "corrupt-record"
 	ReasonResultTooLarge   = "result-too-large"
+	// ReasonDeliveryLimit is a share group's record that its worker held
+	// without an outcome at its last delivery when it stopped: the release
+	// its close makes would let the broker archive it.
+	ReasonDeliveryLimit = "delivery-limit"
 )
 
 // Reasons returns every dead-letter reason, in the order above.
@@ -53,6 +57,6 @@ func Reasons() []string {
 	return []string{
 		ReasonMissingKey, ReasonInvalidKey, ReasonInvalidType, ReasonUnknownType, ReasonPayloadTooLarge,
 		ReasonMismatch, ReasonUndecodable, ReasonPermanent, ReasonAttemptsExceeded, ReasonCorruptRecord,
-		ReasonResultTooLarge,
+		ReasonResultTooLarge, ReasonDeliveryLimit,
 	}
 }

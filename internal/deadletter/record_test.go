@@ -53,8 +53,8 @@ func FuzzNewRecord(f *testing.F) {
 // TestReasons: every reason is listed once.
 func TestReasons(t *testing.T) {
 	rs := Reasons()
-	if len(rs) != 11 || len(slices.Compact(slices.Sorted(slices.Values(rs)))) != len(rs) {
-		t.Errorf("Reasons() = %v: want 11 distinct reasons", rs)
+	if len(rs) != 12 || len(slices.Compact(slices.Sorted(slices.Values(rs)))) != len(rs) {
+		t.Errorf("Reasons() = %v: want 12 distinct reasons", rs)
 	}
 }
 

@@ -37,3 +37,16 @@ func (s *LogSink) Has(msg string) bool {
 	defer s.mu.Unlock()
 	return slices.Contains(s.msgs, msg)
 }
+
+// Count returns how many messages equal to msg were logged.
+func (s *LogSink) Count(msg string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
