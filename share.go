@@ -712,8 +712,9 @@ func (w *Worker) stopShareRenewer() {
 // (lastDelivery) is copied to the dead-letter topic, with the copy decided
 // for it if there was one (a failure whose copy the stop cut short), else
 // as ReasonDeliveryLimit, and accepted once its copy exists; the others are
-// left to the close, as before. The copies get finalCommitTimeout, past
-// ctx's end too (a copy not written loses the record). The renewer stops
+// left to the close, as before. The step, the wait for the copies the stop
+// cut short included, gets finalCommitTimeout, past ctx's end too (a copy
+// not written loses the record), and no more. The renewer stops
 // first: starting a record's span writes its Context, which franz-go reads
 // to renew it. A record whose lock lapses meanwhile is archived and its
 // accept refused; its copy stands. A job still running (its handler ignored
@@ -724,24 +725,36 @@ func (w *Worker) shareEndHeld(ctx context.Context, parked []*delivery) []*delive
 		return parked
 	}
 	w.stopShareRenewer()
-	w.aux.Wait() // copies the stop cut short: their records are finished, or still held
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
+	defer cancel()
+	w.waitAux(dctx) // copies the stop cut short: their records are finished, or still held
 	last := w.shareHeldLast()
 	if len(last) == 0 {
 		return parked
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
-	defer cancel()
 	for _, d := range last {
 		reason, cause := w.shareLastCopy(d)
 		w.deadLetterUntil(dctx, d, reason, cause, nil)
 	}
-	w.aux.Wait()
+	w.waitAux(dctx)
 	w.logHeldLeft(last)
 	copied := make(map[*delivery]bool, len(last))
 	for _, d := range last {
 		copied[d] = true
 	}
 	return slices.DeleteFunc(parked, func(d *delivery) bool { return copied[d] })
+}
+
+// waitAux waits for the dead-letter writers to end, or for ctx to: a
+// produce under way when the broker stops answering ends with its request
+// timeouts, and shutdown's bound must not wait for it.
+func (w *Worker) waitAux(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { w.aux.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // shareHeldLast returns the deliveries of the round that are their
