@@ -80,25 +80,19 @@ func shutdownNow(t *testing.T, w *Worker) {
 }
 
 // TestShareShutdownDeadLettersPausedLastDelivery: a share-mode worker that
-// stops while it holds records of a paused type copies the one at its last
-// delivery (the group's delivery count limit) to the dead-letter topic as
-// delivery-limit and accepts it, and leaves the other, at its first
-// delivery, to the client's close, which releases it. Without the copy,
-// the release of the record at the limit let the broker archive it: no
-// trace (fails: no copy). Then the released record runs on the next worker
-// once the type is resumed, and a replay brings the copied one back. The
-// worker warns once that it polls nothing while it holds the paused
-// records.
+// stops while it holds a record of a paused type at its last delivery (the
+// group's delivery count limit) copies it to the dead-letter topic as
+// delivery-limit and accepts it; one that stops holding such a record at
+// its first delivery leaves it to the client's close, which releases it.
+// Without the copy, the release of the record at the limit let the broker
+// archive it: no trace (fails: no copy). Then the released record runs on
+// the next worker once the type is resumed, and a replay brings the copied
+// one back. Each worker warns once that it polls nothing while it holds a
+// paused record. The two records are on topics of their own: a worker
+// holding a paused record polls no more, so one poll would have to bring
+// both, which the broker does not promise.
 func TestShareShutdownDeadLettersPausedLastDelivery(t *testing.T) {
-	h := setup(t, 1)
-	in := inspect.New(h.rdb, inspect.WithPrefix(h.prefix))
-	t.Cleanup(func() { _ = in.Close(context.Background()) })
 	ctx := t.Context()
-	must(t, in.Pause(ctx, "test.paused"))
-	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.paused", Key: "last", Payload: []byte("p")})})
-	h.releaseDeliveries(t, "last", shareTestLimit-1)
-	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.paused", Key: "first", Payload: []byte("p")})})
-
 	runs := newEffects()
 	register := func(w *Worker) {
 		must(t, w.Register("test.paused", func(_ context.Context, j *Job) ([]byte, error) {
@@ -106,35 +100,59 @@ func TestShareShutdownDeadLettersPausedLastDelivery(t *testing.T) {
 			return nil, nil
 		}))
 	}
-	sink := &testkit.LogSink{}
-	w := h.start(t, h.rdb, register, h.shareOpts(WithConcurrency(4), WithLogger(slog.New(sink)))...)
-	if w.share.limit != shareTestLimit {
-		t.Fatalf("delivery count limit %d, want %d", w.share.limit, shareTestLimit)
+	// holdAndStop starts a worker on h with test.paused paused, waits for it
+	// to hold the topic's one record, and stops it.
+	holdAndStop := func(h *harness, in *inspect.Inspector) {
+		t.Helper()
+		sink := &testkit.LogSink{}
+		w := h.start(t, h.rdb, register, h.shareOpts(WithConcurrency(4), WithLogger(slog.New(sink)))...)
+		if w.share.limit != shareTestLimit {
+			t.Fatalf("delivery count limit %d, want %d", w.share.limit, shareTestLimit)
+		}
+		testkit.Eventually(t, 30*time.Second, "the record held for the paused type", func() bool {
+			return w.Stats().Parked == 1
+		})
+		shutdownNow(t, w)
+		if n := sink.Count(sharePausedWarning); n != 1 {
+			t.Errorf("paused-type warning logged %d times, want once", n)
+		}
 	}
-	testkit.Eventually(t, 30*time.Second, "both records held for the paused type", func() bool {
-		return w.Stats().Parked == 2
-	})
-	shutdownNow(t, w)
+	paused := func(h *harness) *inspect.Inspector {
+		in := inspect.New(h.rdb, inspect.WithPrefix(h.prefix))
+		t.Cleanup(func() { _ = in.Close(context.Background()) })
+		must(t, in.Pause(ctx, "test.paused"))
+		return in
+	}
+
+	hl := setup(t, 1) // the record at its last delivery
+	inl := paused(hl)
+	hl.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.paused", Key: "last", Payload: []byte("p")})})
+	hl.releaseDeliveries(t, "last", shareTestLimit-1)
+	holdAndStop(hl, inl)
+	if got := hl.deadLetterReasons(t)["last"]; got != ReasonDeliveryLimit {
+		t.Errorf("the record held at its last delivery: dead-letter reason %q, want %q", got, ReasonDeliveryLimit)
+	}
+
+	hf := setup(t, 1) // the record at its first delivery
+	inf := paused(hf)
+	hf.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.paused", Key: "first", Payload: []byte("p")})})
+	holdAndStop(hf, inf)
+	if got, ok := hf.deadLetterReasons(t)["first"]; ok {
+		t.Errorf("the record held at its first delivery was dead-lettered (%s); want it released", got)
+	}
 	if n := len(runs.snapshot()); n != 0 {
 		t.Fatalf("%d jobs of the paused type ran", n)
 	}
-	reasons := h.deadLetterReasons(t)
-	if got := reasons["last"]; got != ReasonDeliveryLimit {
-		t.Errorf("the record held at its last delivery: dead-letter reason %q, want %q", got, ReasonDeliveryLimit)
-	}
-	if got, ok := reasons["first"]; ok {
-		t.Errorf("the record held at its first delivery was dead-lettered (%s); want it released", got)
-	}
-	if n := sink.Count(sharePausedWarning); n != 1 {
-		t.Errorf("paused-type warning logged %d times, want once", n)
-	}
 
-	_, err := in.Resume(ctx, "test.paused")
-	must(t, err)
-	next := h.start(t, h.rdb, register, h.shareOpts(WithConcurrency(4))...)
+	for _, in := range []*inspect.Inspector{inl, inf} {
+		_, err := in.Resume(ctx, "test.paused")
+		must(t, err)
+	}
+	hf.start(t, hf.rdb, register, hf.shareOpts(WithConcurrency(4))...)
 	testkit.Eventually(t, 60*time.Second, "the released record runs on the next worker", func() bool {
 		return runs.count("first") == 1
 	})
+	next := hl.start(t, hl.rdb, register, hl.shareOpts(WithConcurrency(4))...)
 	res, err := next.ReplayDeadLetters(ctx, DeadLetterFilter{Key: "last"}, false)
 	must(t, err)
 	if len(res) != 1 || res[0].Outcome != ReplayProduced {
