@@ -119,7 +119,7 @@ func TestShareShutdownDeadLettersPausedLastDelivery(t *testing.T) {
 	}
 	paused := func(h *harness) *inspect.Inspector {
 		in := inspect.New(h.rdb, inspect.WithPrefix(h.prefix))
-		t.Cleanup(func() { _ = in.Close(context.Background()) })
+		t.Cleanup(func() { _ = in.Close(context.WithoutCancel(ctx)) })
 		must(t, in.Pause(ctx, "test.paused"))
 		return in
 	}
