@@ -42,8 +42,10 @@ import (
 //     share.delivery.count.limit fails for good whatever its attempt (the
 //     broker would archive the record silently);
 //   - renew: every record the worker holds, every renew interval, while its
-//     job runs or it waits (a held key, behind an ordered key, after a lost
-//     lease), so that its acquisition lock does not lapse under a live job;
+//     job runs or it waits (a held key, a paused type, a limit group, after a
+//     lost lease), so that its acquisition lock does not lapse under a live
+//     job (WithOrderedKeys is refused in share mode: nothing waits behind an
+//     ordered key);
 //   - at shutdown, nothing for most records: closing the client releases
 //     what is left. A record left at its last delivery (lastDelivery) would
 //     be archived by the broker on that release, with no trace, so shutdown
