@@ -158,3 +158,27 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// startHolder starts a worker in a consumer group of its own (the harness's
+// group + "-holder") whose handler of typ keeps the key it runs, and its
+// lease, until unblock is called (at cleanup at the latest) or its context
+// ends. holding receives once a job of typ starts.
+func (h *harness) startHolder(t *testing.T, typ string) (holder *Worker, holding <-chan struct{}, unblock func()) {
+	t.Helper()
+	release := make(chan struct{})
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	started := make(chan struct{}, 1)
+	holder = h.start(t, h.rdb, func(w *Worker) {
+		must(t, w.Register(typ, func(ctx context.Context, _ *Job) ([]byte, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		}))
+	}, WithGroup(h.group+"-holder"))
+	return holder, started, unblock
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,22 +171,7 @@ func TestShareShutdownDeadLettersHeldKeyLastDelivery(t *testing.T) {
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.held", Key: "held-last"})})
 	h.releaseDeliveries(t, "held-last", shareTestLimit-1)
 
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	holding := make(chan struct{}, 1)
-	// The holder, in a consumer group of its own, runs the key and keeps its lease.
-	holder := h.start(t, h.rdb, func(w *Worker) {
-		must(t, w.Register("test.held", func(ctx context.Context, _ *Job) ([]byte, error) {
-			holding <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}))
-	}, WithGroup(h.group+"-holder"))
+	holder, holding, unblock := h.startHolder(t, "test.held")
 	<-holding
 
 	w := h.start(t, h.rdb, func(w *Worker) {

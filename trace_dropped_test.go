@@ -2,7 +2,6 @@ package leasehold
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -110,22 +109,7 @@ func TestShutdownEndsParkedSpans(t *testing.T) {
 
 func shutdownWithParked(t *testing.T, share bool) {
 	h := setup(t, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	holding := make(chan struct{}, 1)
-	// The holder, in a group of its own, runs the key and keeps its lease.
-	h.start(t, h.rdb, func(w *Worker) {
-		must(t, w.Register("test.held", func(ctx context.Context, _ *Job) ([]byte, error) {
-			holding <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil, nil
-		}))
-	}, WithGroup(h.group+"-holder"))
+	_, holding, unblock := h.startHolder(t, "test.held")
 	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "test.held", Key: "held-1"})})
 	<-holding
 
