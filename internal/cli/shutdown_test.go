@@ -55,8 +55,18 @@ func testDrain(t *testing.T, start func(args []string, env map[string]string) st
 		}
 		return len(ls) == 1 && ls[0].Name == "drain-0"
 	}
+	// The job runs once its lease is held and its first heartbeat stored: a
+	// lease alone is the claim's, taken before the worker counts the job
+	// as running (a signal then would find no job left to drain).
+	running := func() bool {
+		if !leaseOf() {
+			return false
+		}
+		ki, err := in.Key(ctx, "drain-0")
+		return err == nil && ki.HasDetails
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !leaseOf() {
+	for !running() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job never started; log:\n%s", w.log)
 		}
