@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/outcome"
 )
 
 // CapacityReport is what Capacity measured and estimated.
@@ -175,6 +178,10 @@ func (s *Store) sampleEntry(now time.Time) []byte {
 	}
 	tail := s.historyTail(rand.Text(), &Request{Worker: "worker-7f9c8d6b5-x2k4q/12345", Type: "payments.transfer",
 		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"})
-	ms := strconv.FormatInt(now.UnixMilli(), 10)
-	return []byte(`{"f":"` + strconv.FormatInt(now.UnixMicro(), 10) + `","a":1,"s":` + ms + tail + `,"e":` + ms + `,"x":"completed"}`)
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(now.UnixMilli())) //nolint:gosec // a time after 1970
+	e := append([]byte{entryBinary}, ms[2:]...)
+	e = append(e, tail...)
+	e = append(e, ms[2:]...)
+	return append(e, outcome.Completed...)
 }

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,8 +102,9 @@ func (s *Store) historyTTL() time.Duration {
 
 // maxHistoryField is the most bytes of a worker identity, a trace ID or a
 // span ID that a history entry keeps (the IDs are 32 and 16 hex digits); a
-// longer one is cut at a character boundary, so that an entry stays small.
-const maxHistoryField = 256
+// longer one is cut at a character boundary, so that an entry stays small
+// (its length is one byte in the entry a record carries).
+const maxHistoryField = 255
 
 // historyCut returns the first max bytes of v, without a split character.
 func historyCut(v string, max int) string {
@@ -112,60 +114,128 @@ func historyCut(v string, max int) string {
 	return strings.ToValidUTF8(v[:max], "")
 }
 
-// historyTail returns the members of the start entry of an attempt under
-// lease owner token for request r that the claim script does not know (owner
-// digest, worker, trace ID, span ID, job type; empty ones left out), as JSON
-// text after the script's own members: `,"o":"…",…`. The script builds the
-// entry by appending it ("" with no history: nothing is written). One
-// allocation, where the script's encoding of them cost Redis about 2 µs.
+// The history entry that a record carries for its attempt (a first attempt:
+// see History), in the binary form the claim writes since it replaced the
+// JSON text (records written before keep the JSON text, whose first byte is
+// '{'; readers take both):
+//
+//	0       entryBinary
+//	1..6    start, Redis time in unix milliseconds (48 bits)
+//	7..14   owner digest (8 hex digits)
+//	15      flags: entryRawTrace, entryRawSpan
+//	        worker, trace ID, span ID, job type: each 1 byte of length n, n bytes
+//	        (a raw ID is its 16 or 8 bytes; otherwise the text as given)
+//	ended:  end, Redis time in unix milliseconds (48 bits), then how it ended
+//	        (an outcome name) to the entry's end
+//
+// The fence and the attempt are the record's own. The claim script writes
+// byte 0 and the start, then the tail historyTail makes (bytes 7.. of an open
+// entry); the completion appends the end. A claim or a reset that moves the
+// entry to the key's history list makes it the list's JSON entry there.
+const (
+	entryBinary   = 1
+	entryStartLen = 7 // version and start
+	entryRawTrace = 1
+	entryRawSpan  = 2
+)
+
+// historyTail returns the part of the start entry of an attempt under lease
+// owner token for request r that the claim script does not know (owner
+// digest, worker, trace ID, span ID, job type), in the binary form above
+// ("" with no history: nothing is written). The script puts the version and
+// its start time in front of it.
 func (s *Store) historyTail(token string, r *Request) string {
 	if s.cfg.history <= 0 {
 		return ""
 	}
-	var digest [8]byte
-	leasing.PutOwnerDigest(digest[:], token)
 	w, tid, sid := historyCut(r.Worker, maxHistoryField), historyCut(r.TraceID, maxHistoryField), historyCut(r.SpanID, maxHistoryField)
 	ty := historyType(r.Type)
-	var b strings.Builder
-	b.Grow(len(`,"o":"","w":"","t":"","sp":"","ty":""`) + len(digest) + len(w) + len(tid) + len(sid) + len(ty))
-	b.WriteString(`,"o":"`)
-	b.Write(digest[:])
-	b.WriteByte('"')
-	for _, m := range [...]struct{ name, v string }{{`,"w":`, w}, {`,"t":`, tid}, {`,"sp":`, sid}, {`,"ty":`, ty}} {
-		if m.v != "" {
-			b.WriteString(m.name)
-			writeJSONString(&b, m.v)
-		}
+	b := make([]byte, 8, 8+1+4+len(w)+len(tid)+len(sid)+len(ty))
+	leasing.PutOwnerDigest(b, token)
+	var flags byte
+	var traceRaw [16]byte
+	var spanRaw [8]byte
+	if len(tid) == 32 && hexLower(tid) {
+		_, _ = hex.Decode(traceRaw[:], []byte(tid))
+		flags |= entryRawTrace
 	}
-	return b.String()
+	if len(sid) == 16 && hexLower(sid) {
+		_, _ = hex.Decode(spanRaw[:], []byte(sid))
+		flags |= entryRawSpan
+	}
+	b = append(b, flags)
+	b = appendField(b, w)
+	if flags&entryRawTrace != 0 {
+		b = appendField(b, string(traceRaw[:]))
+	} else {
+		b = appendField(b, tid)
+	}
+	if flags&entryRawSpan != 0 {
+		b = appendField(b, string(spanRaw[:]))
+	} else {
+		b = appendField(b, sid)
+	}
+	b = appendField(b, ty)
+	return string(b)
 }
 
-// writeJSONString writes v to b as a JSON string: '"' and '\' escaped, and
-// control characters as \u00XX; other bytes as they are (a reader decodes an
-// invalid UTF-8 sequence as U+FFFD).
-func writeJSONString(b *strings.Builder, v string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	start := 0
+// hexLower reports whether v is lowercase hex digits only (an ID as
+// OpenTelemetry writes it, which the entry keeps as raw bytes).
+func hexLower(v string) bool {
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
+		if c := v[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
 		}
-		b.WriteString(v[start:i])
-		switch c {
-		case '"', '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		default:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		}
-		start = i + 1
 	}
-	b.WriteString(v[start:])
-	b.WriteByte('"')
+	return true
+}
+
+// appendField appends v (at most 255 bytes) with its one-byte length.
+func appendField(b []byte, v string) []byte {
+	return append(append(b, byte(len(v))), v...) //nolint:gosec // every field is cut to 255 bytes
+}
+
+// decodeBinaryEntry parses a record's binary history entry (layout above)
+// of the attempt under fence, attempt number attempt.
+func decodeBinaryEntry(b []byte, fence uint64, attempt int) (Attempt, bool) {
+	if len(b) < entryStartLen+9 || b[0] != entryBinary {
+		return Attempt{}, false
+	}
+	a := Attempt{Fence: fence, Attempt: attempt, Owner: string(b[7:15])}
+	a.Started = time.UnixMilli(uint48(b[1:7]))
+	flags := b[15]
+	rest := b[16:]
+	var fields [4][]byte
+	for i := range fields {
+		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+			return Attempt{}, false
+		}
+		fields[i], rest = rest[1:1+int(rest[0])], rest[1+int(rest[0]):]
+	}
+	a.Worker, a.TraceID, a.SpanID, a.Type = string(fields[0]), string(fields[1]), string(fields[2]), string(fields[3])
+	if flags&entryRawTrace != 0 && len(fields[1]) == 16 {
+		a.TraceID = hex.EncodeToString(fields[1])
+	}
+	if flags&entryRawSpan != 0 && len(fields[2]) == 8 {
+		a.SpanID = hex.EncodeToString(fields[2])
+	}
+	switch {
+	case len(rest) == 0:
+	case len(rest) > 6:
+		a.Ended, a.End = time.UnixMilli(uint48(rest[:6])), string(rest[6:])
+	default:
+		return Attempt{}, false
+	}
+	return a, true
+}
+
+// uint48 reads a big-endian 48-bit number (a time in unix milliseconds).
+func uint48(b []byte) int64 {
+	var v int64
+	for _, c := range b[:6] {
+		v = v<<8 | int64(c)
+	}
+	return v
 }
 
 // HistoryLen returns how many attempts a key's history keeps (WithHistory).
@@ -263,8 +333,8 @@ func (s *Store) mergeHistory(list []string, raw string, found bool) []Attempt {
 		}
 	}
 	if found {
-		if fence, entry, ok := recordEntry([]byte(raw)); ok {
-			out = mergeAttempt(out, fence, entry)
+		if r, ok := recordAttempt([]byte(raw)); ok {
+			out = mergeAttempt(out, r)
 		}
 	}
 	if len(out) > s.cfg.history && s.cfg.history > 0 {
@@ -291,34 +361,45 @@ func decodeAttempt(b []byte) (Attempt, bool) {
 	return a, true
 }
 
-// recordEntry returns the fence of a stored record and the history entry it
+// recordAttempt returns the attempt whose history entry a stored record
 // carries; ok is false when it carries none (or is damaged: Lookup reports
 // that).
-func recordEntry(b []byte) (fence uint64, entry []byte, ok bool) {
+func recordAttempt(b []byte) (Attempt, bool) {
 	if len(b) < headerLen+2 || b[0]&flagEntry == 0 {
-		return 0, nil, false
+		return Attempt{}, false
 	}
 	n := int(binary.BigEndian.Uint16(b[headerLen:]))
 	if len(b) < headerLen+2+n {
-		return 0, nil, false
+		return Attempt{}, false
 	}
 	var f [8]byte
 	copy(f[1:], b[1:8])
-	return binary.BigEndian.Uint64(f[:]), b[headerLen+2 : headerLen+2+n], true
+	fence := binary.BigEndian.Uint64(f[:])
+	return decodeEntry(b[headerLen+2:headerLen+2+n], fence, int(binary.BigEndian.Uint16(b[16:18])))
 }
 
-// mergeAttempt merges the history entry a record carries, of fence, into
+// decodeEntry parses the history entry a record of fence and attempt
+// carries: the binary form, or the JSON text of records written before it.
+func decodeEntry(entry []byte, fence uint64, attempt int) (Attempt, bool) {
+	if len(entry) > 0 && entry[0] == entryBinary {
+		return decodeBinaryEntry(entry, fence, attempt)
+	}
+	r, ok := decodeAttempt(entry)
+	if !ok || r.Fence != fence {
+		return Attempt{}, false
+	}
+	return r, true
+}
+
+// mergeAttempt merges r, the attempt whose entry a record carries, into
 // the attempts read from the list: the list's entry of the same fence keeps
 // its own fields and takes the others from the record's (an end, or
 // compensation steps, written to the list while the record kept the
 // start); without one the record's attempt goes before the list's entries
 // of higher fences (fences grow with every attempt of a key, also across a
 // reset), which is last but for starts written through HistoryStart.
-func mergeAttempt(out []Attempt, fence uint64, entry []byte) []Attempt {
-	r, ok := decodeAttempt(entry)
-	if !ok || r.Fence != fence {
-		return out
-	}
+func mergeAttempt(out []Attempt, r Attempt) []Attempt {
+	fence := r.Fence
 	for i := len(out) - 1; i >= 0; i-- {
 		a := &out[i]
 		if a.Fence != fence {

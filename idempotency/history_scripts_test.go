@@ -543,3 +543,113 @@ func TestRecordReadOrder(t *testing.T) {
 		t.Fatalf("newest = %q, %v; want the newest window's record", raw, ok)
 	}
 }
+
+// TestCarriedEntryForms: the binary entry a record carries becomes the
+// list's JSON entry with every field (the IDs, kept raw, as hex again) when a
+// retry's claim or a reset moves it; and a record written before the binary
+// form, carrying the JSON text, is still ended by a completion, moved by a
+// claim and read by History.
+func TestCarriedEntryForms(t *testing.T) {
+	t.Parallel()
+	e := setup(t, []Opt{WithHistory(4)})
+	ctx := t.Context()
+	const trace, span = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	claim := func(k, worker string) *Claim {
+		t.Helper()
+		c := e.s.ClaimBatch(ctx, []Request{{Key: k, Fingerprint: fp("a"), Worker: worker, Type: "payments.transfer",
+			TraceID: trace, SpanID: span}})[0]
+		if c.Err != nil || c.Outcome != Acquired {
+			t.Fatalf("claim %s: %+v", k, c)
+		}
+		return c
+	}
+	listed := func(k string, want int) []Attempt {
+		t.Helper()
+		v, err := e.c.LRange(ctx, e.s.historyKey(e.s.Tag(k), k), 0, -1).Result()
+		if err != nil || len(v) != want {
+			t.Fatalf("list of %s = %q, %v; want %d entries", k, v, err, want)
+		}
+		out := make([]Attempt, len(v))
+		for i, l := range v {
+			a, ok := decodeAttempt([]byte(l))
+			if !ok {
+				t.Fatalf("list entry %q is not JSON", l)
+			}
+			out[i] = a
+		}
+		return out
+	}
+	whole := func(a Attempt, c *Claim, worker, end string) {
+		t.Helper()
+		if a.Fence != c.Fence || a.Attempt != c.Attempt || a.Worker != worker || a.Type != "payments.transfer" ||
+			a.TraceID != trace || a.SpanID != span || a.Owner == "" || a.Started.IsZero() || a.End != end ||
+			(end != "" && a.Ended.Before(a.Started)) {
+			t.Fatalf("attempt %+v, want fence %d, attempt %d, worker %s, trace and span, end %q", a, c.Fence, c.Attempt, worker, end)
+		}
+	}
+
+	// A retry's claim moves the binary entry into the list.
+	r1 := claim("retry", "host/1")
+	if err := e.s.Fail(ctx, r1, Retryable, errors.New("timeout")); err != nil {
+		t.Fatal(err)
+	}
+	r2 := claim("retry", "host/2")
+	l := listed("retry", 2)
+	whole(l[0], r1, "host/1", "")
+	whole(l[1], r2, "host/2", "")
+
+	// A reset moves a completed record's entry, ended.
+	d := claim("reset", "host/1")
+	if err := e.s.Complete(ctx, d, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Reset(ctx, "reset", false); err != nil {
+		t.Fatal(err)
+	}
+	whole(listed("reset", 1)[0], d, "host/1", string(outcome.Completed))
+
+	// A record that carries the JSON text of an entry (written before the
+	// binary form): swap the claim's entry for it.
+	toJSON := func(c *Claim) {
+		t.Helper()
+		bk := e.s.bucketKey(c.tag, c.window)
+		v, err := e.c.HGet(ctx, bk, c.h.field()).Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeRecord(v, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := decodeEntry(r.entry, r.Fence, r.Attempt)
+		if !ok {
+			t.Fatalf("entry %q", r.entry)
+		}
+		r.entry = fmt.Appendf(nil, `{"f":"%d","a":%d,"s":%d,"o":"%s","w":"%s","t":"%s","sp":"%s","ty":"%s"}`,
+			a.Fence, a.Attempt, a.Started.UnixMilli(), a.Owner, a.Worker, a.TraceID, a.SpanID, a.Type)
+		if err := e.c.HSet(ctx, bk, c.h.field(), encodeRecord(r, false)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := claim("old", "host/1")
+	toJSON(o)
+	if err := e.s.Complete(ctx, o, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.s.History(ctx, "old")
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("history of old = %+v, %v", hs, err)
+	}
+	whole(hs[0], o, "host/1", string(outcome.Completed))
+	listed("old", 0)
+
+	o1 := claim("old-retry", "host/1")
+	toJSON(o1)
+	if err := e.s.Fail(ctx, o1, Retryable, errors.New("timeout")); err != nil {
+		t.Fatal(err)
+	}
+	o2 := claim("old-retry", "host/2")
+	l = listed("old-retry", 2)
+	whole(l[0], o1, "host/1", "")
+	whole(l[1], o2, "host/2", "")
+}

@@ -1,9 +1,13 @@
 package idempotency
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasehold/leasehold/internal/leasing"
 )
@@ -109,31 +113,55 @@ func historyMemory(t *testing.T, e *env, typ string, comp bool) {
 	}
 }
 
-// TestHistoryTail: the entry members the store sends the claim script are
-// valid JSON whatever the worker, trace, span and type hold (quotes,
-// backslashes, control characters, non-ASCII text), read back as sent, and
-// cut to their bounds.
+// TestHistoryTail: the part of an entry the store sends the claim script
+// reads back as sent whatever the worker, trace, span and type hold (quotes,
+// backslashes, control characters, non-ASCII text, IDs that are not hex),
+// cut to their bounds, open and ended; OpenTelemetry's hex IDs are kept as
+// raw bytes.
 func TestHistoryTail(t *testing.T) {
 	t.Parallel()
 	s := &Store{cfg: cfg{history: DefaultHistory}}
 	long := strings.Repeat("w", maxHistoryField+10)
+	start := time.UnixMilli(1795786223194)
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(start.UnixMilli()))
+	head := append([]byte{entryBinary}, ms[2:]...)
 	for _, r := range []Request{
 		{},
 		{Worker: "host-a/12345", TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331", Type: "payments.transfer"},
-		{Worker: `w"x":"failed"\`, Type: "a\x00b\nc\x1f\u2028日本"},
+		{Worker: `w"x":"failed"\`, TraceID: "0AF7651916CD43DD8448EB211C80319C", SpanID: "b7ad6b71", Type: "a\x00b\nc\x1f\u2028日本"},
 		{Worker: long, TraceID: long, SpanID: long, Type: long},
 	} {
 		tail := s.historyTail("token", &r)
-		a, ok := decodeAttempt([]byte(`{"f":"1"` + tail + `}`))
-		if !ok {
-			t.Fatalf("tail %q is not JSON", tail)
+		want := Attempt{Fence: 7, Attempt: 2, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
+			TraceID: historyCut(r.TraceID, maxHistoryField), SpanID: historyCut(r.SpanID, maxHistoryField), Type: historyType(r.Type),
+			Started: start}
+		open := append(append([]byte{}, head...), tail...)
+		a, ok := decodeEntry(open, 7, 2)
+		if !ok || !cmp.Equal(a, want) {
+			t.Fatalf("entry %q reads %+v (%v), want %+v", open, a, ok, want)
 		}
-		want := Attempt{Fence: 1, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
-			TraceID: historyCut(r.TraceID, maxHistoryField), SpanID: historyCut(r.SpanID, maxHistoryField), Type: historyType(r.Type)}
-		if a.Fence != want.Fence || a.Owner != want.Owner || a.Worker != want.Worker || a.TraceID != want.TraceID ||
-			a.SpanID != want.SpanID || a.Type != want.Type {
-			t.Fatalf("tail %q reads %+v, want %+v", tail, a, want)
+		ended := append(append(append([]byte{}, open...), head[1:]...), "completed"...)
+		want.Ended, want.End = start, EndCompleted
+		if a, ok := decodeEntry(ended, 7, 2); !ok || !cmp.Equal(a, want) {
+			t.Fatalf("entry %q reads %+v (%v), want %+v", ended, a, ok, want)
 		}
+		if r.SpanID == "b7ad6b7169203331" && len(tail) != 8+1+(1+len(r.Worker))+(1+16)+(1+8)+(1+len(r.Type)) {
+			t.Fatalf("hex IDs not kept raw: %d bytes", len(tail))
+		}
+		for n := range len(open) {
+			if _, ok := decodeEntry(open[:n], 7, 2); ok {
+				t.Fatalf("entry cut to %d of %d bytes reads as whole", n, len(open))
+			}
+		}
+	}
+	// A record written before the binary form carries the JSON text.
+	old := `{"f":"7","a":2,"s":1795786223194,"o":"abcd0123","w":"host/1","e":1795786223194,"x":"completed"}`
+	if a, ok := decodeEntry([]byte(old), 7, 2); !ok || a.Worker != "host/1" || a.End != EndCompleted || !a.Started.Equal(start) {
+		t.Fatalf("JSON entry reads %+v (%v)", a, ok)
+	}
+	if _, ok := decodeEntry([]byte(old), 8, 2); ok {
+		t.Fatal("a JSON entry of another fence is read as the record's")
 	}
 	if tail := (&Store{}).historyTail("token", &Request{Worker: "w"}); tail != "" {
 		t.Fatalf("without a history: %q", tail)

@@ -81,8 +81,8 @@ func TestRecordLayoutMatchesLua(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, ok := decodeAttempt(r.entry)
-		if !ok || a.Fence != c.Fence || a.Attempt != 1 || a.Started.IsZero() || a.Owner == "" || a.End != wantEnd {
+		a, ok := decodeEntry(r.entry, r.Fence, r.Attempt)
+		if !ok || r.entry[0] != entryBinary || a.Fence != c.Fence || a.Attempt != 1 || a.Started.IsZero() || a.Owner == "" || a.End != wantEnd {
 			t.Fatalf("carried entry %q: %+v, want fence %d, attempt 1, a start, an owner, end %q", r.entry, a, c.Fence, wantEnd)
 		}
 	}

@@ -9,8 +9,10 @@
 --   state byte (1 processing, 2 released, 3 completed, 4 failed; +16 when the
 --   result lives in the external result key; +32 when the record carries its
 --   attempt's history entry), fence (7 bytes), fingerprint (8 bytes), attempt
---   (2 bytes); with +32: the entry's length (2 bytes) and the entry (the
---   JSON text a history list keeps, idem_history.lua); then completed/failed:
+--   (2 bytes); with +32: the entry's length (2 bytes) and the entry (binary:
+--   layout in idempotency/history.go; a record written before that form
+--   carries the JSON text a history list keeps, idem_history.lua, whose
+--   first byte is '{'); then completed/failed:
 --   unix seconds (4 bytes) + inline result; released: optional hold-until unix
 --   milliseconds (6 bytes).
 --
@@ -39,10 +41,10 @@
 -- and the arguments ARGV[9+i*5] to ARGV[13+i*5]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
--- the members of the history entry of the attempt the claim starts that the
--- caller knows, as JSON text to append after the script's own (f fence, a
--- attempt, s start): ',"o":"<owner digest>","w":"<worker>",...' (empty
--- ones left out; "" for none).
+-- the part of the history entry of the attempt the claim starts that the
+-- caller knows (owner digest, flags, worker, trace and span IDs, job type),
+-- binary, to append after the script's own (version byte 1 and the start);
+-- "" for none.
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
@@ -85,7 +87,6 @@ local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nowus = sec * 1000000 + tonumber(t[2])
-local nowtext = string.format('%.0f', nowms)
 local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
@@ -117,18 +118,55 @@ local function push(hk, v)
   redis.call('PEXPIRE', hk, httl)
 end
 
+-- hex returns the bytes of v as lowercase hex digits.
+local function hex(v)
+  return (string.gsub(v, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+
+-- listEntry returns history entry tr that a record of fence f (decimal
+-- text) and attempt att carries as the table the history list keeps
+-- (idem_history.lua's members), nil when unreadable: the binary form
+-- (idempotency/history.go), or the JSON text of a record written before it.
+-- The same function is in idem_reset.lua.
+local function listEntry(tr, f, att)
+  if string.byte(tr, 1) ~= 1 then
+    local ok, e = pcall(cjson.decode, tr)
+    if ok and type(e) == 'table' then
+      return e
+    end
+    return nil
+  end
+  local ok, _, s, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>BI6c8BBc0Bc0Bc0Bc0', tr)
+  if not ok then
+    return nil
+  end
+  if flags % 2 == 1 then
+    tid = hex(tid)
+  end
+  if flags % 4 >= 2 then
+    sid = hex(sid)
+  end
+  local e = {f = f, a = att, s = s, o = o}
+  for k, v in pairs({w = w, t = tid, sp = sid, ty = ty}) do
+    if v ~= '' then
+      e[k] = v
+    end
+  end
+  if #tr >= pos + 6 then
+    e.e, e.x = struct.unpack('>I6', tr, pos), string.sub(tr, pos + 6)
+  end
+  return e
+end
+
 -- flush moves the entry of fence f (decimal text) into history list hk: tr,
--- when not nil, is the entry a record carried (its JSON text), merged into
+-- when not nil, is the entry a record of attempt att carried, merged into
 -- the list's entry of f (whose own fields win) or appended; over, on a
 -- takeover, ends the entry as taken over when it has no end. A takeover is
 -- rare: the list is searched from its end.
-local function flush(hk, f, tr, over)
+local function flush(hk, f, tr, att, over)
   local e
   if tr then
-    local ok, v = pcall(cjson.decode, tr)
-    if ok and type(v) == 'table' then
-      e = v
-    end
+    e = listEntry(tr, f, att)
   end
   local list = redis.call('LRANGE', hk, 0, -1)
   for i = #list, 1, -1 do
@@ -158,12 +196,9 @@ local function flush(hk, f, tr, over)
   push(hk, cjson.encode(e))
 end
 
--- startEntry is the history entry text of the attempt under fence fs
--- (decimal text), attempt att, starting now: the script's members and the
--- caller's, ARGV[a+4] (JSON text, see below).
-local function startEntry(a, fs, att)
-  return '{"f":"' .. fs .. '","a":' .. att .. ',"s":' .. nowtext .. ARGV[a + 4] .. '}'
-end
+-- The head of the history entry of an attempt starting now (version 1 and
+-- the start), the caller's part, ARGV[a+4], follows it.
+local ehead = struct.pack('>BI6', 1, nowms)
 
 local function claim(k, a)
   if skew then
@@ -190,7 +225,7 @@ local function claim(k, a)
     end
   end
   local prev, att, state = 0, 0, 0
-  local tr, off = nil, 19 -- the record's history entry; where its state's tail starts
+  local tr, tra, off = nil, 0, 19 -- the record's history entry, its attempt; where its state's tail starts
   if rec then
     -- A record damaged outside this library is reported, never unpacked past
     -- its end (struct.unpack raises an error on a short value).
@@ -208,7 +243,7 @@ local function claim(k, a)
       if #rec < 20 + n then
         return {7, rec}
       end
-      tr, off = string.sub(rec, 21, 20 + n), 21 + n
+      tr, tra, off = string.sub(rec, 21, 20 + n), ra, 21 + n
     end
     local ext = false
     if state >= 3 and st % 32 >= 16 then
@@ -250,7 +285,7 @@ local function claim(k, a)
     att = att + 1
   end
   local b = KEYS[k + 3 + cw - base]
-  local entry = hmax > 0 and startEntry(a, fs, att)
+  local entry = hmax > 0 and ehead .. ARGV[a + 4]
   if entry and not rec then
     redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)
   else
@@ -283,9 +318,13 @@ local function claim(k, a)
   if entry and rec then
     local hk = KEYS[k + 3 + nw + no]
     if tr or code == 2 then
-      flush(hk, string.format('%.0f', prev), tr, code == 2)
+      flush(hk, string.format('%.0f', prev), tr, tra, code == 2)
     end
-    push(hk, entry)
+    -- The list keeps JSON entries (idem_history.lua).
+    local e = listEntry(entry, fs, att)
+    if e then
+      push(hk, cjson.encode(e))
+    end
   end
   return {code, fence, att, prev, details, cw, cancelled}
 end

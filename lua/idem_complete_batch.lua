@@ -44,6 +44,7 @@ local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local nw = tonumber(ARGV[4])
 local nowtext = string.format('%.0f', nowms)
+local endpack = struct.pack('>I6', nowms)
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
 local skew = cw < base or cw > base + nw - 1
@@ -117,13 +118,22 @@ local function carried(bk, field, f, x)
     return nil
   end
   local st, fen, _, _, n = struct.unpack('>BI7c8I2I2', v)
-  if fen ~= tonumber(f) or #v < 20 + n or string.byte(v, 20 + n) ~= 125 then
+  if fen ~= tonumber(f) or #v < 20 + n then
+    return nil
+  end
+  local first = string.byte(v, 21)
+  if first ~= 1 and (first ~= 123 or string.byte(v, 20 + n) ~= 125) then
     return nil
   end
   if st % 16 >= 3 then
     return string.sub(v, 21, 20 + n)
   end
-  -- x is one of the store's names (finish.go), which need no escaping.
+  if first == 1 then
+    -- The binary form (idempotency/history.go): the end and its name follow.
+    return string.sub(v, 21, 20 + n) .. endpack .. x
+  end
+  -- The JSON text of a record written before the binary form. x is one of
+  -- the store's names (finish.go), which need no escaping.
   return string.sub(v, 21, 19 + n) .. ',"e":' .. nowtext .. ',"x":"' .. x .. '"}'
 end
 

@@ -35,12 +35,52 @@ local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local field, force = ARGV[1], ARGV[2] == '1'
 local hmax = tonumber(ARGV[3])
 
--- moveEntry merges history entry text tr of fence f (decimal text) into
--- history list hk: into the list's entry of f, whose own fields win, or
--- appended.
-local function moveEntry(hk, f, tr)
-  local ok, e = pcall(cjson.decode, tr)
-  if not ok or type(e) ~= 'table' then
+-- hex returns the bytes of v as lowercase hex digits.
+local function hex(v)
+  return (string.gsub(v, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+
+-- listEntry returns history entry tr that a record of fence f (decimal
+-- text) and attempt att carries as the table the history list keeps
+-- (idem_history.lua's members), nil when unreadable: the binary form
+-- (idempotency/history.go), or the JSON text of a record written before it.
+-- The same function is in idem_claim.lua.
+local function listEntry(tr, f, att)
+  if string.byte(tr, 1) ~= 1 then
+    local ok, e = pcall(cjson.decode, tr)
+    if ok and type(e) == 'table' then
+      return e
+    end
+    return nil
+  end
+  local ok, _, s, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>BI6c8BBc0Bc0Bc0Bc0', tr)
+  if not ok then
+    return nil
+  end
+  if flags % 2 == 1 then
+    tid = hex(tid)
+  end
+  if flags % 4 >= 2 then
+    sid = hex(sid)
+  end
+  local e = {f = f, a = att, s = s, o = o}
+  for k, v in pairs({w = w, t = tid, sp = sid, ty = ty}) do
+    if v ~= '' then
+      e[k] = v
+    end
+  end
+  if #tr >= pos + 6 then
+    e.e, e.x = struct.unpack('>I6', tr, pos), string.sub(tr, pos + 6)
+  end
+  return e
+end
+
+-- moveEntry merges history entry tr that a record of fence f (decimal
+-- text) and attempt att carries into history list hk: into the list's entry
+-- of f, whose own fields win, or appended.
+local function moveEntry(hk, f, tr, att)
+  local e = listEntry(tr, f, att)
+  if not e then
     return
   end
   local list = redis.call('LRANGE', hk, 0, -1)
@@ -79,11 +119,11 @@ for i = 5, #KEYS do
   if v then
     found[#found + 1] = KEYS[i]
     if #v >= 18 then
-      local st, fen = struct.unpack('>BI7', v)
+      local st, fen, _, att = struct.unpack('>BI7c8I2', v)
       if st >= 32 and #v >= 20 then
         local n = struct.unpack('>I2', v, 19)
         if #v >= 20 + n then
-          entries[#entries + 1] = {string.format('%.0f', fen), string.sub(v, 21, 20 + n)}
+          entries[#entries + 1] = {string.format('%.0f', fen), string.sub(v, 21, 20 + n), att}
         end
       end
       if state == 0 then
@@ -106,7 +146,7 @@ for _, b in ipairs(found) do
 end
 if hmax > 0 then
   for _, fe in ipairs(entries) do
-    moveEntry(KEYS[4], fe[1], fe[2])
+    moveEntry(KEYS[4], fe[1], fe[2], fe[3])
   end
 end
 redis.call('DEL', KEYS[2], KEYS[3])
