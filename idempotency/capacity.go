@@ -180,8 +180,6 @@ func (s *Store) sampleEntry(now time.Time) []byte {
 		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"})
 	var ms [8]byte
 	binary.BigEndian.PutUint64(ms[:], uint64(now.UnixMilli())) //nolint:gosec // a time after 1970
-	e := append([]byte{entryBinary}, ms[2:]...)
-	e = append(e, tail...)
-	e = append(e, ms[2:]...)
+	e := append([]byte(tail), ms[2:]...)
 	return append(e, outcome.Completed...)
 }

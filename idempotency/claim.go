@@ -81,10 +81,11 @@ type Claim struct {
 		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
 	}
 	args struct { // script arguments passed by reference (strArg)
-		entry string // the members of the attempt's history entry the script does not know (historyTail)
+		entry string // the attempt's history entry (historyTail); sent back by the completion when the record carries it
 		token string // the owner token of the acquired lease
 	}
 	window     int64 // window index of the PROCESSING record
+	carries    bool  // the PROCESSING record carries args.entry (a first attempt: no previous fence)
 	mu         sync.Mutex
 	details    bool  // details may exist in Redis for this key
 	saved      bool  // this attempt's details were written once: later ones are coalesced (details.go)
@@ -413,6 +414,7 @@ func (s *Store) parseRunning(ctx context.Context, c *Claim, res []any, takeover 
 	cancelled, _ := res[6].(int64)
 	c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token //nolint:gosec // checked non-negative by parseClaim
 	c.Cancelled = cancelled == 1
+	c.carries = !takeover && prev == 0 && c.args.entry != ""
 	c.keys.bucket = s.bucketKeyOf(c, win)
 	if d, ok := res[4].(string); ok {
 		c.Details, c.details = []byte(d), true

@@ -383,16 +383,27 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 // completeCall builds one idem_complete_batch.lua call for the entries
 // call (indexes into todo), with the windows base..base+n-1.
 func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) scriptCall {
-	sc := newScriptCall(scripts.IdemCompleteBatch, len(call)*(5+n), 6+11*len(call))
+	sc := newScriptCall(scripts.IdemCompleteBatch, len(call)*(5+n), 6+12*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
 		s.historyMax(), s.historyTTL().Milliseconds())
 	for e, j := range call {
 		s.appendComplete(&sc, e == 0, todo[j], base, n)
 		sc.addKey(arg(&todo[j].c.keys.history))
-		sc.addArgs(historyEndArg(todo[j].state))
+		sc.addArgs(historyEndArg(todo[j].state), carriedArg(todo[j].c))
 	}
 	return sc
 }
+
+// carriedArg is the history entry that c's PROCESSING record carries, sent
+// back for the completion to end ("" when the record carries none).
+func carriedArg(c *Claim) any {
+	if c.carries {
+		return arg(&c.args.entry)
+	}
+	return noEntry
+}
+
+var noEntry any = ""
 
 // historyEndArg is how an attempt that records state ends in its key's
 // history (idem_complete_batch.lua writes it), as a script argument in an

@@ -114,44 +114,45 @@ func historyCut(v string, max int) string {
 	return strings.ToValidUTF8(v[:max], "")
 }
 
-// The history entry that a record carries for its attempt (a first attempt:
-// see History), in the binary form the claim writes since it replaced the
-// JSON text (records written before keep the JSON text, whose first byte is
-// '{'; readers take both):
+// The history entry that a record carries for its attempt (a key's first
+// attempt: see History), in the binary form that replaced the JSON text
+// (records written before keep the JSON text, whose first byte is '{';
+// readers take both):
 //
 //	0       entryBinary
-//	1..6    start, Redis time in unix milliseconds (48 bits)
-//	7..14   owner digest (8 hex digits)
-//	15      flags: entryRawTrace, entryRawSpan
+//	1..8    owner digest (8 hex digits)
+//	9       flags: entryRawTrace, entryRawSpan
 //	        worker, trace ID, span ID, job type: each 1 byte of length n, n bytes
 //	        (a raw ID is its 16 or 8 bytes; otherwise the text as given)
 //	ended:  end, Redis time in unix milliseconds (48 bits), then how it ended
 //	        (an outcome name) to the entry's end
 //
-// The fence and the attempt are the record's own. The claim script writes
-// byte 0 and the start, then the tail historyTail makes (bytes 7.. of an open
-// entry); the completion appends the end. A claim or a reset that moves the
-// entry to the key's history list makes it the list's JSON entry there.
+// The fence and the attempt are the record's own, and so is the start: a
+// record carries the entry only of a claim of a key that had no record and
+// no earlier fence, whose fence is the Redis time of the claim in
+// microseconds. historyTail makes an open entry; the claim script writes it
+// as it is, and the completion appends the end to the same text, which the
+// worker sends back (it knows the record carries it: an acquired claim with
+// no previous fence). A claim or a reset that moves the entry to the key's
+// history list makes it the list's JSON entry there.
 const (
 	entryBinary   = 1
-	entryStartLen = 7 // version and start
 	entryRawTrace = 1
 	entryRawSpan  = 2
 )
 
-// historyTail returns the part of the start entry of an attempt under lease
-// owner token for request r that the claim script does not know (owner
-// digest, worker, trace ID, span ID, job type), in the binary form above
-// ("" with no history: nothing is written). The script puts the version and
-// its start time in front of it.
+// historyTail returns the start entry of an attempt under lease owner token
+// for request r, in the binary form above ("" with no history: nothing is
+// written).
 func (s *Store) historyTail(token string, r *Request) string {
 	if s.cfg.history <= 0 {
 		return ""
 	}
 	w, tid, sid := historyCut(r.Worker, maxHistoryField), historyCut(r.TraceID, maxHistoryField), historyCut(r.SpanID, maxHistoryField)
 	ty := historyType(r.Type)
-	b := make([]byte, 8, 8+1+4+len(w)+len(tid)+len(sid)+len(ty))
-	leasing.PutOwnerDigest(b, token)
+	b := make([]byte, 9, 9+1+4+len(w)+len(tid)+len(sid)+len(ty))
+	b[0] = entryBinary
+	leasing.PutOwnerDigest(b[1:], token)
 	var flags byte
 	var traceRaw [16]byte
 	var spanRaw [8]byte
@@ -198,13 +199,13 @@ func appendField(b []byte, v string) []byte {
 // decodeBinaryEntry parses a record's binary history entry (layout above)
 // of the attempt under fence, attempt number attempt.
 func decodeBinaryEntry(b []byte, fence uint64, attempt int) (Attempt, bool) {
-	if len(b) < entryStartLen+9 || b[0] != entryBinary {
+	if len(b) < 10 || b[0] != entryBinary || fence > maxFence {
 		return Attempt{}, false
 	}
-	a := Attempt{Fence: fence, Attempt: attempt, Owner: string(b[7:15])}
-	a.Started = time.UnixMilli(uint48(b[1:7]))
-	flags := b[15]
-	rest := b[16:]
+	a := Attempt{Fence: fence, Attempt: attempt, Owner: string(b[1:9])}
+	a.Started = time.UnixMilli(int64(fence / 1000)) //nolint:gosec // below 2^53, checked above
+	flags := b[9]
+	rest := b[10:]
 	var fields [4][]byte
 	for i := range fields {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {

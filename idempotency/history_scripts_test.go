@@ -547,8 +547,8 @@ func TestRecordReadOrder(t *testing.T) {
 // TestCarriedEntryForms: the binary entry a record carries becomes the
 // list's JSON entry with every field (the IDs, kept raw, as hex again) when a
 // retry's claim or a reset moves it; and a record written before the binary
-// form, carrying the JSON text, is still ended by a completion, moved by a
-// claim and read by History.
+// form, carrying the JSON text, is still read by History and moved by a
+// claim.
 func TestCarriedEntryForms(t *testing.T) {
 	t.Parallel()
 	e := setup(t, []Opt{WithHistory(4)})
@@ -609,7 +609,7 @@ func TestCarriedEntryForms(t *testing.T) {
 	whole(listed("reset", 1)[0], d, "host/1", string(outcome.Completed))
 
 	// A record that carries the JSON text of an entry (written before the
-	// binary form): swap the claim's entry for it.
+	// binary form): swap the record's entry for it.
 	toJSON := func(c *Claim) {
 		t.Helper()
 		bk := e.s.bucketKey(c.tag, c.window)
@@ -625,17 +625,21 @@ func TestCarriedEntryForms(t *testing.T) {
 		if !ok {
 			t.Fatalf("entry %q", r.entry)
 		}
-		r.entry = fmt.Appendf(nil, `{"f":"%d","a":%d,"s":%d,"o":"%s","w":"%s","t":"%s","sp":"%s","ty":"%s"}`,
+		r.entry = fmt.Appendf(nil, `{"f":"%d","a":%d,"s":%d,"o":"%s","w":"%s","t":"%s","sp":"%s","ty":"%s"`,
 			a.Fence, a.Attempt, a.Started.UnixMilli(), a.Owner, a.Worker, a.TraceID, a.SpanID, a.Type)
+		if a.End != "" {
+			r.entry = fmt.Appendf(r.entry, `,"e":%d,"x":"%s"`, a.Ended.UnixMilli(), a.End)
+		}
+		r.entry = append(r.entry, '}')
 		if err := e.c.HSet(ctx, bk, c.h.field(), encodeRecord(r, false)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	o := claim("old", "host/1")
-	toJSON(o)
 	if err := e.s.Complete(ctx, o, []byte("ok")); err != nil {
 		t.Fatal(err)
 	}
+	toJSON(o)
 	hs, err := e.s.History(ctx, "old")
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("history of old = %+v, %v", hs, err)

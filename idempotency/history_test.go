@@ -122,10 +122,12 @@ func TestHistoryTail(t *testing.T) {
 	t.Parallel()
 	s := &Store{cfg: cfg{history: DefaultHistory}}
 	long := strings.Repeat("w", maxHistoryField+10)
-	start := time.UnixMilli(1795786223194)
+	// A record carries the entry of a first claim, whose fence is the
+	// claim's Redis time in microseconds: the entry's start.
+	const fence = 1795786223194123
+	start, end := time.UnixMilli(fence/1000), time.UnixMilli(1795786224000)
 	var ms [8]byte
-	binary.BigEndian.PutUint64(ms[:], uint64(start.UnixMilli()))
-	head := append([]byte{entryBinary}, ms[2:]...)
+	binary.BigEndian.PutUint64(ms[:], uint64(end.UnixMilli()))
 	for _, r := range []Request{
 		{},
 		{Worker: "host-a/12345", TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331", Type: "payments.transfer"},
@@ -133,24 +135,24 @@ func TestHistoryTail(t *testing.T) {
 		{Worker: long, TraceID: long, SpanID: long, Type: long},
 	} {
 		tail := s.historyTail("token", &r)
-		want := Attempt{Fence: 7, Attempt: 2, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
+		want := Attempt{Fence: fence, Attempt: 2, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
 			TraceID: historyCut(r.TraceID, maxHistoryField), SpanID: historyCut(r.SpanID, maxHistoryField), Type: historyType(r.Type),
 			Started: start}
-		open := append(append([]byte{}, head...), tail...)
-		a, ok := decodeEntry(open, 7, 2)
+		open := []byte(tail)
+		a, ok := decodeEntry(open, fence, 2)
 		if !ok || !cmp.Equal(a, want) {
 			t.Fatalf("entry %q reads %+v (%v), want %+v", open, a, ok, want)
 		}
-		ended := append(append(append([]byte{}, open...), head[1:]...), "completed"...)
-		want.Ended, want.End = start, EndCompleted
-		if a, ok := decodeEntry(ended, 7, 2); !ok || !cmp.Equal(a, want) {
+		ended := append(append(append([]byte{}, open...), ms[2:]...), "completed"...)
+		want.Ended, want.End = end, EndCompleted
+		if a, ok := decodeEntry(ended, fence, 2); !ok || !cmp.Equal(a, want) {
 			t.Fatalf("entry %q reads %+v (%v), want %+v", ended, a, ok, want)
 		}
-		if r.SpanID == "b7ad6b7169203331" && len(tail) != 8+1+(1+len(r.Worker))+(1+16)+(1+8)+(1+len(r.Type)) {
+		if r.SpanID == "b7ad6b7169203331" && len(tail) != 1+8+1+(1+len(r.Worker))+(1+16)+(1+8)+(1+len(r.Type)) {
 			t.Fatalf("hex IDs not kept raw: %d bytes", len(tail))
 		}
 		for n := range len(open) {
-			if _, ok := decodeEntry(open[:n], 7, 2); ok {
+			if _, ok := decodeEntry(open[:n], fence, 2); ok {
 				t.Fatalf("entry cut to %d of %d bytes reads as whole", n, len(open))
 			}
 		}

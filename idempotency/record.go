@@ -49,7 +49,8 @@ type Record struct {
 	HoldUntil   time.Time   // Released by a keep failure: claims are held until then (Redis time)
 
 	// entry is the history entry of the record's attempt when the record
-	// carries it (a first attempt, see History): its JSON text.
+	// carries it (a first attempt, see History): binary (historyTail), or
+	// the JSON text of a record written before that form.
 	entry []byte
 }
 
@@ -69,7 +70,8 @@ func (r Record) Err(key string) error {
 //	8..15  payload fingerprint
 //	16..17 attempt
 //	+flagEntry: 18..19 length n of the attempt's history entry, 20..19+n the
-//	entry (JSON); the state's tail follows it instead of starting at 18
+//	entry (binary, see historyTail; JSON text in records written before);
+//	the state's tail follows it instead of starting at 18
 //	Completed/Failed: 18..21 unix seconds, 22.. inline result
 //	Released: optionally 18..23 hold-until unix milliseconds (48 bits)
 const (

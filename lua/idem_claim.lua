@@ -17,7 +17,9 @@
 --   milliseconds (6 bytes).
 --
 -- The history entry of a key's first attempt is not written to the key's
--- history list: the claim keeps it in the PROCESSING record (+32), a release
+-- history list: the claim of a key that has no record and no earlier fence
+-- (its fence is then Redis time in microseconds, which the entry's start is
+-- read from) keeps it in the PROCESSING record (+32), a release
 -- keeps it in the RELEASED record and the completion ends it in the
 -- COMPLETED or FAILED record, so that a job done at its first try writes no
 -- list at all. A later claim of the key (a retry or a takeover), a reset, and
@@ -41,10 +43,9 @@
 -- and the arguments ARGV[9+i*5] to ARGV[13+i*5]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
--- the part of the history entry of the attempt the claim starts that the
--- caller knows (owner digest, flags, worker, trace and span IDs, job type),
--- binary, to append after the script's own (version byte 1 and the start);
--- "" for none.
+-- the history entry of the attempt the claim starts, binary (owner digest,
+-- worker, trace and span IDs, job type: layout in idempotency/history.go;
+-- "" for none), which a record carries as it is and the list gets as JSON.
 -- ARGV[1]   window index of the first bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   number of earlier windows still inside the retention
@@ -74,7 +75,9 @@
 -- running the job. Fences are never reused, so a mark left from an earlier
 -- life of the key (before a reset or the record's expiry) never matches.
 -- Returns   one reply per entry, in order:
---           {1, fence, attempt, previous fence or 0, details, window, c}  acquired (c 1: cancelled)
+--           {1, fence, attempt, previous fence or 0, details, window, c}  acquired (c 1: cancelled;
+--                                                                previous fence 0: the record carries
+--                                                                the attempt's history entry)
 --           {2, fence, attempt, previous fence, details, window, c}       takeover (c 1: cancelled)
 --           {3, owner token, remaining ms}                       held
 --           {4, record, external result}                         duplicate
@@ -123,12 +126,12 @@ local function hex(v)
   return (string.gsub(v, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
 
--- listEntry returns history entry tr that a record of fence f (decimal
--- text) and attempt att carries as the table the history list keeps
--- (idem_history.lua's members), nil when unreadable: the binary form
--- (idempotency/history.go), or the JSON text of a record written before it.
--- The same function is in idem_reset.lua.
-local function listEntry(tr, f, att)
+-- listEntry returns history entry tr of the attempt under fence f (decimal
+-- text), attempt att, started at s (unix ms), as the table the history list
+-- keeps (idem_history.lua's members), nil when unreadable: the binary form
+-- (idempotency/history.go), or the JSON text of a record written before it
+-- (which has its own members). The same function is in idem_reset.lua.
+local function listEntry(tr, f, att, s)
   if string.byte(tr, 1) ~= 1 then
     local ok, e = pcall(cjson.decode, tr)
     if ok and type(e) == 'table' then
@@ -136,7 +139,7 @@ local function listEntry(tr, f, att)
     end
     return nil
   end
-  local ok, _, s, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>BI6c8BBc0Bc0Bc0Bc0', tr)
+  local ok, _, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>Bc8BBc0Bc0Bc0Bc0', tr)
   if not ok then
     return nil
   end
@@ -159,14 +162,15 @@ local function listEntry(tr, f, att)
 end
 
 -- flush moves the entry of fence f (decimal text) into history list hk: tr,
--- when not nil, is the entry a record of attempt att carried, merged into
+-- when not nil, is the entry a record of attempt att, fence fn, carried
+-- (its start is the fence's time), merged into
 -- the list's entry of f (whose own fields win) or appended; over, on a
 -- takeover, ends the entry as taken over when it has no end. A takeover is
 -- rare: the list is searched from its end.
-local function flush(hk, f, tr, att, over)
+local function flush(hk, f, fn, tr, att, over)
   local e
   if tr then
-    e = listEntry(tr, f, att)
+    e = listEntry(tr, f, att, math.floor(fn / 1000))
   end
   local list = redis.call('LRANGE', hk, 0, -1)
   for i = #list, 1, -1 do
@@ -195,10 +199,6 @@ local function flush(hk, f, tr, att, over)
   end
   push(hk, cjson.encode(e))
 end
-
--- The head of the history entry of an attempt starting now (version 1 and
--- the start), the caller's part, ARGV[a+4], follows it.
-local ehead = struct.pack('>BI6', 1, nowms)
 
 local function claim(k, a)
   if skew then
@@ -285,8 +285,11 @@ local function claim(k, a)
     att = att + 1
   end
   local b = KEYS[k + 3 + cw - base]
-  local entry = hmax > 0 and ehead .. ARGV[a + 4]
-  if entry and not rec then
+  local entry = hmax > 0 and ARGV[a + 4] ~= '' and ARGV[a + 4]
+  -- Only a key without a record or an earlier fence carries its entry in
+  -- its record: its fence is nowus, the entry's start.
+  local carry = entry and prev == 0
+  if carry then
     redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)
   else
     redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
@@ -315,13 +318,13 @@ local function claim(k, a)
       cancelled = 1
     end
   end
-  if entry and rec then
+  if entry and not carry then
     local hk = KEYS[k + 3 + nw + no]
     if tr or code == 2 then
-      flush(hk, string.format('%.0f', prev), tr, tra, code == 2)
+      flush(hk, string.format('%.0f', prev), prev, tr, tra, code == 2)
     end
     -- The list keeps JSON entries (idem_history.lua).
-    local e = listEntry(entry, fs, att)
+    local e = listEntry(entry, fs, att, nowms)
     if e then
       push(hk, cjson.encode(e))
     end

@@ -16,10 +16,12 @@
 --   +4        record bucket of the claim's window (its PROCESSING record is removed)
 --   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
 --   +5+W      the key's attempt history (list; entry layout: idem_history.lua)
--- and the arguments from ARGV[7+i*11]: owner token, fence (decimal), record
+-- and the arguments from ARGV[7+i*12]: owner token, fence (decimal), record
 -- field, payload fingerprint, attempt, state (3 completed, 4 failed),
--- external flag, details flag, result, delete-lease flag, and how the
--- attempt's history entry ends ("completed", "failed"; "": no history).
+-- external flag, details flag, result, delete-lease flag, how the
+-- attempt's history entry ends ("completed", "failed"; "": no history),
+-- and the history entry the PROCESSING record carries, as the claim wrote
+-- it (binary: idempotency/history.go; "" when the record carries none).
 -- ARGV[1]   window index of the first window bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   retention in milliseconds
@@ -29,10 +31,12 @@
 -- An entry that writes its outcome ends its attempt's history entry with
 -- Redis time (the owner's account replaces a takeover's taken_over). When
 -- the PROCESSING record carries the entry (a first attempt: see
--- idem_claim.lua), the outcome's record carries it on, ended, and the list
--- is not touched; otherwise the list's last entry is read first (it is the
--- attempt's unless another started since), the list searched from its end
--- otherwise.
+-- idem_claim.lua), the caller sends it back and the outcome's record
+-- carries it on, ended (the record is not read: the lease held under the
+-- entry's fence means no one else wrote it; a resend of an outcome already
+-- written ends it again), and the list is not touched; otherwise the
+-- list's last entry is read first (it is the attempt's unless another
+-- started since), the list searched from its end otherwise.
 -- Returns   one code per entry: 1 written (or this outcome already written
 --           by this fence), -1 lease lost (nothing written), -2 the windows
 --           passed do not cover Redis time (nothing written), -3 another
@@ -43,7 +47,6 @@ local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local nw = tonumber(ARGV[4])
-local nowtext = string.format('%.0f', nowms)
 local endpack = struct.pack('>I6', nowms)
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
@@ -107,36 +110,6 @@ local function historyEnd(hk, f, x)
   redis.call('PEXPIRE', hk, ARGV[6])
 end
 
--- carried returns the history entry that the PROCESSING record of fence f
--- (decimal text) in bucket bk, field field, carries, ended now as x; nil
--- when it carries none (the entry is in the list). A record this fence
--- already ended (a resend whose first answer was lost, the lease kept for
--- the caller to release) keeps its entry as it is.
-local function carried(bk, field, f, x)
-  local v = redis.call('HGET', bk, field)
-  if not v or #v < 20 or string.byte(v, 1) < 32 then
-    return nil
-  end
-  local st, fen, _, _, n = struct.unpack('>BI7c8I2I2', v)
-  if fen ~= tonumber(f) or #v < 20 + n then
-    return nil
-  end
-  local first = string.byte(v, 21)
-  if first ~= 1 and (first ~= 123 or string.byte(v, 20 + n) ~= 125) then
-    return nil
-  end
-  if st % 16 >= 3 then
-    return string.sub(v, 21, 20 + n)
-  end
-  if first == 1 then
-    -- The binary form (idempotency/history.go): the end and its name follow.
-    return string.sub(v, 21, 20 + n) .. endpack .. x
-  end
-  -- The JSON text of a record written before the binary form. x is one of
-  -- the store's names (finish.go), which need no escaping.
-  return string.sub(v, 21, 19 + n) .. ',"e":' .. nowtext .. ',"x":"' .. x .. '"}'
-end
-
 local function complete(k, a)
   local owner = redis.call('GET', KEYS[k])
   local want = ARGV[a] .. ' ' .. ARGV[a + 1] .. ' '
@@ -175,7 +148,7 @@ local function complete(k, a)
     res = ''
   end
   local b = KEYS[k + 4 + cw - base]
-  local tr = hmax > 0 and ARGV[a + 10] ~= '' and carried(KEYS[k + 3], ARGV[a + 2], ARGV[a + 1], ARGV[a + 10])
+  local tr = hmax > 0 and ARGV[a + 10] ~= '' and ARGV[a + 11] ~= '' and ARGV[a + 11] .. endpack .. ARGV[a + 10]
   local head
   if tr then
     head = struct.pack('>BI7c8I2I2', st + 32, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]), #tr) .. tr
@@ -206,7 +179,7 @@ end
 
 local out = {}
 local per = 5 + nw
-for i = 0, (#ARGV - 6) / 11 - 1 do
-  out[i + 1] = complete(i * per + 1, 7 + i * 11)
+for i = 0, (#ARGV - 6) / 12 - 1 do
+  out[i + 1] = complete(i * per + 1, 7 + i * 12)
 end
 return out

@@ -40,12 +40,12 @@ local function hex(v)
   return (string.gsub(v, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
 
--- listEntry returns history entry tr that a record of fence f (decimal
--- text) and attempt att carries as the table the history list keeps
--- (idem_history.lua's members), nil when unreadable: the binary form
--- (idempotency/history.go), or the JSON text of a record written before it.
--- The same function is in idem_claim.lua.
-local function listEntry(tr, f, att)
+-- listEntry returns history entry tr of the attempt under fence f (decimal
+-- text), attempt att, started at s (unix ms), as the table the history list
+-- keeps (idem_history.lua's members), nil when unreadable: the binary form
+-- (idempotency/history.go), or the JSON text of a record written before it
+-- (which has its own members). The same function is in idem_reset.lua.
+local function listEntry(tr, f, att, s)
   if string.byte(tr, 1) ~= 1 then
     local ok, e = pcall(cjson.decode, tr)
     if ok and type(e) == 'table' then
@@ -53,7 +53,7 @@ local function listEntry(tr, f, att)
     end
     return nil
   end
-  local ok, _, s, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>BI6c8BBc0Bc0Bc0Bc0', tr)
+  local ok, _, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>Bc8BBc0Bc0Bc0Bc0', tr)
   if not ok then
     return nil
   end
@@ -76,10 +76,11 @@ local function listEntry(tr, f, att)
 end
 
 -- moveEntry merges history entry tr that a record of fence f (decimal
--- text) and attempt att carries into history list hk: into the list's entry
+-- text, whose time is the entry's start) and attempt att carries into
+-- history list hk: into the list's entry
 -- of f, whose own fields win, or appended.
 local function moveEntry(hk, f, tr, att)
-  local e = listEntry(tr, f, att)
+  local e = listEntry(tr, f, att, math.floor(tonumber(f) / 1000))
   if not e then
     return
   end

@@ -5,8 +5,11 @@
 -- the entry's text, append e and x), "encode" (a claim's start entry, as
 -- idem_claim.lua built it before), "text_start" (as it builds it now: its own
 -- members, then the caller's, already JSON, appended as text), "carry" (a
--- completion ending the entry a PROCESSING record carries: unpack the
--- record, append e and x to the entry's text) or "none" (the empty loop).
+-- completion ending the JSON entry a PROCESSING record carried: unpack the
+-- record, append e and x to the entry's text), "binary_end" (as a
+-- completion ends the binary entry now: the caller's entry, the packed end
+-- made once a call, the end's name) or "none" (the empty loop). A claim
+-- builds no binary entry: it stores the caller's as it is.
 local s = '{"f":"1795702025793983","a":1,"s":1795702025793,"o":"a1b2c3d4e5f6a7b8","w":"host-1234/12345",' ..
   '"t":"0af7651916cd43dd8448eb211c80319c","sp":"b7ad6b7169203331","ty":"demo.transfer"}'
 local n = tonumber(ARGV[1])
@@ -16,6 +19,8 @@ local out
 local tail = string.sub(s, string.find(s, ',"o":', 1, true), -2)
 local nowtext = string.format('%.0f', 1795702025999)
 local fnum = tonumber(f)
+local bin = '\1a1b2c3d4\3\15host-1234/12345' .. string.rep('t', 16) .. '\8' .. string.rep('s', 8) .. '\13demo.transfer'
+local endpack = struct.pack('>I6', 1795702025999)
 local rec = struct.pack('>BI7c8I2I2', 33, fnum, 'abcdefgh', 1, #s) .. s
 local t0 = redis.call('TIME')
 for _ = 1, n do
@@ -37,6 +42,8 @@ for _ = 1, n do
     if fen == fnum and string.byte(rec, 20 + m) == 125 then
       out = string.sub(rec, 21, 19 + m) .. ',"e":' .. nowtext .. ',"x":"completed"}'
     end
+  elseif op == 'binary_end' then
+    out = bin .. endpack .. 'completed'
   elseif op == 'encode' then
     local e = {f = f, a = 1, s = 1795702025793}
     local fields = {'o', 'w', 't', 'sp', 'ty'}

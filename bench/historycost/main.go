@@ -1,8 +1,8 @@
 // Command historycost measures, inside Redis, what the scripts spend on a
 // key's attempt history (docs/idempotency.md): the claim's encode of the
-// attempt's start entry, and the completion's end of that entry by decoding
-// and re-encoding it (as idem_complete_batch.lua did) against appending to
-// its text (as it does now). One script (loop.lua) runs each operation -n
+// attempt's start entry, and the completion's end of that entry: by decoding
+// and re-encoding its JSON, by appending to its JSON text, and by appending
+// to the binary entry the worker sends back (as it does now). One script (loop.lua) runs each operation -n
 // times over a typical entry and reads Redis TIME around the loop, so a
 // figure is Redis's own time an operation, without round trips; the empty
 // loop is subtracted. Rounds alternate the operations; the median is
@@ -12,8 +12,9 @@
 //	history_end_decode_encode_us     an entry ended by decode and encode
 //	history_end_text_append_us       an entry ended by the text append
 //	history_end_saving_us            the difference of the two
-//	history_start_text_us            a claim's start entry built as text from the store's members (as now)
-//	history_end_carry_us             a completion ending the entry its PROCESSING record carries (as now)
+//	history_start_text_us            a claim's start entry built as text from the store's members (the JSON form)
+//	history_end_carry_us             a completion ending the JSON entry its PROCESSING record carried
+//	history_end_binary_us            a completion ending the binary entry the worker sends back (as now)
 package main
 
 import (
@@ -56,7 +57,7 @@ func run(addr string, n, rounds int) error {
 	defer func() { _ = c.Close() }()
 	ctx := context.Background()
 	script := redis.NewScript(loopSrc)
-	ops := []string{"none", "encode", "decode_encode", "text_append", "text_start", "carry"}
+	ops := []string{"none", "encode", "decode_encode", "text_append", "text_start", "carry", "binary_end"}
 	took := map[string][]float64{}
 	for range rounds {
 		for _, op := range ops {
@@ -80,5 +81,6 @@ func run(addr string, n, rounds int) error {
 	fig.Float("history_end_saving_us", med("decode_encode")-med("text_append"), 2, "us")
 	fig.Float("history_start_text_us", med("text_start")-base, 2, "us")
 	fig.Float("history_end_carry_us", med("carry")-base, 2, "us")
+	fig.Float("history_end_binary_us", med("binary_end")-base, 2, "us")
 	return fig.Err()
 }

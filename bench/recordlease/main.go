@@ -269,7 +269,7 @@ func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([
 		args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
 		if !v.record {
 			keys = append(keys, j.historyKey())
-			args = append(args, "1", "") // delete the lease key; no history
+			args = append(args, "1", "", "") // delete the lease key; no history
 		}
 	}
 	replies, err := v.completeScript.Run(ctx, c, keys, args...).Int64Slice()

@@ -304,7 +304,7 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	case scriptCompleteBatch:
 		stride := 5 + small(arg(4)) // lease, details, result, claim bucket, buckets, history
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
-			a := 7 + i*11
+			a := 7 + i*12
 			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: num(arg(a + 1)),
 				State: small(arg(a + 5)), Result: arg(a + 8), Out: codeOutput(entry(i))})
 		}
