@@ -150,34 +150,44 @@ func (s *Store) historyTail(token string, r *Request) string {
 	}
 	w, tid, sid := historyCut(r.Worker, maxHistoryField), historyCut(r.TraceID, maxHistoryField), historyCut(r.SpanID, maxHistoryField)
 	ty := historyType(r.Type)
-	b := make([]byte, 9, 9+1+4+len(w)+len(tid)+len(sid)+len(ty))
-	b[0] = entryBinary
-	leasing.PutOwnerDigest(b[1:], token)
-	var flags byte
+	var head [10]byte // version, owner digest, flags
+	head[0] = entryBinary
+	leasing.PutOwnerDigest(head[1:9], token)
 	var traceRaw [16]byte
 	var spanRaw [8]byte
+	var traceB, spanB []byte
 	if len(tid) == 32 && hexLower(tid) {
 		_, _ = hex.Decode(traceRaw[:], []byte(tid))
-		flags |= entryRawTrace
+		head[9] |= entryRawTrace
+		traceB = traceRaw[:]
 	}
 	if len(sid) == 16 && hexLower(sid) {
 		_, _ = hex.Decode(spanRaw[:], []byte(sid))
-		flags |= entryRawSpan
+		head[9] |= entryRawSpan
+		spanB = spanRaw[:]
 	}
-	b = append(b, flags)
-	b = appendField(b, w)
-	if flags&entryRawTrace != 0 {
-		b = appendField(b, string(traceRaw[:]))
-	} else {
-		b = appendField(b, tid)
+	// One allocation: the entry goes to the claim script and back to the
+	// completion as this string.
+	var b strings.Builder
+	b.Grow(len(head) + 4 + len(w) + len(tid) + len(sid) + len(ty))
+	b.Write(head[:])
+	writeField(&b, w, nil)
+	writeField(&b, tid, traceB)
+	writeField(&b, sid, spanB)
+	writeField(&b, ty, nil)
+	return b.String()
+}
+
+// writeField writes a field of the binary entry: raw when not nil, else v
+// (at most 255 bytes), after its one-byte length.
+func writeField(b *strings.Builder, v string, raw []byte) {
+	if raw != nil {
+		b.WriteByte(byte(len(raw))) //nolint:gosec // 16 or 8
+		b.Write(raw)
+		return
 	}
-	if flags&entryRawSpan != 0 {
-		b = appendField(b, string(spanRaw[:]))
-	} else {
-		b = appendField(b, sid)
-	}
-	b = appendField(b, ty)
-	return string(b)
+	b.WriteByte(byte(len(v))) //nolint:gosec // every field is cut to 255 bytes
+	b.WriteString(v)
 }
 
 // hexLower reports whether v is lowercase hex digits only (an ID as
@@ -189,11 +199,6 @@ func hexLower(v string) bool {
 		}
 	}
 	return true
-}
-
-// appendField appends v (at most 255 bytes) with its one-byte length.
-func appendField(b []byte, v string) []byte {
-	return append(append(b, byte(len(v))), v...) //nolint:gosec // every field is cut to 255 bytes
 }
 
 // decodeBinaryEntry parses a record's binary history entry (layout above)

@@ -44,7 +44,7 @@ end
 -- text), attempt att, started at s (unix ms), as the table the history list
 -- keeps (idem_history.lua's members), nil when unreadable: the binary form
 -- (idempotency/history.go), or the JSON text of a record written before it
--- (which has its own members). The same function is in idem_reset.lua.
+-- (which has its own members). The same function is in idem_claim.lua.
 local function listEntry(tr, f, att, s)
   if string.byte(tr, 1) ~= 1 then
     local ok, e = pcall(cjson.decode, tr)

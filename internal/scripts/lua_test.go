@@ -121,3 +121,27 @@ func TestScriptHeaders(t *testing.T) {
 		}
 	}
 }
+
+// The claim and the reset each carry a copy of the functions that turn a
+// record's history entry into a list entry (a script cannot include
+// another): the copies must stay the same.
+func TestListEntrySame(t *testing.T) {
+	part := func(name string) string {
+		t.Helper()
+		src := file(t, name)
+		i := strings.Index(src, "-- hex returns the bytes")
+		j := strings.Index(src, "\nlocal function listEntry(")
+		if i < 0 || j < 0 {
+			t.Fatalf("%s: no hex and listEntry functions", name)
+		}
+		k := strings.Index(src[j:], "\nend\n")
+		if k < 0 {
+			t.Fatalf("%s: listEntry has no end", name)
+		}
+		out := src[i : j+k+len("\nend\n")]
+		return strings.NewReplacer("idem_claim.lua", "<other>", "idem_reset.lua", "<other>").Replace(out)
+	}
+	if diff := cmp.Diff(part("idem_claim.lua"), part("idem_reset.lua")); diff != "" {
+		t.Fatalf("idem_claim.lua (-) and idem_reset.lua (+) differ:\n%s", diff)
+	}
+}
