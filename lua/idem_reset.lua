@@ -35,50 +35,11 @@ local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local field, force = ARGV[1], ARGV[2] == '1'
 local hmax = tonumber(ARGV[3])
 
--- hex returns the bytes of v as lowercase hex digits.
-local function hex(v)
-  return (string.gsub(v, '.', function(c) return string.format('%02x', string.byte(c)) end))
-end
-
--- listEntry returns history entry tr of the attempt under fence f (decimal
--- text), attempt att, started at s (unix ms), as the table the history list
--- keeps (idem_history.lua's members), nil when unreadable: the binary form
--- (idempotency/history.go), or the JSON text of a record written before it
--- (which has its own members). The same function is in idem_claim.lua.
-local function listEntry(tr, f, att, s)
-  if string.byte(tr, 1) ~= 1 then
-    local ok, e = pcall(cjson.decode, tr)
-    if ok and type(e) == 'table' then
-      return e
-    end
-    return nil
-  end
-  local ok, _, o, flags, w, tid, sid, ty, pos = pcall(struct.unpack, '>Bc8BBc0Bc0Bc0Bc0', tr)
-  if not ok then
-    return nil
-  end
-  if flags % 2 == 1 then
-    tid = hex(tid)
-  end
-  if flags % 4 >= 2 then
-    sid = hex(sid)
-  end
-  local e = {f = f, a = att, s = s, o = o}
-  for k, v in pairs({w = w, t = tid, sp = sid, ty = ty}) do
-    if v ~= '' then
-      e[k] = v
-    end
-  end
-  if #tr >= pos + 6 then
-    e.e, e.x = struct.unpack('>I6', tr, pos), string.sub(tr, pos + 6)
-  end
-  return e
-end
-
 -- moveEntry merges history entry tr that a record of fence f (decimal
 -- text, whose time is the entry's start) and attempt att carries into
--- history list hk: into the list's entry
--- of f, whose own fields win, or appended.
+-- history list hk: into the list's entry of f, whose own fields win, or
+-- appended. (listEntry is entry_prelude.lua's, which runs in front of this
+-- script.)
 local function moveEntry(hk, f, tr, att)
   local e = listEntry(tr, f, att, math.floor(tonumber(f) / 1000))
   if not e then

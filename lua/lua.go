@@ -8,7 +8,8 @@
 // (fence_prelude.lua) in front of them: it returns -1 and writes nothing
 // unless KEYS[1] is a lease key still held with token ARGV[1] and fence
 // ARGV[2], so the body of a fenced script sees its own keys from KEYS[2] and
-// its own arguments from ARGV[3].
+// its own arguments from ARGV[3]. entry_prelude.lua defines functions that the
+// claim and the reset scripts share; it is put in front of them the same way.
 //
 // The Go side (loading, the status codes, which scripts are fenced) is
 // internal to leasehold; docs/design.md describes the layouts the scripts

@@ -7,7 +7,7 @@ var (
 	// IdemClaim checks the record of each idempotency key it is given,
 	// compares the payload fingerprint and, when the key may run, creates its
 	// lease and writes the PROCESSING record (idem_claim.lua).
-	IdemClaim = Plain("idem_claim.lua")
+	IdemClaim = PlainWith("idem_claim.lua", "entry_prelude.lua")
 	// IdemComplete writes a COMPLETED or FAILED record and deletes the lease,
 	// for the lease holder only (idem_complete.lua). It checks the lease
 	// itself (the prelude's check and status), so that a resend whose first

@@ -60,11 +60,18 @@ func sources(t *testing.T) map[string]string {
 	if sourceCache != nil {
 		return sourceCache
 	}
-	prelude := file(t, "fence_prelude.lua")
+	var preludes []string
+	for _, f := range scripts.Files() {
+		if strings.HasSuffix(f, "_prelude.lua") {
+			preludes = append(preludes, file(t, f))
+		}
+	}
 	out := map[string]string{}
 	for _, f := range scripts.Files() {
 		src := file(t, f)
-		for _, text := range []string{src, prelude + "\n" + src} {
+		out[sha1Hex(src)] = src
+		for _, p := range preludes {
+			text := p + "\n" + src
 			out[sha1Hex(text)] = text
 		}
 	}
@@ -81,12 +88,13 @@ func file(t *testing.T, name string) string {
 	return string(b)
 }
 
-// Every embedded .lua file is registered by some area's Go file (the fence
-// prelude is part of every fenced script), and every registered name is a file.
+// Every embedded .lua file is registered by some area's Go file (a prelude
+// is part of other scripts: the fence prelude of every fenced script), and
+// every registered name is a file.
 func TestEveryFileRegistered(t *testing.T) {
 	var files, registered []string
 	for _, f := range scripts.Files() {
-		if f != "fence_prelude.lua" {
+		if !strings.HasSuffix(f, "_prelude.lua") {
 			files = append(files, f)
 		}
 	}
@@ -122,26 +130,3 @@ func TestScriptHeaders(t *testing.T) {
 	}
 }
 
-// The claim and the reset each carry a copy of the functions that turn a
-// record's history entry into a list entry (a script cannot include
-// another): the copies must stay the same.
-func TestListEntrySame(t *testing.T) {
-	part := func(name string) string {
-		t.Helper()
-		src := file(t, name)
-		i := strings.Index(src, "-- hex returns the bytes")
-		j := strings.Index(src, "\nlocal function listEntry(")
-		if i < 0 || j < 0 {
-			t.Fatalf("%s: no hex and listEntry functions", name)
-		}
-		k := strings.Index(src[j:], "\nend\n")
-		if k < 0 {
-			t.Fatalf("%s: listEntry has no end", name)
-		}
-		out := src[i : j+k+len("\nend\n")]
-		return strings.NewReplacer("idem_claim.lua", "<other>", "idem_reset.lua", "<other>").Replace(out)
-	}
-	if diff := cmp.Diff(part("idem_claim.lua"), part("idem_reset.lua")); diff != "" {
-		t.Fatalf("idem_claim.lua (-) and idem_reset.lua (+) differ:\n%s", diff)
-	}
-}

@@ -3,7 +3,7 @@ package scripts
 // IdemReset forgets the record of one idempotency key for an operator's
 // reset, refused while a lease is live unless forced, and while Redis time is
 // not past the key's fence (idem_reset.lua). Used by package idempotency.
-var IdemReset = Plain("idem_reset.lua")
+var IdemReset = PlainWith("idem_reset.lua", "entry_prelude.lua")
 
 // Status codes of IdemReset (first element of its reply).
 const (

@@ -12,7 +12,10 @@
 // idem_release.lua are plain scripts that make the same check themselves, in
 // the same KEYS/ARGV layout and with the same status, so that a resend of
 // their own write (whose first answer was lost, after it deleted the lease)
-// can be recognised.
+// can be recognised. The claim and the reset scripts are built with
+// [PlainWith] and entry_prelude.lua, which defines the functions that turn a
+// record's history entry into a list entry. A file named *_prelude.lua is a
+// part of other scripts, not a script.
 package scripts
 
 import (
@@ -61,6 +64,13 @@ func register(name, src string) *redis.Script {
 
 // Plain returns the script in file name as a *redis.Script.
 func Plain(name string) *redis.Script { return register(name, source(name)) }
+
+// PlainWith returns the script in file name with the prelude in file
+// prelude in front of it: a prelude that only defines local functions (a
+// script cannot include another), such as entry_prelude.lua.
+func PlainWith(name, prelude string) *redis.Script {
+	return register(name, source(prelude)+"\n"+source(name))
+}
 
 // Fenced returns the script in file name with the fence prelude in front of
 // it, so that its body runs only while the lease in KEYS[1] is held with token
