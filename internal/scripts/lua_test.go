@@ -129,4 +129,3 @@ func TestScriptHeaders(t *testing.T) {
 		}
 	}
 }
-
