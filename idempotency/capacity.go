@@ -176,10 +176,10 @@ func (s *Store) sampleEntry(now time.Time) []byte {
 	if s.cfg.history <= 0 {
 		return nil
 	}
-	tail := s.historyTail(rand.Text(), &Request{Worker: "worker-7f9c8d6b5-x2k4q/12345", Type: "payments.transfer",
+	start := s.startEntry(rand.Text(), &Request{Worker: "worker-7f9c8d6b5-x2k4q/12345", Type: "payments.transfer",
 		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"})
 	var ms [8]byte
 	binary.BigEndian.PutUint64(ms[:], uint64(now.UnixMilli())) //nolint:gosec // a time after 1970
-	e := append([]byte(tail), ms[2:]...)
+	e := append([]byte(start), ms[2:]...)
 	return append(e, outcome.Completed...)
 }

@@ -81,7 +81,7 @@ type Claim struct {
 		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
 	}
 	args struct { // script arguments passed by reference (strArg)
-		entry string // the attempt's history entry (historyTail); sent back by the completion when the record carries it
+		entry string // the attempt's history entry (startEntry); sent back by the completion when the record carries it
 		token string // the owner token of the acquired lease
 	}
 	window     int64 // window index of the PROCESSING record
@@ -213,7 +213,7 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 	for e, i := range call {
 		c, r := out[i], &reqs[i]
 		tokens[i] = leasing.NewToken()
-		c.args.entry = s.historyTail(tokens[i], r)
+		c.args.entry = s.startEntry(tokens[i], r)
 		if e == 0 {
 			sc.addKey(c.keys.lease)
 		} else {

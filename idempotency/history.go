@@ -130,7 +130,7 @@ func historyCut(v string, max int) string {
 // The fence and the attempt are the record's own, and so is the start: a
 // record carries the entry only of a claim of a key that had no record and
 // no earlier fence, whose fence is the Redis time of the claim in
-// microseconds. historyTail makes an open entry; the claim script writes it
+// microseconds. startEntry makes an open entry; the claim script writes it
 // as it is, and the completion appends the end to the same text, which the
 // worker sends back (it knows the record carries it: an acquired claim with
 // no previous fence). A claim or a reset that moves the entry to the key's
@@ -141,10 +141,10 @@ const (
 	entryRawSpan  = 2
 )
 
-// historyTail returns the start entry of an attempt under lease owner token
+// startEntry returns the start entry of an attempt under lease owner token
 // for request r, in the binary form above ("" with no history: nothing is
 // written).
-func (s *Store) historyTail(token string, r *Request) string {
+func (s *Store) startEntry(token string, r *Request) string {
 	if s.cfg.history <= 0 {
 		return ""
 	}

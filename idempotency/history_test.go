@@ -113,12 +113,12 @@ func historyMemory(t *testing.T, e *env, typ string, comp bool) {
 	}
 }
 
-// TestHistoryTail: the part of an entry the store sends the claim script
-// reads back as sent whatever the worker, trace, span and type hold (quotes,
+// TestStartEntry: the entry the store sends the claim script reads back as
+// sent whatever the worker, trace, span and type hold (quotes,
 // backslashes, control characters, non-ASCII text, IDs that are not hex),
 // cut to their bounds, open and ended; OpenTelemetry's hex IDs are kept as
 // raw bytes.
-func TestHistoryTail(t *testing.T) {
+func TestStartEntry(t *testing.T) {
 	t.Parallel()
 	s := &Store{cfg: cfg{history: DefaultHistory}}
 	long := strings.Repeat("w", maxHistoryField+10)
@@ -134,11 +134,10 @@ func TestHistoryTail(t *testing.T) {
 		{Worker: `w"x":"failed"\`, TraceID: "0AF7651916CD43DD8448EB211C80319C", SpanID: "b7ad6b71", Type: "a\x00b\nc\x1f\u2028日本"},
 		{Worker: long, TraceID: long, SpanID: long, Type: long},
 	} {
-		tail := s.historyTail("token", &r)
+		open := []byte(s.startEntry("token", &r))
 		want := Attempt{Fence: fence, Attempt: 2, Owner: leasing.OwnerDigest("token"), Worker: historyCut(r.Worker, maxHistoryField),
 			TraceID: historyCut(r.TraceID, maxHistoryField), SpanID: historyCut(r.SpanID, maxHistoryField), Type: historyType(r.Type),
 			Started: start}
-		open := []byte(tail)
 		a, ok := decodeEntry(open, fence, 2)
 		if !ok || !cmp.Equal(a, want) {
 			t.Fatalf("entry %q reads %+v (%v), want %+v", open, a, ok, want)
@@ -148,8 +147,8 @@ func TestHistoryTail(t *testing.T) {
 		if a, ok := decodeEntry(ended, fence, 2); !ok || !cmp.Equal(a, want) {
 			t.Fatalf("entry %q reads %+v (%v), want %+v", ended, a, ok, want)
 		}
-		if r.SpanID == "b7ad6b7169203331" && len(tail) != 1+8+1+(1+len(r.Worker))+(1+16)+(1+8)+(1+len(r.Type)) {
-			t.Fatalf("hex IDs not kept raw: %d bytes", len(tail))
+		if r.SpanID == "b7ad6b7169203331" && len(open) != 1+8+1+(1+len(r.Worker))+(1+16)+(1+8)+(1+len(r.Type)) {
+			t.Fatalf("hex IDs not kept raw: %d bytes", len(open))
 		}
 		for n := range len(open) {
 			if _, ok := decodeEntry(open[:n], fence, 2); ok {
@@ -165,7 +164,7 @@ func TestHistoryTail(t *testing.T) {
 	if _, ok := decodeEntry([]byte(old), 8, 2); ok {
 		t.Fatal("a JSON entry of another fence is read as the record's")
 	}
-	if tail := (&Store{}).historyTail("token", &Request{Worker: "w"}); tail != "" {
-		t.Fatalf("without a history: %q", tail)
+	if e := (&Store{}).startEntry("token", &Request{Worker: "w"}); e != "" {
+		t.Fatalf("without a history: %q", e)
 	}
 }

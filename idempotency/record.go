@@ -49,7 +49,7 @@ type Record struct {
 	HoldUntil   time.Time   // Released by a keep failure: claims are held until then (Redis time)
 
 	// entry is the history entry of the record's attempt when the record
-	// carries it (a first attempt, see History): binary (historyTail), or
+	// carries it (a first attempt, see History): binary (startEntry), or
 	// the JSON text of a record written before that form.
 	entry []byte
 }
@@ -70,7 +70,7 @@ func (r Record) Err(key string) error {
 //	8..15  payload fingerprint
 //	16..17 attempt
 //	+flagEntry: 18..19 length n of the attempt's history entry, 20..19+n the
-//	entry (binary, see historyTail; JSON text in records written before);
+//	entry (binary, see startEntry; JSON text in records written before);
 //	the state's tail follows it instead of starting at 18
 //	Completed/Failed: 18..21 unix seconds, 22.. inline result
 //	Released: optionally 18..23 hold-until unix milliseconds (48 bits)
