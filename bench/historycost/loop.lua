@@ -19,7 +19,9 @@ local out
 local tail = string.sub(s, string.find(s, ',"o":', 1, true), -2)
 local nowtext = string.format('%.0f', 1795702025999)
 local fnum = tonumber(f)
-local bin = '\1a1b2c3d4\3\15host-1234/12345' .. string.rep('t', 16) .. '\8' .. string.rep('s', 8) .. '\13demo.transfer'
+-- A typical entry in the binary form (idempotency/history.go): version, owner
+-- digest, flags (raw IDs), then worker, trace, span and type, each after its length.
+local bin = '\1a1b2c3d4\3\15host-1234/12345\16' .. string.rep('t', 16) .. '\8' .. string.rep('s', 8) .. '\13demo.transfer'
 local endpack = struct.pack('>I6', 1795702025999)
 local rec = struct.pack('>BI7c8I2I2', 33, fnum, 'abcdefgh', 1, #s) .. s
 local t0 = redis.call('TIME')
