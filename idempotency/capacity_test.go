@@ -13,7 +13,9 @@ func TestCapacity(t *testing.T) {
 	// A server of its own: other tests writing to the shared one would
 	// distort the used_memory delta.
 	srv := testkit.StartRedis(t)
-	e := setupOn(t, srv.Client(t), "cap:", []Opt{WithHistory(0)})
+	// 65536 shards: buckets at 100/s stay listpacks (at DefaultShards they
+	// would not).
+	e := setupOn(t, srv.Client(t), "cap:", []Opt{WithHistory(0), WithShards(65536)})
 	r, err := e.s.Capacity(t.Context(), 1000, 24*time.Hour)
 	if err != nil {
 		t.Fatalf("Capacity: %v", err)

@@ -28,7 +28,7 @@
 //
 // One Redis key per record costs about 100 bytes of key overhead alone, so
 // records are not keys. Each idempotency key K hashes (SHA-256) to a shard
-// (bytes 16..19, modulo WithShards, default 65536) and a 16-byte field name
+// (bytes 16..19, modulo WithShards, default DefaultShards, 4096) and a 16-byte field name
 // (bytes 0..15). Records live in buckets, one hash per (shard, time window):
 //
 //	<prefix>idem:b:{i:<shard>}:<window start ms>   field = 16-byte hash of K, value = packed record
@@ -58,13 +58,15 @@
 // a running fleet waits about two seconds before its first claim, until the
 // other Stores have read it. A new shard count cannot be consulted (other
 // hash tags, other Cluster slots): New refuses it with a *LayoutError
-// (ErrLayoutChanged) while records of the old one live.
+// (ErrLayoutChanged) while records of the old one live; a Store started
+// without WithShards takes the live records' count instead.
 //
 // Every key of K carries the tag {i:<shard>} ([Store.Tag]): the lease
 // (Manager.Key("{i:<shard>}:K")), the heartbeat details
 // (<prefix>idem:d:{i:<shard>}:K) and the other packages' keys for K (the
 // compensation journal), so that one script touches one Cluster slot.
-// 65536 shards spread over all 16384 slots.
+// The default 4096 shards use a quarter of the 16384 slots, spread evenly
+// over a Cluster's masters (about 4096/N shards each of N).
 //
 // After Complete or Fail the Store ends the claim's lease in its Manager
 // without running OnLost callbacks. With the Redis backend the script

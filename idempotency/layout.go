@@ -100,6 +100,37 @@ func (e *LayoutError) Error() string {
 // Unwrap returns ErrLayoutChanged.
 func (e *LayoutError) Unwrap() error { return ErrLayoutChanged }
 
+// adoptShards, for a Store started without WithShards, takes the shard count
+// of the records that live under its prefix when they all share one other
+// than the default: a deployment started before the default changed keeps
+// its layout instead of being refused. Several live shard counts leave the
+// default, which refreshLayouts then refuses by name.
+func (s *Store) adoptShards(ctx context.Context) error {
+	all, err := s.c.HGetAll(ctx, s.layoutsKey()).Result()
+	if err != nil {
+		return fmt.Errorf("idempotency: read layouts: %w", classify(err))
+	}
+	now := s.redisNow()
+	found := 0
+	for f, v := range all {
+		ms, perr := strconv.ParseInt(v, 10, 64)
+		l, ok := parseLayout(f)
+		if perr != nil || !ok || !now.Before(l.until(time.UnixMilli(ms))) {
+			continue // unreadable (refreshLayouts warns) or dead
+		}
+		if found != 0 && l.shards != found {
+			return nil
+		}
+		found = l.shards
+	}
+	if found != 0 && found != s.cfg.shards {
+		s.log.Info("idempotency: keeping the shard count of the live records (WithShards sets another)",
+			slog.Int("shards", found), slog.Int("default", s.cfg.shards))
+		s.cfg.shards = found
+	}
+	return nil
+}
+
 // otherLayouts returns the other live layouts whose buckets a claim reads,
 // read again when the last read is older than layoutRefresh. announce (a
 // claim that is about to write) also announces the Store's own layout then.

@@ -86,6 +86,48 @@ func TestShardsChangeRefused(t *testing.T) {
 	setupOn(t, old.c, old.prefix, []Opt{WithShards(64), WithRetention(time.Hour)})
 }
 
+// A Store started without WithShards over the live records of one other
+// shard count (a deployment that began under the earlier default of 65536)
+// keeps that count: its claims reach the records, and it is not refused.
+// Records of two other shard counts leave it with the default, refused.
+func TestShardsAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	old := setup(t, []Opt{WithShards(65536)})
+	done := old.claim(t, "done", fp("a"), Acquired)
+	must(t, old.s.Complete(ctx, done, []byte("r")))
+	running := old.claim(t, "running", fp("a"), Acquired)
+
+	cur := setupOn(t, old.c, old.prefix, nil)
+	if cur.s.cfg.shards != 65536 || cur.s.Tag("done") != old.s.Tag("done") {
+		t.Fatalf("started without WithShards over records of 65536 shards: %d shards, tag %s (old %s)",
+			cur.s.cfg.shards, cur.s.Tag("done"), old.s.Tag("done"))
+	}
+	if c := cur.claim(t, "done", fp("a"), Duplicate); string(c.Record.Result) != "r" || c.Fence != done.Fence {
+		t.Errorf("done replayed %q fence %d, want %q fence %d", c.Record.Result, c.Fence, "r", done.Fence)
+	}
+	if c, _ := cur.s.Claim(ctx, "running", fp("a")); c.Outcome != Held {
+		t.Errorf("a key running under the old Store: %s, want held", c.Outcome)
+	}
+	must(t, old.s.Complete(ctx, running, nil))
+
+	// A fresh prefix has no live records: the default.
+	fresh := setup(t, nil)
+	if fresh.s.cfg.shards != DefaultShards {
+		t.Errorf("a Store on a fresh prefix has %d shards, want DefaultShards (%d)", fresh.s.cfg.shards, DefaultShards)
+	}
+
+	// Two live shard counts: none is taken, and New names one.
+	other := setupOn(t, fresh.c, fresh.prefix+"two:", []Opt{WithShards(64)})
+	other.claim(t, "k", fp("a"), Acquired)
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	must(t, other.c.HSet(ctx, other.prefix+"idem:layouts", "43200000/86400000/128", now).Err())
+	_, err := New(ctx, other.c, other.m, WithPrefix(other.prefix))
+	if !errors.Is(err, ErrLayoutChanged) {
+		t.Fatalf("New without WithShards over records of 64 and 128 shards: %v; want ErrLayoutChanged", err)
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -69,13 +69,28 @@ func WithRetention(d time.Duration) Opt {
 func WithWindows(n int) Opt { return optFunc(func(c *cfg) { c.windows = n }) }
 
 // WithShards sets the number of hash-tag shards records are spread over. Each
-// (shard, window) bucket is one Redis hash; it stays in the compact listpack
-// encoding while it holds at most hash-max-listpack-entries records, so the
-// shard count should be at least rate x window / hash-max-listpack-entries
+// (shard, window) bucket is one Redis hash. Fewer shards mean fewer, larger
+// buckets: less Redis CPU a job (a claim's lookups find the bucket keys in
+// the server's caches), and, on a Cluster, more keys of a batch in one slot's
+// script call; but a bucket is freed in one step when it expires, which
+// stalls the server for about 1 ms per 10,000 records unless
+// lazyfree-lazy-expire is on (docs/idempotency.md). A bucket stays in the
+// compact listpack encoding only while it holds at most
+// hash-max-listpack-entries records no longer than hash-max-listpack-value,
+// which history entries exceed: without a history (WithHistory(0)) the shard
+// count should be at least rate x window / hash-max-listpack-entries
 // (Capacity reports it). While records written under another shard count
 // live, New refuses the change with a *LayoutError (ErrLayoutChanged): a
-// claim could not reach them. Default 65536 (four shards per Cluster slot).
+// claim could not reach them. Default DefaultShards, or, when records of one
+// other shard count live (a deployment started before the default changed),
+// that count.
 func WithShards(n int) Opt { return optFunc(func(c *cfg) { c.shards = n }) }
+
+// DefaultShards is the shard count of a Store started without WithShards
+// where no records of another shard count live: one shard for every four
+// Cluster slots. Earlier builds of this package defaulted to 65536 (four
+// shards a slot); New keeps that count where their records live.
+const DefaultShards = 4096
 
 // DefaultMaxKeyLen is the default bound of an idempotency key's length, in
 // bytes ([WithMaxKeyLen]). The worker's bound, leasehold.MaxKeyLen, is this

@@ -68,7 +68,8 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	c.prefix = cmp.Or(c.prefix, "lh:")
 	c.retention = cmp.Or(c.retention, 24*time.Hour)
 	c.windows = cmp.Or(c.windows, 2)
-	c.shards = cmp.Or(c.shards, 65536)
+	shardsSet := c.shards != 0
+	c.shards = cmp.Or(c.shards, DefaultShards)
 	c.maxKey = cmp.Or(c.maxKey, DefaultMaxKeyLen)
 	c.maxResult = cmp.Or(c.maxResult, 64<<10)
 	c.maxDetails = cmp.Or(c.maxDetails, 64<<10)
@@ -110,6 +111,11 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	}
 	s.layoutMu.Lock()
 	defer s.layoutMu.Unlock()
+	if !shardsSet {
+		if err := s.adoptShards(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.refreshLayouts(ctx, true, false); err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, top
 		leasehold.WithConcurrency(conc),
 		leasehold.WithCommitInterval(200*time.Millisecond),
 		leasehold.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		leasehold.WithIdempotencyOptions(idempotency.WithHistory(historyLen)),
+		leasehold.WithIdempotencyOptions(storeOpts()...),
 	)
 	if err != nil {
 		return window{}, err
@@ -60,5 +60,18 @@ func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, top
 	return steady(ctx, rdb, done, int64(warm), int64(n), 10*time.Minute)
 }
 
-// historyLen is the attempts the worker's store keeps per key (-history).
-var historyLen = idempotency.DefaultHistory
+// historyLen is the attempts the worker's store keeps per key (-history);
+// shards its shard count (-shards, 0: the default).
+var (
+	historyLen = idempotency.DefaultHistory
+	shards     int
+)
+
+// storeOpts are the idempotency options of the -history and -shards flags.
+func storeOpts() []idempotency.Opt {
+	opts := []idempotency.Opt{idempotency.WithHistory(historyLen)}
+	if shards > 0 {
+		opts = append(opts, idempotency.WithShards(shards))
+	}
+	return opts
+}

@@ -70,8 +70,10 @@ var (
 	completeRecord = redis.NewScript(completeRecordSrc)
 )
 
-// The idempotency Store's defaults: a 7-day retention cut in 2 windows, 65,536
-// shards; a claim passes windows+1 buckets, a completion the current one.
+// The layout measured: a 7-day retention cut in 2 windows, 65,536 shards (the
+// Store's default shard count when the figures in docs/benchmarks.md were
+// taken; idempotency.DefaultShards is 4096 since); a claim passes windows+1
+// buckets, a completion the current one.
 const (
 	retention = 7 * 24 * time.Hour
 	windows   = 2
