@@ -162,7 +162,8 @@ func must(t *testing.T, err error) {
 // startHolder starts a worker in a consumer group of its own (the harness's
 // group + "-holder") whose handler of typ keeps the key it runs, and its
 // lease, until unblock is called (at cleanup at the latest) or its context
-// ends. holding receives once a job of typ starts.
+// ends. holding receives when a job of typ starts (one signal pending at
+// most: a job starting while one is pending does not block on it).
 func (h *harness) startHolder(t *testing.T, typ string) (holder *Worker, holding <-chan struct{}, unblock func()) {
 	t.Helper()
 	release := make(chan struct{})
@@ -172,7 +173,10 @@ func (h *harness) startHolder(t *testing.T, typ string) (holder *Worker, holding
 	started := make(chan struct{}, 1)
 	holder = h.start(t, h.rdb, func(w *Worker) {
 		must(t, w.Register(typ, func(ctx context.Context, _ *Job) ([]byte, error) {
-			started <- struct{}{}
+			select {
+			case started <- struct{}{}:
+			default:
+			}
 			select {
 			case <-release:
 			case <-ctx.Done():
