@@ -100,6 +100,20 @@ func (e *LayoutError) Error() string {
 // Unwrap returns ErrLayoutChanged.
 func (e *LayoutError) Unwrap() error { return ErrLayoutChanged }
 
+// startLayouts is New's read of the layouts: it takes the live records'
+// shard count when adopt (no WithShards) and refuses a live layout of
+// another shard count.
+func (s *Store) startLayouts(ctx context.Context, adopt bool) error {
+	s.layoutMu.Lock()
+	defer s.layoutMu.Unlock()
+	if adopt {
+		if err := s.adoptShards(ctx); err != nil {
+			return err
+		}
+	}
+	return s.refreshLayouts(ctx, true, false)
+}
+
 // adoptShards, for a Store started without WithShards, takes the shard count
 // of the records that live under its prefix when they all share one other
 // than the default: a deployment started before the default changed keeps

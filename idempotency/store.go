@@ -109,14 +109,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	s.layoutMu.Lock()
-	defer s.layoutMu.Unlock()
-	if !shardsSet {
-		if err := s.adoptShards(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.refreshLayouts(ctx, true, false); err != nil {
+	if err := s.startLayouts(ctx, !shardsSet); err != nil {
 		return nil, err
 	}
 	leasing.OnRenewRound(m, s.flushDetails)
