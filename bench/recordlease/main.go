@@ -55,6 +55,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/benchkit"
 	"github.com/leasehold/leasehold/internal/leasing"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -70,20 +71,30 @@ var (
 	completeRecord = redis.NewScript(completeRecordSrc)
 )
 
-// The layout measured: a 7-day retention cut in 2 windows, 65,536 shards (the
-// Store's default shard count when the figures in docs/benchmarks.md were
-// taken; idempotency.DefaultShards is 4096 since); a claim passes windows+1
-// buckets, a completion the current one.
+// The layout measured: a 7-day retention cut in 2 windows, and -shards
+// shards (default idempotency.DefaultShards; the figures in
+// docs/benchmarks.md before 2026-11-27 evening were taken with 65,536, the
+// default then); a claim passes windows+1 buckets, a completion the current
+// one.
 const (
 	retention = 7 * 24 * time.Hour
 	windows   = 2
-	shards    = 65536
 )
+
+var shards uint32 = idempotency.DefaultShards
 
 var windowLen = retention / windows
 
 func main() {
 	n := flag.Int("n", 200_000, "jobs a run")
+	flag.Func("shards", "shards the keys are spread over (idempotency.WithShards; default idempotency.DefaultShards)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 || n > 1<<24 {
+			return fmt.Errorf("shards must be 1 to 2^24, got %q", v)
+		}
+		shards = uint32(n)
+		return nil
+	})
 	batch := flag.Int("batch", 64, "jobs a script call (claims, then completions)")
 	conc := flag.Int("concurrency", 4, "calls in flight at once")
 	rounds := flag.Int("rounds", 3, "rounds; each runs both variants, in turn")
