@@ -28,8 +28,9 @@
 //
 // One Redis key per record costs about 100 bytes of key overhead alone, so
 // records are not keys. Each idempotency key K hashes (SHA-256) to a shard
-// (bytes 16..19, modulo WithShards, default DefaultShards, 4096) and a 16-byte field name
-// (bytes 0..15). Records live in buckets, one hash per (shard, time window):
+// (bytes 16..19, modulo WithShards, default DefaultShards, 4096) and a
+// 16-byte field name (bytes 0..15). Records live in buckets, one hash per
+// (shard, time window):
 //
 //	<prefix>idem:b:{i:<shard>}:<window start ms>   field = 16-byte hash of K, value = packed record
 //
