@@ -36,6 +36,8 @@ func TestRefusesUnsafeDefaults(t *testing.T) {
 		{nil, []string{"run", "--brokers", "127.0.0.1:1", "--shutdown-timeout", "0s"}, "shutdown timeout 0s: want more than 0"},
 		{nil, []string{"run", "--brokers", "127.0.0.1:1", "--lease-ttl", "-2s"}, "lease TTL -2s is too short"},
 		{nil, []string{"run", "--brokers", "127.0.0.1:1", "--retention", "-1h"}, "retention -1h0m0s is too short"},
+		{nil, []string{"run", "--brokers", "127.0.0.1:1", "--shards", "-1"}, "shards -1: want 1 to 16777216, or 0 for the default"},
+		{map[string]string{"LEASEHOLD_SHARDS": "16777217"}, []string{"run", "--brokers", "127.0.0.1:1"}, "shards 16777217: want 1 to 16777216"},
 		{nil, []string{"enqueue", "--steps", "-3"}, "steps -3: want 1 to 10000"},
 		{nil, []string{"enqueue", "--count", "-1"}, "count -1"},
 		{nil, []string{"enqueue", "--sleep", "-1s"}, "sleep -1s"},

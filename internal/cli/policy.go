@@ -23,6 +23,16 @@ func policyFlag(f *flags) *string {
 			"managed service that allows neither; you vouch for it")
 }
 
+// storeOpts are the idempotency options of run's flags: the maxmemory
+// policy stated, and the shard count when one is set.
+func (c *runConfig) storeOpts() ([]idempotency.Opt, error) {
+	opts, err := policyOpts(*c.maxmemoryPolicy)
+	if c.shards > 0 {
+		opts = append(opts, idempotency.WithShards(c.shards))
+	}
+	return opts, err
+}
+
 // policyOpts checks a stated policy and returns the store option for it (none
 // when not stated).
 func policyOpts(policy string) ([]idempotency.Opt, error) {

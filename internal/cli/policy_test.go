@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/idempotency"
 	"github.com/leasehold/leasehold/internal/testkit"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // TestLeastPrivilegeRedis runs `worker run` and `worker inspect` as a Redis
@@ -63,5 +66,48 @@ func TestLeastPrivilegeRedis(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("run exit %d: %s", code, errb.String())
+	}
+}
+
+// TestRunShardsReachStore: run's --shards reaches the idempotency store (64
+// shards put every key's tag below 64, where the default spreads them over
+// 4096), and 0 leaves the default.
+func TestRunShardsReachStore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, prefix, rdb := sharedRedisURL(t)
+	m, err := lease.NewManager(rdb, lease.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	none := ""
+	tags := func(sub string, shards int) (highest int) {
+		c := runConfig{shards: shards, maxmemoryPolicy: &none}
+		opts, err := c.storeOpts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := idempotency.New(ctx, rdb, m, append(opts, idempotency.WithPrefix(prefix+sub))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			var n int
+			if _, err := fmt.Sscanf(s.Tag(fmt.Sprintf("order-%d", i)), "{i:%d}", &n); err != nil {
+				t.Fatal(err)
+			}
+			highest = max(highest, n)
+		}
+		return highest
+	}
+	if h := tags("a:", 64); h >= 64 {
+		t.Errorf("--shards 64: a key's tag names shard %d", h)
+	}
+	if h := tags("b:", 0); h < 64 || h >= idempotency.DefaultShards {
+		t.Errorf("--shards 0: the highest of 50 keys' shards is %d, want the default's spread (64 to %d)", h, idempotency.DefaultShards-1)
 	}
 }

@@ -39,7 +39,7 @@ const DefaultOpenJournalRetention = 7 * 24 * time.Hour
 type runConfig struct {
 	brokers, topics, group, redisURL, dlq, httpAddr, prefix string
 	dialMap                                                 string
-	concurrency                                             int
+	concurrency, shards                                     int
 	memoryBudgetMiB, maxHeldRecords                         int
 	leaseTTL, retention, shutdown                           time.Duration
 	sessionTimeout, rebalanceTimeout, heartbeatInterval     time.Duration
@@ -70,6 +70,7 @@ func cmdRun(ctx context.Context, e *Env, args []string) error {
 	f.intVar(&c.maxHeldRecords, "max-held-records", "LEASEHOLD_MAX_HELD_RECORDS", leasehold.DefaultMaxHeldRecords, "records the worker may hold (running, parked, queued); fetching pauses at it")
 	f.durationVar(&c.leaseTTL, "lease-ttl", "LEASEHOLD_LEASE_TTL", leasehold.DefaultLeaseTTL, "lease TTL; renewed every TTL/3")
 	f.durationVar(&c.retention, "retention", "LEASEHOLD_RETENTION", leasehold.DefaultRetention, "how long finished keys answer duplicates")
+	f.intVar(&c.shards, "shards", "LEASEHOLD_SHARDS", 0, "hash-tag shards the idempotency records are spread over; 0: the count the live records were written with, else 4096; fewer make larger record buckets, each freed in one step when it expires (set Redis's lazyfree-lazy-expire yes); a count other than the live records' is refused while they live")
 	f.durationVar(&c.shutdown, "shutdown-timeout", "LEASEHOLD_SHUTDOWN_TIMEOUT", leasehold.DefaultShutdownTimeout, "how long running jobs may finish after SIGTERM or SIGINT, more than 0")
 	f.durationVar(&c.sessionTimeout, "session-timeout", "LEASEHOLD_SESSION_TIMEOUT", 0, "Kafka group session timeout: how long a dead member keeps its partitions; 0 derives it from the lease TTL (half of it, 6s to 45s: 7.5s for 15s), so that a killed or stalled worker's jobs run again when their leases lapse; a longer one than the lease TTL makes takeover wait for it (warned at start)")
 	f.durationVar(&c.rebalanceTimeout, "rebalance-timeout", "LEASEHOLD_REBALANCE_TIMEOUT", 60*time.Second, "Kafka group rebalance timeout: how long a rebalance waits for members to rejoin")
@@ -135,6 +136,8 @@ func (c *runConfig) check(f *flags) error {
 		return usagef("lease TTL %v is too short (minimum 100ms)", c.leaseTTL)
 	case c.retention < time.Second:
 		return usagef("retention %v is too short (minimum 1s)", c.retention)
+	case c.shards < 0 || c.shards > 1<<24:
+		return usagef("shards %d: want 1 to %d, or 0 for the default", c.shards, 1<<24)
 	case c.sessionTimeout < 0:
 		return usagef("session timeout %v: want more than 0, or 0 to derive it from the lease TTL", c.sessionTimeout)
 	case c.rebalanceTimeout <= 0:
@@ -190,7 +193,7 @@ func runWorker(ctx context.Context, e *Env, c runConfig) error {
 	if err != nil {
 		return err
 	}
-	policy, err := policyOpts(*c.maxmemoryPolicy)
+	policy, err := c.storeOpts()
 	if err != nil {
 		return err
 	}
