@@ -44,6 +44,21 @@ type CapacityReport struct {
 	// PeakBytes is PeakRecords x BytesPerRecord: the memory the records need,
 	// leases and results stored apart not included.
 	PeakBytes float64
+	// FreeMicrosPerRecord is the server's time to free one record of a
+	// bucket in one step, measured by deleting the full sample buckets (DEL)
+	// and reading INFO commandstats; zero when not measured: DEL frees in
+	// the background (lazyfree-lazy-user-del yes), or the server refused
+	// CONFIG GET or INFO. Sample buckets hold at most 4096 records: larger
+	// ones take somewhat longer a record (docs/idempotency.md).
+	FreeMicrosPerRecord float64
+	// BucketFree is FreeMicrosPerRecord x RecordsPerBucket: how long the
+	// server is blocked when one bucket expires, unless lazyfree-lazy-expire
+	// is on.
+	BucketFree time.Duration
+	// LazyfreeExpire is the server's lazyfree-lazy-expire: "yes" (an expiring
+	// bucket is freed in the background), "no", or "" when CONFIG GET is
+	// refused.
+	LazyfreeExpire string
 }
 
 // CapacitySample is how many records Capacity writes to measure.
@@ -119,7 +134,66 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 	}
 	r.BytesPerRecord = float64(after-before) / CapacitySample
 	r.PeakBytes = r.PeakRecords * r.BytesPerRecord
-	return r, nil
+	return s.expiryCost(ctx, r, keys, density), nil
+}
+
+// expiryCost returns r with the figures of a bucket's expiry
+// (LazyfreeExpire, FreeMicrosPerRecord, BucketFree): it deletes the full
+// sample buckets,
+// keys[i] holding density records, with DEL. A figure the server does not
+// give is left zero: the memory estimate stands without it.
+func (s *Store) expiryCost(ctx context.Context, r CapacityReport, keys []string, density int) CapacityReport {
+	r.LazyfreeExpire = s.configString(ctx, "lazyfree-lazy-expire")
+	full := min(len(keys), CapacitySample/density)
+	if s.configString(ctx, "lazyfree-lazy-user-del") != "no" || full == 0 {
+		return r
+	}
+	before, err := s.infoSum(ctx, "commandstats", delMicros)
+	if err != nil {
+		return r
+	}
+	p := s.c.Pipeline()
+	for _, k := range keys[:full] {
+		p.Del(ctx, k)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return r
+	}
+	after, err := s.infoSum(ctx, "commandstats", delMicros)
+	if err != nil || after <= before {
+		return r
+	}
+	r.FreeMicrosPerRecord = float64(after-before) / float64(full*density)
+	r.BucketFree = time.Duration(r.FreeMicrosPerRecord * r.RecordsPerBucket * float64(time.Microsecond))
+	return r
+}
+
+// delMicros reads DEL's server time so far, in microseconds, from an INFO
+// commandstats text (0 before the first DEL).
+func delMicros(info string) (int64, error) {
+	for _, line := range strings.Split(info, "\r\n") {
+		stats, ok := strings.CutPrefix(line, "cmdstat_del:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return 0, errors.New("idempotency: INFO commandstats has no usec for DEL")
+	}
+	return 0, nil
+}
+
+// configString reads a server setting (a node's, on a Cluster); "" when the
+// server refuses CONFIG GET or has no such setting.
+func (s *Store) configString(ctx context.Context, name string) string {
+	res, err := s.c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return ""
+	}
+	return res[name]
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {
@@ -131,17 +205,25 @@ func cmpDuration(d, def time.Duration) time.Duration {
 
 // usedMemory returns used_memory, summed over the masters of a Cluster.
 func (s *Store) usedMemory(ctx context.Context) (int64, error) {
-	read := func(ctx context.Context, c redis.Cmdable) (int64, error) {
-		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			return 0, fmt.Errorf("idempotency: INFO memory: %w", classify(err))
-		}
+	return s.infoSum(ctx, "memory", func(info string) (int64, error) {
 		for _, line := range strings.Split(info, "\r\n") {
 			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
 				return strconv.ParseInt(v, 10, 64)
 			}
 		}
 		return 0, errors.New("idempotency: INFO memory has no used_memory")
+	})
+}
+
+// infoSum reads a figure from INFO section with parse, summed over the
+// masters of a Cluster.
+func (s *Store) infoSum(ctx context.Context, section string, parse func(info string) (int64, error)) (int64, error) {
+	read := func(ctx context.Context, c redis.Cmdable) (int64, error) {
+		info, err := c.Info(ctx, section).Result()
+		if err != nil {
+			return 0, fmt.Errorf("idempotency: INFO %s: %w", section, classify(err))
+		}
+		return parse(info)
 	}
 	cc, ok := s.c.(*redis.ClusterClient)
 	if !ok {

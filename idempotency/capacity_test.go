@@ -54,4 +54,25 @@ func TestCapacity(t *testing.T) {
 		t.Fatalf("with a history: %+v (without: %.1f bytes per record)", hr, small.BytesPerRecord)
 	}
 	t.Logf("100/s with a history: %+v", hr)
+
+	// A bucket's expiry: measured by deleting the sample buckets, on a server
+	// that frees in one step (Redis's own defaults).
+	if r.LazyfreeExpire != "no" || r.FreeMicrosPerRecord <= 0 || r.FreeMicrosPerRecord > 50 ||
+		math.Abs(float64(r.BucketFree)-r.FreeMicrosPerRecord*r.RecordsPerBucket*1e3) > 1e3 {
+		t.Errorf("bucket expiry at 1000/s: lazyfree-lazy-expire %q, %.3f us a record, %s a bucket of %.1f",
+			r.LazyfreeExpire, r.FreeMicrosPerRecord, r.BucketFree, r.RecordsPerBucket)
+	}
+	// A server that frees in the background: DEL measures nothing, and the
+	// report says that an expiring bucket blocks nothing.
+	for _, name := range []string{"lazyfree-lazy-user-del", "lazyfree-lazy-expire"} {
+		must(t, srv.Client(t).ConfigSet(t.Context(), name, "yes").Err())
+	}
+	lazy, err := e.s.Capacity(t.Context(), 1000, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lazy.LazyfreeExpire != "yes" || lazy.FreeMicrosPerRecord != 0 || lazy.BucketFree != 0 {
+		t.Errorf("with lazy frees: lazyfree-lazy-expire %q, %.3f us a record, %s a bucket",
+			lazy.LazyfreeExpire, lazy.FreeMicrosPerRecord, lazy.BucketFree)
+	}
 }

@@ -482,6 +482,7 @@ func TestOpsCommands(t *testing.T) {
 	}
 	// capacity says that it writes into the live Redis before it does.
 	if r := run(ctx, t, env, "capacity", "--rate", "200", "--retention", "1h"); r.code != 0 || !strings.Contains(r.stdout, "bytes per record") ||
+		!strings.Contains(r.stdout, "bucket expiry") ||
 		!strings.HasPrefix(r.stderr, "capacity: writing 20000 sample records under "+prefix+"idem:capacity:") {
 		t.Errorf("capacity: %+v", r)
 	}
