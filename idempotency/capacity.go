@@ -139,9 +139,8 @@ func (s *Store) Capacity(ctx context.Context, rate float64, retention time.Durat
 
 // expiryCost returns r with the figures of a bucket's expiry
 // (LazyfreeExpire, FreeMicrosPerRecord, BucketFree): it deletes the full
-// sample buckets,
-// keys[i] holding density records, with DEL. A figure the server does not
-// give is left zero: the memory estimate stands without it.
+// sample buckets, keys[i] holding density records, with DEL. A figure the
+// server does not give is left zero: the memory estimate stands without it.
 func (s *Store) expiryCost(ctx context.Context, r CapacityReport, keys []string, density int) CapacityReport {
 	r.LazyfreeExpire = s.configString(ctx, "lazyfree-lazy-expire")
 	full := min(len(keys), CapacitySample/density)
