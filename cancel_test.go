@@ -217,12 +217,13 @@ func TestCancelCoversTakeover(t *testing.T) {
 	rs := w.store.(*redisStore)
 	ctx := t.Context()
 	lk, mk := rs.m.Key(rs.s.LeaseName(j.Key)), rs.s.CancelMarkKey(j.Key)
-	// What Inspector.Cancel sends, and the lease's expiry, in one step.
+	// What Inspector.Cancel sends, and the lease's end (a delete: a 1 ms TTL
+	// would lose to a renewal within that millisecond), in one step.
 	src, err := fs.ReadFile(lua.FS, "lease_cancel.lua")
 	must(t, err)
 	_, err = h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Eval(ctx, string(src), []string{lk, mk}, fmt.Sprint(j.fence), rs.s.Retention().Milliseconds())
-		p.PExpire(ctx, lk, time.Millisecond)
+		p.Del(ctx, lk)
 		return nil
 	})
 	must(t, err)

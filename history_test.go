@@ -49,7 +49,7 @@ func TestHistoryLostLeaseTakeoverCompleted(t *testing.T) {
 
 	j := <-running
 	rs := w.store.(*redisStore)
-	must(t, h.rdb.PExpire(t.Context(), rs.m.Key(rs.s.LeaseName(j.Key)), time.Millisecond).Err())
+	must(t, h.rdb.Del(t.Context(), rs.m.Key(rs.s.LeaseName(j.Key))).Err()) // not a 1 ms TTL, which a renewal would undo
 	testkit.Eventually(t, 30*time.Second, "the job completed", func() bool { return w.Stats().Succeeded == 1 })
 
 	var hs []idempotency.Attempt
@@ -116,7 +116,7 @@ func TestSweepCompensationJoinsLostAttemptTrace(t *testing.T) {
 		TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String()}, 0))
 	must(t, r.Journal(c.Lease).Step(ctx, "charge", func(context.Context) error { return nil }, "test.refund", refundArgs{Key: "sweep-1"}))
 	// Its owner vanishes: the lease expires, nothing is undone.
-	must(t, rdb.PExpire(ctx, m.Key(c.Lease.Name()), time.Millisecond).Err())
+	must(t, rdb.Del(ctx, m.Key(c.Lease.Name())).Err()) // not a 1 ms TTL, which a renewal would undo
 	<-c.Lease.Done()
 
 	testkit.Eventually(t, 10*time.Second, "the sweep compensated the step", func() bool {

@@ -102,7 +102,9 @@ func sagaLostLeaseAndFailure(t *testing.T, share bool) {
 	j := <-running
 	rs := w.store.(*redisStore)
 	leaseKey := rs.m.Key(rs.s.LeaseName(j.Key))
-	if err := h.rdb.PExpire(context.Background(), leaseKey, time.Millisecond).Err(); err != nil {
+	// Deleted, not given a 1 ms TTL, which a renewal within that millisecond
+	// would undo.
+	if err := h.rdb.Del(context.Background(), leaseKey).Err(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 30*time.Second, "both jobs completed", func() bool { return w.Stats().Succeeded == 2 })

@@ -131,7 +131,9 @@ func TestSagaSealedJournalCommitMissing(t *testing.T) {
 	c, j := sealedAttempt(t, rs, rs.comp, led, "sealed-takeover")
 	journals["sealed-takeover"] = j
 	leaseKey := rs.m.Key(rs.s.LeaseName("sealed-takeover"))
-	if err := rdb.PExpire(ctx, leaseKey, time.Millisecond).Err(); err != nil {
+	// Deleted, not given a 1 ms TTL, which a renewal within that millisecond
+	// would undo.
+	if err := rdb.Del(ctx, leaseKey).Err(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, "the owner's lease gone", func() bool { return rdb.Exists(ctx, leaseKey).Val() == 0 })

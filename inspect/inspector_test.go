@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,6 +208,68 @@ func TestExpireWhileRenewed(t *testing.T) {
 	must(t, err)
 	if l.Fence != c.Fence || hook.n.Load() > 0 {
 		t.Fatalf("expired fence %d (renewed before the write: %v), want fence %d after a renewal", l.Fence, hook.n.Load() <= 0, c.Fence)
+	}
+	select {
+	case <-c.Lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder did not lose its expired lease")
+	}
+}
+
+// renewAfterWrite renews a lease key (GETEX PX, as the holder's renewer
+// does) from another connection right after the first script that the
+// client it hooks runs on that key and that succeeds: within a millisecond
+// of Expire's write.
+type renewAfterWrite struct {
+	other *redis.Client
+	key   string
+	done  atomic.Bool
+	value atomic.Pointer[string] // what the renewal found; nil: nothing
+}
+
+func (h *renewAfterWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *renewAfterWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && slices.Contains(cmd.Args(), any(h.key)) &&
+			h.done.CompareAndSwap(false, true) {
+			if v, gerr := h.other.GetEx(ctx, h.key, time.Minute).Result(); gerr == nil {
+				h.value.Store(&v)
+			}
+		}
+		return err
+	}
+}
+
+func (h *renewAfterWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestExpireNotUndoneByRenewal: a renewal that reaches Redis right after
+// Expire's write finds no lease to extend. The expire used to leave the key
+// for 1 ms more, and a renewal within it kept the lease alive: the holder
+// never lost it (a console test saw this once under load).
+func TestExpireNotUndoneByRenewal(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	c := e.claim(t, "renewed", idempotency.Acquired)
+	shared, _ := testkit.SharedRedis(t)
+	hook := &renewAfterWrite{other: shared, key: e.m.Key(c.Lease.Name())}
+	hooked := redis.NewClient(shared.Options())
+	t.Cleanup(func() { _ = hooked.Close() })
+	hooked.AddHook(hook)
+	in := inspect.New(hooked, inspect.WithPrefix(e.prefix))
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	if _, err := in.Expire(ctx, "renewed", c.Fence); err != nil {
+		t.Fatal(err)
+	}
+	if !hook.done.Load() {
+		t.Fatal("no renewal was sent after Expire's script")
+	}
+	if v := hook.value.Load(); v != nil {
+		t.Fatalf("a renewal right after the expire found the lease %q and extended it", *v)
 	}
 	select {
 	case <-c.Lease.Done():

@@ -180,14 +180,15 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 			return fmt.Errorf("waiting for checkpoint %d: %w", expireAt, context.Cause(ctx))
 		}
 	}
-	// PEXPIRE of 1ms ends the lease as if its holder had stopped renewing
+	// Deleting the key ends the lease as if its holder had stopped renewing
 	// it: the holder's next renewal finds it gone, and the next claim of the
-	// key is a takeover with a newer fence.
-	ok, err := rdb.PExpire(ctx, leaseKey, time.Millisecond).Result()
+	// key is a takeover with a newer fence. (A TTL of 1 ms instead would lose
+	// to a renewal that reached Redis within that millisecond.)
+	n, err := rdb.Del(ctx, leaseKey).Result()
 	if err != nil {
 		return fmt.Errorf("expire the lease: %w", err)
 	}
-	if !ok {
+	if n == 0 {
 		return fmt.Errorf("no lease held for %s (Redis key %s)", jobKey, leaseKey)
 	}
 	say.Printf("example:  expired the lease of %s in Redis", jobKey)
