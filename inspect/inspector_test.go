@@ -166,12 +166,11 @@ func TestExpireFenceChecked(t *testing.T) {
 // the holder's renewer does) just before the first n scripts the client it
 // hooks runs: between Expire's read and its write.
 type touchBeforeWrite struct {
+	passHooks
 	other *redis.Client
 	key   string
 	n     atomic.Int32
 }
-
-func (h *touchBeforeWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *touchBeforeWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -184,7 +183,13 @@ func (h *touchBeforeWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 	}
 }
 
-func (h *touchBeforeWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+// passHooks passes dials and pipelines through: a hook that embeds it
+// defines only ProcessHook.
+type passHooks struct{}
+
+func (passHooks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (passHooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
@@ -221,13 +226,12 @@ func TestExpireWhileRenewed(t *testing.T) {
 // client it hooks runs on that key and that succeeds: within a millisecond
 // of Expire's write.
 type renewAfterWrite struct {
+	passHooks
 	other *redis.Client
 	key   string
 	done  atomic.Bool
 	value atomic.Pointer[string] // what the renewal found; nil: nothing
 }
-
-func (h *renewAfterWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *renewAfterWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -240,10 +244,6 @@ func (h *renewAfterWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 		}
 		return err
 	}
-}
-
-func (h *renewAfterWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestExpireNotUndoneByRenewal: a renewal that reaches Redis right after
