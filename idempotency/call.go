@@ -90,3 +90,15 @@ func (a strArg) MarshalBinary() ([]byte, error) {
 
 // String returns the string.
 func (a strArg) String() string { return *a.p }
+
+// bytesArg is strArg for a byte slice that lives in the caller until the
+// pipeline has run (a completion's result): a slice put in an interface
+// takes an allocation, a bytesArg none.
+type bytesArg struct{ p *[]byte }
+
+// MarshalBinary returns the bytes: go-redis only writes them to its
+// connection buffer.
+func (a bytesArg) MarshalBinary() ([]byte, error) { return *a.p, nil }
+
+// String returns the bytes as a string.
+func (a bytesArg) String() string { return string(*a.p) }

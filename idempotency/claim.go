@@ -81,8 +81,9 @@ type Claim struct {
 		keys []string // bucket keys of the windows the claim named (Claim.bucketKeys)
 	}
 	args struct { // script arguments passed by reference (strArg)
-		entry string // the attempt's history entry (startEntry); sent back by the completion when the record carries it
-		token string // the owner token of the acquired lease
+		entry      string // the attempt's history entry (startEntry); sent back by the completion when the record carries it
+		token      string // the owner token of the acquired lease
+		completion string // the completion's packed fields (Store.completeEntry), until its call has run
 	}
 	window     int64 // window index of the PROCESSING record
 	carries    bool  // the PROCESSING record carries args.entry (a first attempt: no previous fence)

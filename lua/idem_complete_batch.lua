@@ -16,12 +16,17 @@
 --   +4        record bucket of the claim's window (its PROCESSING record is removed)
 --   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
 --   +5+W      the key's attempt history (list; entry layout: idem_history.lua)
--- and the arguments from ARGV[7+i*12]: owner token, fence (decimal), record
--- field, payload fingerprint, attempt, state (3 completed, 4 failed),
--- external flag, details flag, result, delete-lease flag, how the
--- attempt's history entry ends ("completed", "failed"; "": no history),
--- and the history entry the PROCESSING record carries, as the claim wrote
--- it (binary: idempotency/history.go; "" when the record carries none).
+-- and the arguments ARGV[7+i*2] and ARGV[8+i*2]: the entry's fixed fields
+-- packed in one string (struct format '>BBBBBI2I7c16c8I2c0I2c0;
+-- idempotency/finish.go's completeEntry): state (3 completed, 4 failed),
+-- external flag, details flag, delete-lease flag (each 1 or 0), how the
+-- attempt's history entry ends (1 completed, 2 failed), attempt, fence,
+-- record field, payload fingerprint, the lease value's prefix that the
+-- fence check compares ("<owner token> <fence> "), and the history entry
+-- the PROCESSING record carries, as the claim wrote it (binary:
+-- idempotency/history.go; "" when the record carries none); then the
+-- result. (Each argument a call passes costs Redis a parse and a copy;
+-- one unpack costs less than the ten arguments it replaces.)
 -- ARGV[1]   window index of the first window bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   retention in milliseconds
@@ -110,25 +115,27 @@ local function historyEnd(hk, f, x)
   redis.call('PEXPIRE', hk, ARGV[6])
 end
 
-local function complete(k, a)
+local ends = {'completed', 'failed'}
+
+local function complete(k, p, res)
+  local st, ext, det, del, xend, att, fence, field, fp, want, carried =
+    struct.unpack('>BBBBBI2I7c16c8I2c0I2c0', p)
   local owner = redis.call('GET', KEYS[k])
-  local want = ARGV[a] .. ' ' .. ARGV[a + 1] .. ' '
   if not owner or string.sub(owner, 1, #want) ~= want then
-    local fence, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 5])
     for w = k + 4, k + 3 + nw do
-      local v = redis.call('HGET', KEYS[w], ARGV[a + 2])
+      local v = redis.call('HGET', KEYS[w], field)
       if v and #v >= 22 then
-        local st, f = struct.unpack('>BI7', v)
+        local vst, f = struct.unpack('>BI7', v)
         local off = 19
-        if st >= 32 then
+        if vst >= 32 then
           off = 21 + struct.unpack('>I2', v, 19)
         end
-        if f == fence and st % 16 >= 3 and #v >= off + 3 then
-          local res = string.sub(v, off + 4)
-          if st % 32 >= 16 then
-            res = redis.call('GET', KEYS[k + 2])
+        if f == fence and vst % 16 >= 3 and #v >= off + 3 then
+          local stored = string.sub(v, off + 4)
+          if vst % 32 >= 16 then
+            stored = redis.call('GET', KEYS[k + 2])
           end
-          if st % 16 == want and res == ARGV[a + 8] then
+          if vst % 16 == st and stored == res then
             return 1
           end
           return -3
@@ -140,22 +147,21 @@ local function complete(k, a)
   if skew then
     return -2
   end
-  local st = tonumber(ARGV[a + 5])
-  local res = ARGV[a + 8]
-  if ARGV[a + 6] == '1' then
+  if ext == 1 then
     st = st + 16
     redis.call('SET', KEYS[k + 2], res, 'PXAT', expat)
     res = ''
   end
   local b = KEYS[k + 4 + cw - base]
-  local tr = hmax > 0 and ARGV[a + 10] ~= '' and ARGV[a + 11] ~= '' and ARGV[a + 11] .. endpack .. ARGV[a + 10]
+  local x = ends[xend]
+  local tr = hmax > 0 and x and carried ~= '' and carried .. endpack .. x
   local head
   if tr then
-    head = struct.pack('>BI7c8I2I2', st + 32, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]), #tr) .. tr
+    head = struct.pack('>BI7c8I2I2', st + 32, fence, fp, att, #tr) .. tr
   else
-    head = struct.pack('>BI7c8I2', st, tonumber(ARGV[a + 1]), ARGV[a + 3], tonumber(ARGV[a + 4]))
+    head = struct.pack('>BI7c8I2', st, fence, fp, att)
   end
-  redis.call('HSET', b, ARGV[a + 2], head .. struct.pack('>I4', sec) .. res)
+  redis.call('HSET', b, field, head .. struct.pack('>I4', sec) .. res)
   if KEYS[k + 3] ~= b then
     -- The claim's bucket already expires at expat or later when it is b.
     -- Another layout's records may share b: its expiry is only raised.
@@ -163,23 +169,23 @@ local function complete(k, a)
     if ttl < 0 or nowms + ttl < expat then
       redis.call('PEXPIREAT', b, expat)
     end
-    redis.call('HDEL', KEYS[k + 3], ARGV[a + 2])
+    redis.call('HDEL', KEYS[k + 3], field)
   end
-  if ARGV[a + 9] == '1' then
+  if del == 1 then
     redis.call('DEL', KEYS[k])
   end
-  if ARGV[a + 7] == '1' then
+  if det == 1 then
     redis.call('DEL', KEYS[k + 1])
   end
-  if hmax > 0 and ARGV[a + 10] ~= '' and not tr then
-    historyEnd(KEYS[k + 4 + nw], ARGV[a + 1], ARGV[a + 10])
+  if hmax > 0 and x and not tr then
+    historyEnd(KEYS[k + 4 + nw], string.format('%.0f', fence), x)
   end
   return 1
 end
 
 local out = {}
 local per = 5 + nw
-for i = 0, (#ARGV - 6) / 12 - 1 do
-  out[i + 1] = complete(i * per + 1, 7 + i * 12)
+for i = 0, (#ARGV - 6) / 2 - 1 do
+  out[i + 1] = complete(i * per + 1, ARGV[7 + i * 2], ARGV[8 + i * 2])
 end
 return out

@@ -43,6 +43,7 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
@@ -279,10 +280,11 @@ func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([
 			keys = append(keys, j.leaseKey())
 		}
 		keys = append(keys, j.detailsKey(), j.resultKey(), j.bucket(j.window), j.bucket(cur))
-		args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
-		if !v.record {
+		if v.record {
+			args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
+		} else {
 			keys = append(keys, j.historyKey())
-			args = append(args, "1", "", "") // delete the lease key; no history
+			args = append(args, j.packedCompletion(), "") // delete the lease key; no history
 		}
 	}
 	replies, err := v.completeScript.Run(ctx, c, keys, args...).Int64Slice()
@@ -293,6 +295,22 @@ func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([
 		return nil, fmt.Errorf("complete: %d replies for %d entries", len(replies), len(jobs))
 	}
 	return replies, nil
+}
+
+// packedCompletion is j's completion entry as idem_complete_batch.lua
+// takes it (idempotency's completeEntry): state completed, no external
+// result, no details, the lease key deleted, ended as completed, then the
+// attempt, fence, field, fingerprint, the lease value's prefix and no
+// carried history entry.
+func (j *job) packedCompletion() string {
+	b := []byte{3, 0, 0, 1, 1}
+	b = binary.BigEndian.AppendUint16(b, uint16(j.attempt)) //nolint:gosec // a first attempt
+	var f [8]byte
+	binary.BigEndian.PutUint64(f[:], uint64(j.fence)) //nolint:gosec // fences are positive
+	b = append(append(append(b, f[1:]...), j.field...), j.fp...)
+	want := j.token + " " + strconv.FormatInt(j.fence, 10) + " "
+	b = binary.BigEndian.AppendUint16(b, uint16(len(want))) //nolint:gosec // a token and a fence
+	return string(binary.BigEndian.AppendUint16(append(b, want...), 0))
 }
 
 // check runs the cases the measurement relies on and fails unless each

@@ -304,9 +304,10 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	case scriptCompleteBatch:
 		stride := 5 + small(arg(4)) // lease, details, result, claim bucket, buckets, history
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
-			a := 7 + i*12
-			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: num(arg(a + 1)),
-				State: small(arg(a + 5)), Result: arg(a + 8), Out: codeOutput(entry(i))})
+			a := 7 + i*2 // the entry's packed fields, then its result
+			state, fence := packedCompletion(arg(a))
+			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: fence,
+				State: state, Result: arg(a + 1), Out: codeOutput(entry(i))})
 		}
 	case scriptRelease:
 		if len(keys) > 0 {
@@ -314,6 +315,18 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 		}
 	}
 	return ops
+}
+
+// packedCompletion reads the state and the fence of an entry's packed fields
+// in idem_complete_batch.lua (struct format '>BBBBBI2I7...': state, three
+// flags, history end, attempt, fence); -1 and 0 when too short.
+func packedCompletion(p string) (state int, fence uint64) {
+	if len(p) < 14 {
+		return -1, 0
+	}
+	var f [8]byte
+	copy(f[1:], p[7:14])
+	return int(p[0]), binary.BigEndian.Uint64(f[:])
 }
 
 // recordKey returns the idempotency key of a lease key
