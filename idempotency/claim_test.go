@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -525,4 +526,53 @@ func TestClaimOldLeaseLayoutNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.claim(t, "old", fp("a"), Acquired)
+}
+
+// A claim builds its lease key in the one string of its other keys when the
+// Manager is over the Redis backend (leasing.TaggedKeyPrefix), and asks the
+// Manager otherwise (here a backend that wraps it): either way the key it
+// sends is the Manager's key of its lease, and completing the claim deletes
+// that key.
+func TestClaimLeaseKeyIsManagers(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	wrapped, err := lease.NewManagerWithBackend(struct{ lease.Backend }{lease.NewRedisBackend(c, prefix+"w:")},
+		lease.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrapped.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wrapped.Shutdown(context.Background()) })
+	ws, err := New(t.Context(), c, wrapped, WithPrefix(prefix+"w:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		e     *env
+		built bool
+	}{
+		{"redis backend", setupOn(t, c, prefix, nil), true},
+		{"wrapped backend", &env{s: ws, m: wrapped, c: c, prefix: prefix + "w:"}, false},
+	} {
+		if _, ok := leasing.TaggedKeyPrefix(tc.e.m); ok != tc.built {
+			t.Fatalf("%s: TaggedKeyPrefix ok = %v, want %v", tc.name, ok, tc.built)
+		}
+		cl := tc.e.claim(t, "order/7", fp("a"), Acquired)
+		want := tc.e.m.Key(cl.Lease.Name())
+		if cl.keys.lease != want {
+			t.Fatalf("%s: claim's lease key %q, the Manager's %q", tc.name, cl.keys.lease, want)
+		}
+		if n, _ := c.Exists(t.Context(), want).Result(); n != 1 {
+			t.Fatalf("%s: lease key %q not in Redis after the claim", tc.name, want)
+		}
+		if err := tc.e.s.Complete(t.Context(), cl, []byte("r")); err != nil {
+			t.Fatalf("%s: Complete: %v", tc.name, err)
+		}
+		if n, _ := c.Exists(t.Context(), want).Result(); n != 0 {
+			t.Errorf("%s: lease key %q left in Redis after the completion", tc.name, want)
+		}
+	}
 }

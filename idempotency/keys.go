@@ -62,7 +62,7 @@ func (s *Store) setClaimKeys(c *Claim) {
 	const kinds = "idem:d:idem:r:idem:h:idem:x:" // four prefixes of the same length
 	per := len(p) + len(kinds)/4 + len(tag) + 1 + len(k)
 	var b strings.Builder
-	b.Grow(len(tag) + 1 + len(k) + 4*per + 16 + len(c.fp) + 20)
+	b.Grow(len(tag) + 1 + len(k) + 4*per + 16 + len(c.fp) + 20 + len(s.leasePrefix) + len(tag) + 1 + len(k))
 	b.Write(tag)
 	b.WriteByte(':')
 	b.WriteString(k)
@@ -79,11 +79,23 @@ func (s *Store) setClaimKeys(c *Claim) {
 	ttl := b.Len()
 	var nb [20]byte
 	b.Write(strconv.AppendInt(nb[:0], c.ttl.Milliseconds(), 10))
+	lease := b.Len()
+	if s.leaseKeys {
+		// The lease key: the Manager's prefix, then the name (its tag is a
+		// hash tag: leasing.TaggedKeyPrefix).
+		b.WriteString(s.leasePrefix)
+		b.Write(tag)
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
 	all := b.String()
 	at := func(i int) string { return all[name+i*per : name+(i+1)*per] }
 	c.tag, c.name = all[:len(tag)], all[:name]
-	c.keys = claimKeys{lease: s.m.Key(c.name), details: at(0), result: at(1), history: at(2), cancel: at(3),
-		field: all[name+4*per : name+4*per+16], fp: all[name+4*per+16 : ttl], ttl: all[ttl:]}
+	c.keys = claimKeys{lease: all[lease:], details: at(0), result: at(1), history: at(2), cancel: at(3),
+		field: all[name+4*per : name+4*per+16], fp: all[name+4*per+16 : ttl], ttl: all[ttl:lease]}
+	if !s.leaseKeys {
+		c.keys.lease = s.m.Key(c.name)
+	}
 }
 
 // bucketKeys returns the bucket keys of c's tag for the windows

@@ -51,6 +51,12 @@ type Store struct {
 	// then forgets the Lease (leasing.EndsInScript); otherwise it
 	// releases the Lease after the script.
 	inScript bool
+
+	// leaseKeys: a claim builds its lease key itself, leasePrefix and its
+	// name, in the one string of its keys (setClaimKeys); else it asks the
+	// Manager (leasing.TaggedKeyPrefix).
+	leaseKeys   bool
+	leasePrefix string
 }
 
 // New returns a Store over client and m. m must be a started Manager built
@@ -106,6 +112,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		scripts: []*redis.Script{scripts.IdemClaim, scripts.IdemComplete, scripts.IdemCompleteBatch, scripts.IdemRelease, scripts.IdemDetails, scripts.IdemDetailsBatch},
 	}
 	s.inScript = leasing.EndsInScript(m)
+	s.leasePrefix, s.leaseKeys = leasing.TaggedKeyPrefix(m)
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@
 --   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
 --   +5+W      the key's attempt history (list; entry layout: idem_history.lua)
 -- and the arguments ARGV[7+i*2] and ARGV[8+i*2]: the entry's fixed fields
--- packed in one string (struct format '>BBBBBI2I7c16c8I2c0I2c0;
+-- packed in one string (struct format '>BBBBBI2I7c16c8I2c0I2c0';
 -- idempotency/finish.go's completeEntry): state (3 completed, 4 failed),
 -- external flag, details flag, delete-lease flag (each 1 or 0), how the
 -- attempt's history entry ends (1 completed, 2 failed), attempt, fence,

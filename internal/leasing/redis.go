@@ -289,3 +289,15 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 	}
 	return "", nil
 }
+
+// TaggedKeyPrefix returns, for a Manager over the Redis backend, what the
+// key of a lease whose name holds a Cluster hash tag starts with: Key(name)
+// is that prefix and name (KeyFor), so that a caller building many names'
+// keys can build them in one string. ok is false for any other backend,
+// whose keys are Key's to name.
+func TaggedKeyPrefix(m *Manager) (prefix string, ok bool) {
+	if b, isRedis := m.b.(*redisBackend); isRedis {
+		return b.prefix + "lease:", true
+	}
+	return "", false
+}
