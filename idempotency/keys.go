@@ -53,9 +53,9 @@ func (s *Store) appendTag(b []byte, h *keyHash) []byte {
 // setClaimKeys fills c's tag and names (claimKeys, but for the bucket) for
 // its key and hash: the tag, the lease name (tag + ":" + K), the details,
 // result, history and cancel mark keys, the record's field, the fingerprint's bytes and
-// the lease TTL in ms (as the claim script takes them) are substrings of one
-// string, one allocation for all of them (the lease key is the Manager's to
-// build).
+// the lease TTL in ms (as the claim script takes them) and, over the Redis
+// lease backend, the lease key are substrings of one string, one allocation
+// for all of them (any other backend's Manager names the lease key).
 func (s *Store) setClaimKeys(c *Claim) {
 	var tb [16]byte
 	tag, p, k := s.appendTag(tb[:0], &c.h), s.cfg.prefix, c.Key
