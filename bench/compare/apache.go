@@ -250,8 +250,10 @@ func runApache(ctx context.Context, c config, rdb *redis.Client) error {
 		defer writeHeapProfile(c.memprofile)
 	}
 	out := benchkit.NewFigures(os.Stdout)
-	loadStart := mustFloat(loadAvg())
-	out.Float("load_avg_1m_start", loadStart, 2, "")
+	h, err := startConditions(ctx, rdb, out)
+	if err != nil {
+		return err
+	}
 	var f figures
 	for r := range c.rounds {
 		if err := apacheRound(ctx, c, &f, rdb, a, r); err != nil {
@@ -260,13 +262,14 @@ func runApache(ctx context.Context, c config, rdb *redis.Client) error {
 	}
 	f.print(out)
 	out.Int("rounds", int64(c.rounds), "")
-	loadEnd := mustFloat(loadAvg())
-	out.Float("load_avg_1m_end", loadEnd, 2, "")
+	if err := h.end(ctx, rdb, out); err != nil {
+		return err
+	}
 	if err := out.Err(); err != nil {
 		return err
 	}
 	if c.table != "" {
-		return writeApacheTable(c.table, &f, loadStart, loadEnd, os.Args[1:])
+		return writeApacheTable(c.table, &f, h, os.Args[1:])
 	}
 	return nil
 }

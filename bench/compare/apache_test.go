@@ -85,7 +85,7 @@ func TestWriteApacheTable(t *testing.T) {
 		f.add("bare_consumer_apache_jobs_per_s", 100*v, 0, "jobs/s")
 		f.add("leasehold_vs_bare_consumer_apache", 0.01, 2, "x")
 	}
-	if err := writeApacheTable(file, &f, 9, 10, []string{"-kafka", "apache", "-table=x"}); err != nil {
+	if err := writeApacheTable(file, &f, conditions{loadStart: 9, loadEnd: 10}, []string{"-kafka", "apache", "-table=x"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(file)

@@ -209,8 +209,10 @@ func run(ctx context.Context, c config) error {
 		defer writeHeapProfile(c.memprofile)
 	}
 	out := benchkit.NewFigures(os.Stdout)
-	loadStart := mustFloat(loadAvg())
-	out.Float("load_avg_1m_start", loadStart, 2, "")
+	h, err := startConditions(ctx, rdb, out)
+	if err != nil {
+		return err
+	}
 	var f figures
 	warm := func(n int) int { return int(c.warm * float64(n)) }
 	for r := range c.rounds {
@@ -225,13 +227,14 @@ func run(ctx context.Context, c config) error {
 	}
 	f.print(out)
 	out.Int("rounds", int64(c.rounds), "")
-	loadEnd := mustFloat(loadAvg())
-	out.Float("load_avg_1m_end", loadEnd, 2, "")
+	if err := h.end(ctx, rdb, out); err != nil {
+		return err
+	}
 	if err := out.Err(); err != nil {
 		return err
 	}
 	if c.table != "" {
-		return writeTable(c.table, &f, loadStart, loadEnd, os.Args[1:])
+		return writeTable(c.table, &f, h, os.Args[1:])
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The markers between which -table rewrites a Markdown file.
@@ -22,15 +21,9 @@ const (
 // writeTable replaces the text between tableBegin and tableEnd in file with
 // the figures of this run as Markdown tables, with the date, the machine,
 // the load and the command.
-func writeTable(file string, f *figures, loadStart, loadEnd float64, args []string) error {
+func writeTable(file string, f *figures, h conditions, args []string) error {
 	var b strings.Builder
-	shared := ""
-	if loadStart >= 1 {
-		shared = " (other work shared the machine)"
-	}
-	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end%s; "+
-		"`make compare%s`; medians of %d rounds.\n\n",
-		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, shared, argText(args), len(f.vals("leasehold_jobs_per_s")))
+	b.WriteString(h.measured(args, len(f.vals("leasehold_jobs_per_s")), false))
 	b.WriteString("| system | jobs/s | worker CPU per job | Redis CPU per job | leasehold's rate ÷ this one |\n|---|---|---|---|---|\n")
 	for _, s := range []struct{ key, name string }{
 		{"leasehold", "leasehold (worker, Kafka, claim + fenced complete)"},
@@ -91,16 +84,9 @@ func replaceSection(file, begin, end, body string) error {
 
 // writeApacheTable replaces the text between apacheBegin and apacheEnd in
 // file with the figures of a -kafka apache run.
-func writeApacheTable(file string, f *figures, loadStart, loadEnd float64, args []string) error {
+func writeApacheTable(file string, f *figures, h conditions, args []string) error {
 	var b strings.Builder
-	shared := ""
-	if loadStart >= 1 {
-		shared = " (other work shared the machine)"
-	}
-	fmt.Fprintf(&b, "Measured %s on %s, load average %.1f at the start and %.1f at the end%s; "+
-		"`make compare%s`; medians of %d rounds (spread: lowest to highest).\n\n",
-		time.Now().UTC().Format("2006-01-02"), machine(), loadStart, loadEnd, shared, argText(args),
-		len(f.vals("leasehold_apache_jobs_per_s")))
+	b.WriteString(h.measured(args, len(f.vals("leasehold_apache_jobs_per_s")), true))
 	b.WriteString("| system, on one Apache Kafka broker | jobs/s | worker CPU per job | Redis CPU per job | leasehold's rate ÷ this one |\n|---|---|---|---|---|\n")
 	for _, s := range []struct{ key, name string }{
 		{"leasehold", "leasehold (worker, claim + fenced complete)"},
@@ -156,28 +142,4 @@ func argText(args []string) string {
 		return ""
 	}
 	return " ARGS='" + strings.Join(kept, " ") + "'"
-}
-
-// machine describes this machine: cores, CPU model, memory.
-func machine() string {
-	model := ""
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = " (" + strings.TrimSpace(v) + ")"
-				break
-			}
-		}
-	}
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		for line := range strings.Lines(string(b)) {
-			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
-				mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("a %d-core %s machine%s%s", runtime.NumCPU(), runtime.GOOS, model, mem)
 }

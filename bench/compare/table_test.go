@@ -20,7 +20,7 @@ func TestWriteTableRewritesOnlyItsSection(t *testing.T) {
 	f.add("asynq_jobs_per_s", 5000, 0, "jobs/s")
 	f.add("leasehold_vs_asynq", 4, 1, "x")
 	for range 2 { // twice: the second run rewrites the first one's section
-		if err := writeTable(file, &f, 1, 2, []string{"-table=x.md", "-rounds", "3"}); err != nil {
+		if err := writeTable(file, &f, conditions{loadStart: 1, loadEnd: 2}, []string{"-table=x.md", "-rounds", "3"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,8 @@
 //	lua_reply_table_us     one 7-element table in the reply (idem_claim.lua's answer an entry)
 //	lua_call_us            one EVALSHA of an empty script with one key and one argument, sent
 //	                       alone (a round trip: reading the request, running, writing the reply)
+//	host_cpu_*             the CPU's family, model and clock (/proc/cpuinfo), and
+//	host_redis_probe_us    benchkit.RedisProbe: a fixed script's cost, which moves only with the host
 //
 //	go run ./bench/luacost [-entries 64] [-calls 2000] [-rounds 5]
 package main
@@ -118,6 +120,14 @@ func run(entries, calls, rounds int) error {
 		fig.Float(p.name, v[len(v)/2], 3, "us")
 	}
 	fig.Int("entries_per_call", int64(entries), "entries")
+	// What the figures were measured on: they compare with another run's
+	// only where the CPU and the probe agree.
+	benchkit.ReadCPU().Print(fig)
+	probe, err := benchkit.RedisProbe(ctx, c, "luacost:probe", rounds)
+	if err != nil {
+		return fmt.Errorf("host probe: %w", err)
+	}
+	fig.Float("host_redis_probe_us", probe, 3, "us")
 	return fig.Err()
 }
 
