@@ -106,24 +106,34 @@ func (e *LayoutError) Unwrap() error { return ErrLayoutChanged }
 func (s *Store) startLayouts(ctx context.Context, adopt bool) error {
 	s.layoutMu.Lock()
 	defer s.layoutMu.Unlock()
-	if adopt {
-		if err := s.adoptShards(ctx); err != nil {
-			return err
-		}
+	sent := time.Now()
+	all, err := s.readLayouts(ctx)
+	if err != nil {
+		return err
 	}
-	return s.refreshLayouts(ctx, true, false)
+	if adopt {
+		s.adoptShards(all)
+	}
+	return s.useLayouts(ctx, all, sent, true, false)
+}
+
+// readLayouts reads the announced layouts: field = layout, value = last
+// announcement (Redis ms).
+func (s *Store) readLayouts(ctx context.Context) (map[string]string, error) {
+	all, err := s.c.HGetAll(ctx, s.layoutsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: read layouts: %w", classify(err))
+	}
+	return all, nil
 }
 
 // adoptShards, for a Store started without WithShards, takes the shard count
-// of the records that live under its prefix when they all share one other
-// than the default: a deployment started before the default changed keeps
-// its layout instead of being refused. Several live shard counts leave the
-// default, which refreshLayouts then refuses by name.
-func (s *Store) adoptShards(ctx context.Context) error {
-	all, err := s.c.HGetAll(ctx, s.layoutsKey()).Result()
-	if err != nil {
-		return fmt.Errorf("idempotency: read layouts: %w", classify(err))
-	}
+// of the records that live under its prefix (all, as readLayouts read them)
+// when they all share one other than the default: a deployment started
+// before the default changed keeps its layout instead of being refused.
+// Several live shard counts leave the default, which useLayouts then refuses
+// by name.
+func (s *Store) adoptShards(all map[string]string) {
 	now := s.redisNow()
 	found := 0
 	for f, v := range all {
@@ -133,7 +143,7 @@ func (s *Store) adoptShards(ctx context.Context) error {
 			continue // unreadable (refreshLayouts warns) or dead
 		}
 		if found != 0 && l.shards != found {
-			return nil
+			return
 		}
 		found = l.shards
 	}
@@ -142,7 +152,6 @@ func (s *Store) adoptShards(ctx context.Context) error {
 			slog.Int("shards", found), slog.Int("default", s.cfg.shards))
 		s.cfg.shards = found
 	}
-	return nil
 }
 
 // otherLayouts returns the other live layouts whose buckets a claim reads,
@@ -176,21 +185,26 @@ func (s *Store) announceOld(ctx context.Context) {
 	_ = s.refreshLayouts(ctx, false, true)
 }
 
-// refreshLayouts reads the announced layouts and keeps the live ones.
+// refreshLayouts reads the announced layouts and uses them (useLayouts).
+func (s *Store) refreshLayouts(ctx context.Context, strict, announce bool) error {
+	sent := time.Now()
+	all, err := s.readLayouts(ctx)
+	if err != nil {
+		return err
+	}
+	return s.useLayouts(ctx, all, sent, strict, announce)
+}
+
+// useLayouts keeps the live layouts of all, read at sent (local time).
 // strict (at New) refuses a live layout with another shard count. announce
 // also prunes the dead ones and announces the Store's own. When the Store's
 // layout is new to the others (absent, or announced so long ago that its
 // records expired), it then waits until every Store that announced another
 // layout has read the layouts again, so that none of them claims without
 // looking at the records this Store is about to write.
-func (s *Store) refreshLayouts(ctx context.Context, strict, announce bool) error {
-	sent := time.Now()
+func (s *Store) useLayouts(ctx context.Context, all map[string]string, sent time.Time, strict, announce bool) error {
 	now := s.redisNow()
 	own := s.own()
-	all, err := s.c.HGetAll(ctx, s.layoutsKey()).Result()
-	if err != nil {
-		return fmt.Errorf("idempotency: read layouts: %w", classify(err))
-	}
 	var live []liveLayout
 	var dead []string
 	introduced, latest := true, time.Time{}
