@@ -36,7 +36,6 @@ var longFuncDebt = map[string]int{
 	"idempotency/claim.go ClaimBatch":           104,
 	"idempotency/claim.go parseClaim":           92,
 	"idempotency/finish.go finish":              110,
-	"idempotency/layout.go refreshLayouts":      77,
 	"idempotency/lookup.go lookup":              96,
 	"internal/chaos/config.go Finish":           85,
 	"internal/chaos/resp.go parseRESP":          67,

@@ -195,19 +195,19 @@ func (s *Store) refreshLayouts(ctx context.Context, strict, announce bool) error
 	return s.useLayouts(ctx, all, sent, strict, announce)
 }
 
-// useLayouts keeps the live layouts of all, read at sent (local time).
-// strict (at New) refuses a live layout with another shard count. announce
-// also prunes the dead ones and announces the Store's own. When the Store's
-// layout is new to the others (absent, or announced so long ago that its
-// records expired), it then waits until every Store that announced another
-// layout has read the layouts again, so that none of them claims without
-// looking at the records this Store is about to write.
-func (s *Store) useLayouts(ctx context.Context, all map[string]string, sent time.Time, strict, announce bool) error {
-	now := s.redisNow()
-	own := s.own()
-	var live []liveLayout
-	var dead []string
-	introduced, latest := true, time.Time{}
+// layoutsRead is what sortLayouts found in the layouts hash.
+type layoutsRead struct {
+	live       []liveLayout // other live layouts of the Store's shard count
+	dead       []string     // fields of layouts whose records have all expired
+	introduced bool         // the Store's own layout is not among the live ones
+	latest     time.Time    // the newest announcement of another live layout
+}
+
+// sortLayouts sorts the announced layouts all, at Redis time now, against
+// the Store's own layout; strict refuses a live layout of another shard
+// count, which is otherwise logged and left out.
+func (s *Store) sortLayouts(all map[string]string, now time.Time, own layout, strict bool) (layoutsRead, error) {
+	r := layoutsRead{introduced: true}
 	for f, v := range all {
 		ms, perr := strconv.ParseInt(v, 10, 64)
 		l, ok := parseLayout(f)
@@ -218,51 +218,68 @@ func (s *Store) useLayouts(ctx context.Context, all map[string]string, sent time
 		seen := time.UnixMilli(ms)
 		switch {
 		case !now.Before(l.until(seen)):
-			dead = append(dead, f)
+			r.dead = append(r.dead, f)
 			continue
 		case f == own.field():
-			introduced = false
+			r.introduced = false
 			continue
 		case l.shards != own.shards:
 			lerr := &LayoutError{Shards: l.shards, Until: l.until(seen)}
 			if strict {
-				return lerr
+				return r, lerr
 			}
 			s.log.Error("idempotency: records of another shard count cannot be consulted", slog.String("error", lerr.Error()))
 			continue
 		}
-		live = append(live, liveLayout{layout: l, seen: seen})
-		if seen.After(latest) {
-			latest = seen
+		r.live = append(r.live, liveLayout{layout: l, seen: seen})
+		if seen.After(r.latest) {
+			r.latest = seen
 		}
 	}
-	s.layouts, s.layoutAt = live, sent
+	return r, nil
+}
+
+// useLayouts keeps the live layouts of all, read at sent (local time).
+// strict (at New) refuses a live layout with another shard count. announce
+// also prunes the dead ones and announces the Store's own. When the Store's
+// layout is new to the others (absent, or announced so long ago that its
+// records expired), it then waits until every Store that announced another
+// layout has read the layouts again, so that none of them claims without
+// looking at the records this Store is about to write.
+func (s *Store) useLayouts(ctx context.Context, all map[string]string, sent time.Time, strict, announce bool) error {
+	now := s.redisNow()
+	own := s.own()
+	r, err := s.sortLayouts(all, now, own, strict)
+	if err != nil {
+		return err
+	}
+	s.layouts, s.layoutAt = r.live, sent
 	if !announce {
 		return nil
 	}
 	// The hash lives as long as the longest-lived layout in it, so that a
 	// prefix no Store uses any more leaves nothing behind.
 	expires := own.until(now)
-	for _, l := range live {
+	for _, l := range r.live {
 		if u := l.until(l.seen); u.After(expires) {
 			expires = u
 		}
 	}
 	p := s.c.Pipeline()
 	p.HSet(ctx, s.layoutsKey(), own.field(), strconv.FormatInt(now.UnixMilli(), 10))
-	if len(dead) > 0 {
-		p.HDel(ctx, s.layoutsKey(), dead...)
+	if len(r.dead) > 0 {
+		p.HDel(ctx, s.layoutsKey(), r.dead...)
 	}
 	p.PExpireAt(ctx, s.layoutsKey(), expires)
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("idempotency: announce layout: %w", classify(err))
 	}
 	s.announced = sent
-	if introduced && !latest.IsZero() {
+	if r.introduced && !r.latest.IsZero() {
 		// Others read the layouts again at most layoutRefresh after they
 		// announced (before their next claim); one more for the claim
 		// in flight and the clock estimate.
-		if wait := latest.Add(2 * layoutRefresh).Sub(now); wait > 0 {
+		if wait := r.latest.Add(2 * layoutRefresh).Sub(now); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
