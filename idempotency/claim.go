@@ -174,13 +174,15 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 				if e < len(replies) {
 					res = replies[e]
 				}
-				entry, ok := res.([]any)
-				if !ok {
+				switch r := res.(type) {
+				case string: // the job runs: acquired or takeover
+					s.parseRunning(ctx, c, r, tokens[i], sent)
+				case []any:
+					if skew := s.parseClaim(c, r); skew {
+						again = append(again, i)
+					}
+				default:
 					c.Err = fmt.Errorf("%w: claim reply without entry %d", ErrCorrupt, e)
-					continue
-				}
-				if skew := s.parseClaim(ctx, c, entry, tokens[i], sent); skew {
-					again = append(again, i)
 				}
 			}
 		}
@@ -334,9 +336,10 @@ func (s *Store) pipeline(ctx context.Context, n int, add func(p redis.Pipeliner,
 	return cmds, nil
 }
 
-// parseClaim fills c from the claim script's reply. It reports a skew answer
-// (the claim must be sent again with fresh windows).
-func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token string, sent time.Time) (skew bool) {
+// parseClaim fills c from a claim script's reply that does not run the job
+// (a table; parseRunning reads the others). It reports a skew answer (the
+// claim must be sent again with fresh windows).
+func (s *Store) parseClaim(c *Claim, res []any) (skew bool) {
 	bad := func(why string) bool {
 		c.Err = fmt.Errorf("%w: claim reply %s", ErrCorrupt, why)
 		return false
@@ -346,16 +349,6 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 	}
 	code, _ := res[0].(int64)
 	switch code {
-	case scripts.IdemAcquired, scripts.IdemTakeover:
-		if len(res) < 7 {
-			return bad("too short")
-		}
-		fence, _ := res[1].(int64)
-		prev, _ := res[3].(int64)
-		if fence < 0 || prev < 0 {
-			return bad("negative fence")
-		}
-		s.parseRunning(ctx, c, res, code == scripts.IdemTakeover, token, sent)
 	case scripts.IdemHeld:
 		if len(res) < 3 {
 			return bad("too short")
@@ -404,21 +397,28 @@ func (s *Store) parseClaim(ctx context.Context, c *Claim, res []any, token strin
 	return false
 }
 
-// parseRunning fills c from an acquired or takeover reply (res, checked by
-// parseClaim) and adopts its lease; a lease that cannot be held is given
+// runningLen is the length of an acquired or takeover reply's fixed part
+// (idem_claim.lua: '>BI7I2I7I7BB').
+const runningLen = 26
+
+// parseRunning fills c from an acquired or takeover reply (idem_claim.lua's
+// packed string) and adopts its lease; a lease that cannot be held is given
 // back and c.Err says so.
-func (s *Store) parseRunning(ctx context.Context, c *Claim, res []any, takeover bool, token string, sent time.Time) {
-	fence, _ := res[1].(int64)
-	att, _ := res[2].(int64)
-	prev, _ := res[3].(int64)
-	win, _ := res[5].(int64)
-	cancelled, _ := res[6].(int64)
-	c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint64(fence), int(att), uint64(prev), win, token //nolint:gosec // checked non-negative by parseClaim
-	c.Cancelled = cancelled == 1
+func (s *Store) parseRunning(ctx context.Context, c *Claim, res string, token string, sent time.Time) {
+	if len(res) < runningLen || (res[0] != scripts.IdemAcquired && res[0] != scripts.IdemTakeover) || res[25] > 1 ||
+		res[25] == 0 && len(res) > runningLen {
+		c.Err = fmt.Errorf("%w: claim reply of %d bytes is not an acquire or takeover", ErrCorrupt, len(res))
+		return
+	}
+	takeover := res[0] == scripts.IdemTakeover
+	prev := uint56(res[10:17])
+	c.Fence, c.Attempt, c.PrevFence, c.window, c.args.token = uint56(res[1:8]), int(res[8])<<8|int(res[9]), prev,
+		int64(uint56(res[17:24])), token //nolint:gosec // 56 bits
+	c.Cancelled = res[24] == 1
 	c.carries = !takeover && prev == 0 && c.args.entry != ""
-	c.keys.bucket = s.bucketKeyOf(c, win)
-	if d, ok := res[4].(string); ok {
-		c.Details, c.details = []byte(d), true
+	c.keys.bucket = s.bucketKeyOf(c, c.window)
+	if res[25] == 1 {
+		c.Details, c.details = []byte(res[runningLen:]), true
 	}
 	c.Outcome = Acquired
 	if takeover {

@@ -576,3 +576,37 @@ func TestClaimLeaseKeyIsManagers(t *testing.T) {
 		}
 	}
 }
+
+// A claim reply that is a string but not an acquired or takeover answer
+// (idem_claim.lua's packed layout) is refused as corrupt, and nothing is
+// adopted: too short, another code, an unknown details flag, or bytes past
+// the fixed part without the details flag.
+func TestParseRunningRefusesMalformed(t *testing.T) {
+	t.Parallel()
+	ok := "\x01" + strings.Repeat("\x00", runningLen-1)
+	for name, res := range map[string]string{
+		"empty":           "",
+		"short":           ok[:runningLen-1],
+		"held code":       "\x03" + ok[1:],
+		"details flag 2":  ok[:runningLen-1] + "\x02",
+		"trailing bytes":  ok + "x",
+		"details no flag": ok[:runningLen-1] + "\x00details",
+	} {
+		c := &Claim{Key: "k"}
+		(&Store{}).parseRunning(t.Context(), c, res, "token", time.Now())
+		if !errors.Is(c.Err, ErrCorrupt) || c.Lease != nil || c.Outcome != 0 {
+			t.Errorf("%s: err %v, lease %v, outcome %v; want ErrCorrupt and nothing adopted", name, c.Err, c.Lease, c.Outcome)
+		}
+	}
+}
+
+// uint56 reads struct's I7 as the scripts pack it.
+func TestUint56(t *testing.T) {
+	t.Parallel()
+	if got := uint56("\x1f\xff\xff\xff\xff\xff\xff"); got != 1<<53-1 {
+		t.Errorf("uint56(2^53-1) = %d", got)
+	}
+	if got := uint56([]byte{0, 0, 0, 0, 0, 1, 2, 99}); got != 258 {
+		t.Errorf("uint56 read %d, want 258 (the first 7 bytes only)", got)
+	}
+}

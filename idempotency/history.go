@@ -378,10 +378,7 @@ func recordAttempt(b []byte) (Attempt, bool) {
 	if len(b) < headerLen+2+n {
 		return Attempt{}, false
 	}
-	var f [8]byte
-	copy(f[1:], b[1:8])
-	fence := binary.BigEndian.Uint64(f[:])
-	return decodeEntry(b[headerLen+2:headerLen+2+n], fence, int(binary.BigEndian.Uint16(b[16:18])))
+	return decodeEntry(b[headerLen+2:headerLen+2+n], uint56(b[1:8]), int(binary.BigEndian.Uint16(b[16:18])))
 }
 
 // decodeEntry parses the history entry a record of fence and attempt

@@ -131,9 +131,7 @@ func decodeRecord(b []byte, ext []byte, hasExt bool) (Record, error) {
 	if b[0]&^(flagExternal|flagEntry|0x0f) != 0 {
 		return Record{}, fmt.Errorf("%w: unknown flags in state byte %#x", ErrCorrupt, b[0])
 	}
-	var f [8]byte
-	copy(f[1:], b[1:8])
-	r.Fence = binary.BigEndian.Uint64(f[:])
+	r.Fence = uint56(b[1:8])
 	copy(r.Fingerprint[:], b[8:16])
 	r.Attempt = int(binary.BigEndian.Uint16(b[16:18]))
 	if r.Fence > maxFence {
@@ -192,4 +190,14 @@ func decodeTail(r *Record, size int, tail []byte, external bool, ext []byte, has
 		return fmt.Errorf("%w: unknown state %d", ErrCorrupt, uint8(r.State))
 	}
 	return nil
+}
+
+// uint56 reads the big-endian 7-byte unsigned integer at the start of b
+// (struct format I7).
+func uint56[T string | []byte](b T) uint64 {
+	var v uint64
+	for i := range 7 {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }

@@ -75,10 +75,14 @@
 -- running the job. Fences are never reused, so a mark left from an earlier
 -- life of the key (before a reset or the record's expiry) never matches.
 -- Returns   one reply per entry, in order:
---           {1, fence, attempt, previous fence or 0, details, window, c}  acquired (c 1: cancelled;
---                                                                previous fence 0: the record carries
---                                                                the attempt's history entry)
---           {2, fence, attempt, previous fence, details, window, c}       takeover (c 1: cancelled)
+--           a string, acquired (code 1) or takeover (code 2): struct format
+--             '>BI7I2I7I7BB' (26 bytes): code, fence, attempt, previous fence
+--             or 0 (0: the record carries the attempt's history entry),
+--             window, c (1: cancelled), d (1: heartbeat details follow);
+--             then the details. A claim that runs the job
+--             answers so because it is the one answer of nearly every entry:
+--             Redis writes one string faster than a table of seven elements
+--             (bench/luacost: lua_reply_packed_sent_us, lua_reply_table_sent_us)
 --           {3, owner token, remaining ms}                       held
 --           {4, record, external result}                         duplicate
 --           {5, record, external result}                         fingerprint mismatch
@@ -290,7 +294,10 @@ local function claim(k, a)
       push(hk, cjson.encode(e))
     end
   end
-  return {code, fence, att, prev, details, cw, cancelled}
+  if details then
+    return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, cancelled, 1) .. details
+  end
+  return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, cancelled, 0)
 end
 
 local out = {}

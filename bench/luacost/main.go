@@ -15,7 +15,10 @@
 //	lua_number_text_us     a number made text (string.format('%.0f') of a fence)
 //	lua_concat_us          an entry's JSON built by concatenation (idem_claim.lua's startEntry)
 //	lua_struct_pack_us     struct.pack of a record header
-//	lua_reply_table_us     one 7-element table in the reply (idem_claim.lua's answer an entry)
+//	lua_reply_table_us     one 7-element table built (idem_claim.lua's answer an entry until 2026-11-27)
+//	lua_reply_table_sent_us  the same table returned: built, made RESP and written to the client
+//	lua_reply_packed_sent_us the same seven fields packed into one string (struct.pack) and returned,
+//	                       as idem_claim.lua answers a claim that runs the job
 //	lua_call_us            one EVALSHA of an empty script with one key and one argument, sent
 //	                       alone (a round trip: reading the request, running, writing the reply)
 //	host_cpu_*             the CPU's family, model and clock (/proc/cpuinfo), and
@@ -44,6 +47,7 @@ type piece struct {
 	name       string
 	body       string // Lua run for entry i (1-based): keys from KEYS[(i-1)*k+1], args from ARGV[(i-1)*a+1]
 	keys, args int    // an entry's; the baseline passes one of each
+	reply      bool   // the script returns its out table (an element an entry), not its length
 }
 
 var pieces = []piece{
@@ -54,10 +58,18 @@ var pieces = []piece{
 	{name: "lua_concat_us", body: `local x = '{"f":"' .. ARGV[i] .. '","a":' .. i .. ',"s":' .. ARGV[i] .. ARGV[i] .. '}'`, keys: 1, args: 1},
 	{name: "lua_struct_pack_us", body: "local x = struct.pack('>BI7c8I2', 1, 1795734461411719, 'abcdefgh', 3)", keys: 1, args: 1},
 	{name: "lua_reply_table_us", body: "out[i] = {1, 1795734461411719, 1, 0, false, 20000, 0}", keys: 1, args: 1},
+	{name: "lua_reply_table_sent_us", body: "out[i] = {1, 1795734461411719, 1, 0, false, 20000, 0}", keys: 1, args: 1,
+		reply: true},
+	{name: "lua_reply_packed_sent_us", body: "out[i] = struct.pack('>BI7I2I7BI4B', 1, 1795734461411719, 1, 0, 0, 20000, 0)",
+		keys: 1, args: 1, reply: true},
 }
 
-func script(body string, perEntry int) *redis.Script {
-	return redis.NewScript(fmt.Sprintf("local out = {}\nfor i = 1, #ARGV / %d do\n%s\nend\nreturn #out", perEntry, body))
+func script(body string, perEntry int, reply bool) *redis.Script {
+	ret := "#out"
+	if reply {
+		ret = "out"
+	}
+	return redis.NewScript(fmt.Sprintf("local out = {}\nfor i = 1, #ARGV / %d do\n%s\nend\nreturn %s", perEntry, body, ret))
 }
 
 func main() {
@@ -86,11 +98,11 @@ func run(entries, calls, rounds int) error {
 	got := make(map[string][]float64)
 	for range rounds {
 		for _, p := range pieces {
-			with, err := perEntry(ctx, c, script(p.body, p.args), entries, calls, p.keys, p.args)
+			with, err := perEntry(ctx, c, script(p.body, p.args, p.reply), entries, calls, p.keys, p.args)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
-			base, err := perEntry(ctx, c, script("", 1), entries, calls, 1, 1)
+			base, err := perEntry(ctx, c, script("", 1, false), entries, calls, 1, 1)
 			if err != nil {
 				return fmt.Errorf("%s baseline: %w", p.name, err)
 			}
@@ -106,7 +118,7 @@ func run(entries, calls, rounds int) error {
 	}
 	var call []float64
 	for range rounds {
-		v, err := perEntry(ctx, c, script("", 1), 1, calls*entries/8, 1, 1)
+		v, err := perEntry(ctx, c, script("", 1, false), 1, calls*entries/8, 1, 1)
 		if err != nil {
 			return fmt.Errorf("lua_call_us: %w", err)
 		}

@@ -84,7 +84,11 @@ local function claim(k, a)
       code = 2
     end
   end
-  return {code, fence, att, prev, details, cw}
+  -- Packed as the shipped idem_claim.lua packs a claim that runs the job.
+  if details then
+    return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, 0, 1) .. details
+  end
+  return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, 0, 0)
 end
 
 local out = {}

@@ -246,19 +246,19 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 	}
 	codes := make([]int64, len(jobs))
 	for i, j := range jobs {
-		r := replies[i]
-		e, _ := r.([]any)
-		if len(e) == 0 {
-			return nil, fmt.Errorf("claim: malformed reply %v", r)
-		}
-		codes[i], _ = e[0].(int64)
-		if codes[i] == 1 || codes[i] == 2 {
-			if len(e) < 6 {
+		switch r := replies[i].(type) {
+		case string: // acquired or takeover, packed: '>BI7I2I7I7BB' (idem_claim.lua)
+			if len(r) < 26 || r[0] != 1 && r[0] != 2 {
+				return nil, fmt.Errorf("claim: malformed reply %q", r)
+			}
+			codes[i], j.fence, j.attempt, j.window = int64(r[0]), int64(be(r[1:8])), int64(be(r[8:10])), int64(be(r[17:24])) //nolint:gosec // 56 bits
+		case []any:
+			if len(r) == 0 {
 				return nil, fmt.Errorf("claim: malformed reply %v", r)
 			}
-			j.fence, _ = e[1].(int64)
-			j.attempt, _ = e[2].(int64)
-			j.window, _ = e[5].(int64)
+			codes[i], _ = r[0].(int64)
+		default:
+			return nil, fmt.Errorf("claim: malformed reply %v", r)
 		}
 	}
 	return codes, nil
@@ -481,4 +481,13 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// be reads the big-endian unsigned integer b (up to 8 bytes).
+func be(b string) uint64 {
+	var v uint64
+	for i := range len(b) {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }

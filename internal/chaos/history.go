@@ -324,9 +324,7 @@ func packedCompletion(p string) (state int, fence uint64) {
 	if len(p) < 14 {
 		return -1, 0
 	}
-	var f [8]byte
-	copy(f[1:], p[7:14])
-	return int(p[0]), binary.BigEndian.Uint64(f[:])
+	return int(p[0]), uint56(p[7:14])
 }
 
 // recordKey returns the idempotency key of a lease key
@@ -349,8 +347,12 @@ func codeOutput(v *respValue) OpOutput {
 	return OpOutput{Code: c}
 }
 
-// claimOutput decodes one entry of idem_claim.lua's reply.
+// claimOutput decodes one entry of idem_claim.lua's reply: a packed string
+// when the claim runs the job (acquired, takeover), else a table.
 func claimOutput(v *respValue) OpOutput {
+	if v != nil && v.kind == '$' && !v.null {
+		return runningOutput(v.str)
+	}
 	if v == nil || len(v.elems) == 0 {
 		return OpOutput{Unknown: true}
 	}
@@ -365,15 +367,30 @@ func claimOutput(v *respValue) OpOutput {
 		}
 		return respValue{}
 	}
-	switch code {
-	case ClaimAcquired, ClaimTakeover:
-		f, _ := el(1).int()
-		p, _ := el(3).int()
-		out.Fence, out.Prev = uint64(f), uint64(p) //nolint:gosec // fences are below 2^53
-	case ClaimDuplicate:
+	if code == ClaimDuplicate {
 		out.State, out.Fence, out.Result = decodeRecord(el(1).str, el(2).str)
 	}
 	return out
+}
+
+// runningOutput decodes an acquired or takeover reply (idem_claim.lua's
+// '>BI7I2I7I7BB', then the heartbeat details): its code, fence and
+// previous fence.
+func runningOutput(p []byte) OpOutput {
+	if len(p) < 26 || p[0] != ClaimAcquired && p[0] != ClaimTakeover {
+		return OpOutput{Unknown: true}
+	}
+	return OpOutput{Code: int64(p[0]), Fence: uint56(p[1:8]), Prev: uint56(p[10:17])}
+}
+
+// uint56 reads the big-endian 7-byte unsigned integer at the start of b
+// (struct format I7).
+func uint56[T string | []byte](b T) uint64 {
+	var v uint64
+	for i := range 7 {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }
 
 // decodeRecord reads a finished record (layout in lua/idem_claim.lua): its
@@ -386,9 +403,7 @@ func decodeRecord(rec, ext []byte) (state int, fence uint64, result string) {
 		return -1, 0, ""
 	}
 	state = int(rec[0])
-	var f [8]byte
-	copy(f[1:], rec[1:8])
-	fence = binary.BigEndian.Uint64(f[:])
+	fence = uint56(rec[1:8])
 	if state&32 != 0 {
 		state &^= 32
 		if len(rec) < 20 {
