@@ -104,6 +104,11 @@ local hmax = tonumber(ARGV[7])
 local httl = ARGV[8]
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + retention
+-- Numbers made text once a call, not once an entry: redis.call makes a
+-- number argument text with a printf of its own, and a new key's fence is
+-- nowus in every entry.
+local expats = string.format('%.0f', expat)
+local nowuss = string.format('%.0f', nowus)
 local skew = cw - keep < base or cw > base + nw - 1
 
 -- extend sets bucket b's expiry to at unless it already expires later:
@@ -241,7 +246,7 @@ local function claim(k, a)
   if prev + 1 > fence then
     fence = prev + 1
   end
-  local fs = string.format('%.0f', fence)
+  local fs = fence == nowus and nowuss or string.format('%.0f', fence)
   -- Take the lease (lease_acquire.lua's layout) unless somebody holds it.
   if not redis.call('SET', KEYS[k], ARGV[a + 2] .. ' ' .. fs .. ' ' .. ARGV[a + 3], 'NX', 'PX', ARGV[a + 3]) then
     return {3, string.match(redis.call('GET', KEYS[k]), '^%S*'), redis.call('PTTL', KEYS[k])}
@@ -264,7 +269,7 @@ local function claim(k, a)
     -- ours, their records share this bucket. Its expiry is only raised.
     extend(b, expat)
   else
-    redis.call('PEXPIREAT', b, expat)
+    redis.call('PEXPIREAT', b, expats)
   end
   if rkey and rkey ~= b then
     redis.call('HDEL', rkey, field)

@@ -53,6 +53,7 @@ local base = tonumber(ARGV[1])
 local wlen = tonumber(ARGV[2])
 local nw = tonumber(ARGV[4])
 local endpack = struct.pack('>I6', nowms)
+local secpack = struct.pack('>I4', sec) -- packed once a call, not once an entry
 local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
 local skew = cw < base or cw > base + nw - 1
@@ -121,7 +122,8 @@ local function complete(k, p, res)
   local st, ext, det, del, xend, att, fence, field, fp, want, carried =
     struct.unpack('>BBBBBI2I7c16c8I2c0I2c0', p)
   local owner = redis.call('GET', KEYS[k])
-  if not owner or string.sub(owner, 1, #want) ~= want then
+  -- The lease value starts with want (a plain find: no substring made).
+  if not owner or string.find(owner, want, 1, true) ~= 1 then
     for w = k + 4, k + 3 + nw do
       local v = redis.call('HGET', KEYS[w], field)
       if v and #v >= 22 then
@@ -161,7 +163,7 @@ local function complete(k, p, res)
   else
     head = struct.pack('>BI7c8I2', st, fence, fp, att)
   end
-  redis.call('HSET', b, field, head .. struct.pack('>I4', sec) .. res)
+  redis.call('HSET', b, field, head .. secpack .. res)
   if KEYS[k + 3] ~= b then
     -- The claim's bucket already expires at expat or later when it is b.
     -- Another layout's records may share b: its expiry is only raised.
