@@ -156,14 +156,16 @@ local function complete(k, p, res)
   end
   local b = KEYS[k + 4 + cw - base]
   local x = ends[xend]
-  local tr = hmax > 0 and x and carried ~= '' and carried .. endpack .. x
-  local head
-  if tr then
-    head = struct.pack('>BI7c8I2I2', st + 32, fence, fp, att, #tr) .. tr
+  -- The record carries the attempt's history entry, ended here, when the
+  -- claim's record carried it. One concatenation makes the record.
+  local carry = hmax > 0 and x and carried ~= ''
+  local rec
+  if carry then
+    rec = struct.pack('>BI7c8I2I2', st + 32, fence, fp, att, #carried + 6 + #x) .. carried .. endpack .. x .. secpack .. res
   else
-    head = struct.pack('>BI7c8I2', st, fence, fp, att)
+    rec = struct.pack('>BI7c8I2', st, fence, fp, att) .. secpack .. res
   end
-  redis.call('HSET', b, field, head .. secpack .. res)
+  redis.call('HSET', b, field, rec)
   if KEYS[k + 3] ~= b then
     -- The claim's bucket already expires at expat or later when it is b.
     -- Another layout's records may share b: its expiry is only raised.
@@ -179,7 +181,7 @@ local function complete(k, p, res)
   if det == 1 then
     redis.call('DEL', KEYS[k + 1])
   end
-  if hmax > 0 and x and not tr then
+  if hmax > 0 and x and not carry then
     historyEnd(KEYS[k + 4 + nw], string.format('%.0f', fence), x)
   end
   return 1
