@@ -108,8 +108,11 @@ const ProbeIterations = 200_000
 // ProbeIterations iterations): the same server binary running the same
 // script, so it moves only with the machine. A benchmark prints it beside
 // its figures; two runs whose probes differ by tens of percent ran on hosts
-// of different speed, and their figures do not compare. The client's read
-// timeout must allow a call of about a second on a slow machine.
+// of different speed, and their figures do not compare. The converse does
+// not hold: the loop stays in the CPU's caches, and a shared host can slow
+// work with a larger working set while the probe reads the same. The
+// client's read timeout must allow a call of about a second on a slow
+// machine.
 func RedisProbe(ctx context.Context, c *redis.Client, key string, rounds int) (float64, error) {
 	if rounds < 1 {
 		return 0, fmt.Errorf("benchkit: probe rounds %d, want at least 1", rounds)
