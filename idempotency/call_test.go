@@ -13,26 +13,31 @@ import (
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
-// argsHook keeps the printed arguments of every claim and completion script
-// call, as a hook that prints commands (redisotel's db.statement) sees them.
-type argsHook struct {
-	mu    sync.Mutex
-	calls [][]string
+// cmdHook is a go-redis hook that shows every command a client sends, alone
+// or in a pipeline, to its function before sending it.
+type cmdHook func(cmd redis.Cmder)
+
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h(cmd); return next(ctx, cmd) }
 }
 
-func (h *argsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *argsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.keep(cmd); return next(ctx, cmd) }
-}
-
-func (h *argsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			h.keep(cmd)
+			h(cmd)
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// argsHook keeps the printed arguments of every claim and completion script
+// call, as a hook that prints commands (redisotel's db.statement) sees them
+// (added to a client as cmdHook(h.keep)).
+type argsHook struct {
+	mu    sync.Mutex
+	calls [][]string
 }
 
 func (h *argsHook) keep(cmd redis.Cmder) {
@@ -62,7 +67,7 @@ func TestScriptCallArgsPrintAsValues(t *testing.T) {
 	t.Parallel()
 	c, prefix := testkit.SharedRedis(t)
 	h := &argsHook{}
-	c.AddHook(h)
+	c.AddHook(cmdHook(h.keep))
 	e := setupOn(t, c, prefix, nil)
 	cl := e.claim(t, "printed-key", fp("a"), Acquired)
 	if err := e.s.Complete(t.Context(), cl, []byte("r")); err != nil {

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -176,27 +175,6 @@ func TestBucketKeyWindowNames(t *testing.T) {
 	}
 }
 
-// layoutReads counts the HGETALLs of one layouts hash a client sends.
-type layoutReads struct {
-	key string
-	n   atomic.Int32
-}
-
-func (h *layoutReads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *layoutReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "hgetall" && len(args) == 2 && args[1] == h.key {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *layoutReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // New started without WithShards over live records of another shard count
 // reads the layouts once, both to adopt their shard count and to check the
 // other live layouts.
@@ -206,8 +184,12 @@ func TestNewReadsLayoutsOnce(t *testing.T) {
 	old.claim(t, "k", fp("a"), Acquired)
 	c := redis.NewClient(old.c.Options())
 	t.Cleanup(func() { _ = c.Close() })
-	h := &layoutReads{key: old.prefix + "idem:layouts"}
-	c.AddHook(h)
+	var reads atomic.Int32
+	c.AddHook(cmdHook(func(cmd redis.Cmder) {
+		if args := cmd.Args(); cmd.Name() == "hgetall" && len(args) == 2 && args[1] == old.prefix+"idem:layouts" {
+			reads.Add(1)
+		}
+	}))
 	s, err := New(t.Context(), c, old.m, WithPrefix(old.prefix))
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -215,7 +197,7 @@ func TestNewReadsLayoutsOnce(t *testing.T) {
 	if s.cfg.shards != 64 {
 		t.Fatalf("New took %d shards, want the live records' 64", s.cfg.shards)
 	}
-	if n := h.n.Load(); n != 1 {
+	if n := reads.Load(); n != 1 {
 		t.Errorf("New read the layouts %d times, want 1", n)
 	}
 }
