@@ -151,11 +151,7 @@ func TestExpireFenceChecked(t *testing.T) {
 	if l.Fence != c.Fence {
 		t.Fatalf("expired fence %d, want %d", l.Fence, c.Fence)
 	}
-	select {
-	case <-c.Lease.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the holder did not lose its expired lease")
-	}
+	waitLost(t, c)
 	c2 := e.claim(t, "x", idempotency.Takeover)
 	if c2.Fence <= c.Fence {
 		t.Fatalf("takeover fence %d not above %d", c2.Fence, c.Fence)
@@ -204,16 +200,30 @@ func TestExpireWhileRenewed(t *testing.T) {
 	shared, _ := testkit.SharedRedis(t)
 	hook := &touchBeforeWrite{other: shared, key: e.m.Key(c.Lease.Name())}
 	hook.n.Store(1)
-	hooked := redis.NewClient(shared.Options())
-	t.Cleanup(func() { _ = hooked.Close() })
-	hooked.AddHook(hook)
-	in := inspect.New(hooked, inspect.WithPrefix(e.prefix))
-	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	in := e.hookedInspector(t, hook)
 	l, err := in.Expire(ctx, "busy", c.Fence)
 	must(t, err)
 	if l.Fence != c.Fence || hook.n.Load() > 0 {
 		t.Fatalf("expired fence %d (renewed before the write: %v), want fence %d after a renewal", l.Fence, hook.n.Load() <= 0, c.Fence)
 	}
+	waitLost(t, c)
+}
+
+// hookedInspector returns an Inspector of e's prefix over a client of its
+// own on e's Redis, with hook added.
+func (e *env) hookedInspector(t *testing.T, hook redis.Hook) *inspect.Inspector {
+	t.Helper()
+	hooked := redis.NewClient(e.rdb.Options())
+	t.Cleanup(func() { _ = hooked.Close() })
+	hooked.AddHook(hook)
+	in := inspect.New(hooked, inspect.WithPrefix(e.prefix))
+	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	return in
+}
+
+// waitLost waits for c's holder to lose its lease (Expire ended it).
+func waitLost(t *testing.T, c *idempotency.Claim) {
+	t.Helper()
 	select {
 	case <-c.Lease.Done():
 	case <-time.After(10 * time.Second):
@@ -257,11 +267,7 @@ func TestExpireNotUndoneByRenewal(t *testing.T) {
 	c := e.claim(t, "renewed", idempotency.Acquired)
 	shared, _ := testkit.SharedRedis(t)
 	hook := &renewAfterWrite{other: shared, key: e.m.Key(c.Lease.Name())}
-	hooked := redis.NewClient(shared.Options())
-	t.Cleanup(func() { _ = hooked.Close() })
-	hooked.AddHook(hook)
-	in := inspect.New(hooked, inspect.WithPrefix(e.prefix))
-	t.Cleanup(func() { _ = in.Close(context.Background()) })
+	in := e.hookedInspector(t, hook)
 	if _, err := in.Expire(ctx, "renewed", c.Fence); err != nil {
 		t.Fatal(err)
 	}
@@ -271,11 +277,7 @@ func TestExpireNotUndoneByRenewal(t *testing.T) {
 	if v := hook.value.Load(); v != nil {
 		t.Fatalf("a renewal right after the expire found the lease %q and extended it", *v)
 	}
-	select {
-	case <-c.Lease.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the holder did not lose its expired lease")
-	}
+	waitLost(t, c)
 }
 
 // TestReset: Reset refuses a live lease, and forgets a completed record so
