@@ -557,8 +557,8 @@ func TestClaimLeaseKeyIsManagers(t *testing.T) {
 		{"redis backend", setupOn(t, c, prefix, nil), true},
 		{"wrapped backend", &env{s: ws, m: wrapped, c: c, prefix: prefix + "w:"}, false},
 	} {
-		if _, ok := leasing.TaggedKeyPrefix(tc.e.m); ok != tc.built {
-			t.Fatalf("%s: TaggedKeyPrefix ok = %v, want %v", tc.name, ok, tc.built)
+		if p := leasing.TaggedKeyPrefix(tc.e.m); (p != "") != tc.built {
+			t.Fatalf("%s: TaggedKeyPrefix = %q, want a prefix: %v", tc.name, p, tc.built)
 		}
 		cl := tc.e.claim(t, "order/7", fp("a"), Acquired)
 		want := tc.e.m.Key(cl.Lease.Name())

@@ -61,8 +61,12 @@ func (s *Store) setClaimKeys(c *Claim) {
 	tag, p, k := s.appendTag(tb[:0], &c.h), s.cfg.prefix, c.Key
 	const kinds = "idem:d:idem:r:idem:h:idem:x:" // four prefixes of the same length
 	per := len(p) + len(kinds)/4 + len(tag) + 1 + len(k)
+	leaseLen := 0
+	if s.leasePrefix != "" {
+		leaseLen = len(s.leasePrefix) + len(tag) + 1 + len(k)
+	}
 	var b strings.Builder
-	b.Grow(len(tag) + 1 + len(k) + 4*per + 16 + len(c.fp) + 20 + len(s.leasePrefix) + len(tag) + 1 + len(k))
+	b.Grow(len(tag) + 1 + len(k) + 4*per + 16 + len(c.fp) + 20 + leaseLen)
 	b.Write(tag)
 	b.WriteByte(':')
 	b.WriteString(k)
@@ -80,7 +84,7 @@ func (s *Store) setClaimKeys(c *Claim) {
 	var nb [20]byte
 	b.Write(strconv.AppendInt(nb[:0], c.ttl.Milliseconds(), 10))
 	lease := b.Len()
-	if s.leaseKeys {
+	if s.leasePrefix != "" {
 		// The lease key: the Manager's prefix, then the name (its tag is a
 		// hash tag: leasing.TaggedKeyPrefix).
 		b.WriteString(s.leasePrefix)
@@ -93,7 +97,7 @@ func (s *Store) setClaimKeys(c *Claim) {
 	c.tag, c.name = all[:len(tag)], all[:name]
 	c.keys = claimKeys{lease: all[lease:], details: at(0), result: at(1), history: at(2), cancel: at(3),
 		field: all[name+4*per : name+4*per+16], fp: all[name+4*per+16 : ttl], ttl: all[ttl:lease]}
-	if !s.leaseKeys {
+	if s.leasePrefix == "" {
 		c.keys.lease = s.m.Key(c.name)
 	}
 }

@@ -52,10 +52,10 @@ type Store struct {
 	// releases the Lease after the script.
 	inScript bool
 
-	// leaseKeys: a claim builds its lease key itself, leasePrefix and its
-	// name, in the one string of its keys (setClaimKeys); else it asks the
-	// Manager (leasing.TaggedKeyPrefix).
-	leaseKeys   bool
+	// leasePrefix, when not "", is what a claim's lease key starts with
+	// (leasing.TaggedKeyPrefix): the claim builds the key itself, this
+	// and its name, in the one string of its keys (setClaimKeys). "": it
+	// asks the Manager.
 	leasePrefix string
 }
 
@@ -112,7 +112,7 @@ func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, op
 		scripts: []*redis.Script{scripts.IdemClaim, scripts.IdemComplete, scripts.IdemCompleteBatch, scripts.IdemRelease, scripts.IdemDetails, scripts.IdemDetailsBatch},
 	}
 	s.inScript = leasing.EndsInScript(m)
-	s.leasePrefix, s.leaseKeys = leasing.TaggedKeyPrefix(m)
+	s.leasePrefix = leasing.TaggedKeyPrefix(m)
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}

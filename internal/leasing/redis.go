@@ -39,10 +39,13 @@ func NewRedisBackend(c redis.UniversalClient, prefix string) Backend {
 // caller's tag decides the slot.
 func KeyFor(prefix, name string) string {
 	if hasHashTag(name) {
-		return prefix + "lease:" + name
+		return prefix + leaseKind + name
 	}
-	return prefix + "lease:{" + name + "}"
+	return prefix + leaseKind + "{" + name + "}"
 }
+
+// leaseKind follows the prefix in every lease key.
+const leaseKind = "lease:"
 
 // hasHashTag applies the Redis Cluster rule: the first '{', then the first '}'
 // after it, with at least one byte between them.
@@ -293,11 +296,11 @@ func (b *redisBackend) policy(ctx context.Context) (string, error) {
 // TaggedKeyPrefix returns, for a Manager over the Redis backend, what the
 // key of a lease whose name holds a Cluster hash tag starts with: Key(name)
 // is that prefix and name (KeyFor), so that a caller building many names'
-// keys can build them in one string. ok is false for any other backend,
+// keys can build them in one string. It returns "" for any other backend,
 // whose keys are Key's to name.
-func TaggedKeyPrefix(m *Manager) (prefix string, ok bool) {
+func TaggedKeyPrefix(m *Manager) string {
 	if b, isRedis := m.b.(*redisBackend); isRedis {
-		return b.prefix + "lease:", true
+		return b.prefix + leaseKind
 	}
-	return "", false
+	return ""
 }
