@@ -33,7 +33,6 @@ var longFuncDebt = map[string]int{
 	"compensation/runner.go compensate":         82,
 	"compensation/runner.go step":               80,
 	"idempotency/capacity.go Capacity":          68,
-	"idempotency/claim.go ClaimBatch":           104,
 	"idempotency/finish.go finish":              110,
 	"idempotency/lookup.go lookup":              96,
 	"internal/chaos/config.go Finish":           85,

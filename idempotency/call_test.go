@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -62,7 +63,9 @@ func (h *argsHook) keep(cmd redis.Cmder) {
 // The claim and completion calls pass a claim's keys and arguments by
 // reference (scriptCall, strArg): a hook that prints a command must still
 // read the key names and values, not pointers, and the scripts must get the
-// values (the claim and completion below work end to end).
+// values (the claims and completions below work end to end). A first
+// attempt goes in short calls (its lease key and buckets); a retry in full
+// ones, which pass the details and history keys as well.
 func TestScriptCallArgsPrintAsValues(t *testing.T) {
 	t.Parallel()
 	c, prefix := testkit.SharedRedis(t)
@@ -74,25 +77,36 @@ func TestScriptCallArgsPrintAsValues(t *testing.T) {
 		t.Fatalf("Complete: %v", err)
 	}
 	e.claim(t, "printed-key", fp("a"), Duplicate)
+	cl = e.claim(t, "printed-retry", fp("a"), Acquired)
+	if err := e.s.Fail(t.Context(), cl, Retryable, errors.New("once more")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	cl = e.claim(t, "printed-retry", fp("a"), Acquired)
+	if err := e.s.Complete(t.Context(), cl, []byte("r")); err != nil {
+		t.Fatalf("Complete of the retry: %v", err)
+	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.calls) < 2 {
-		t.Fatalf("saw %d claim/complete script calls, want at least 2", len(h.calls))
-	}
+	full := 0
 	for _, args := range h.calls {
 		joined := strings.Join(args, " ")
-		for _, want := range []string{
-			e.m.Key(e.s.LeaseName("printed-key")),
-			prefix + "idem:d:" + e.s.Tag("printed-key") + ":printed-key",
-			prefix + "idem:h:" + e.s.Tag("printed-key") + ":printed-key",
-		} {
-			if !strings.Contains(joined, want) {
-				t.Errorf("script call printed as %q: no %q in it", joined, want)
-			}
+		if !strings.Contains(joined, e.m.Key(e.s.LeaseName("printed-key"))) &&
+			!strings.Contains(joined, e.m.Key(e.s.LeaseName("printed-retry"))) {
+			t.Errorf("script call printed as %q: no lease key in it", joined)
+		}
+		if strings.Contains(joined, prefix+"idem:d:"+e.s.Tag("printed-retry")+":printed-retry") &&
+			strings.Contains(joined, prefix+"idem:h:"+e.s.Tag("printed-retry")+":printed-retry") {
+			full++
 		}
 		if strings.Contains(joined, "0xc") || strings.Contains(joined, "{0x") {
 			t.Errorf("script call printed with a pointer: %q", joined)
 		}
+	}
+	// The first attempts: claim, completion and the duplicate's claim (3
+	// short calls), the first claim of the retry key; its retry: a short
+	// claim, then a full one and a full completion.
+	if len(h.calls) != 7 || full != 2 {
+		t.Errorf("saw %d claim/complete script calls, %d of them full; want 7 and 2", len(h.calls), full)
 	}
 }

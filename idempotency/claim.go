@@ -146,73 +146,92 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 			return out
 		}
 	}
-	wide := false
-	for try := 0; len(todo) > 0; try++ {
-		base, n := s.windowRange(s.cfg.windows, wide)
-		olds := s.otherWindows(others)
-		tokens := make([]string, len(out))
-		sent := time.Now()
-		calls := s.group(todo, func(i int) string { return out[i].tag })
-		cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
-			sc := s.claimCall(calls[j], reqs, out, tokens, base, n, olds)
-			return sc.process(ctx, p)
-		})
-		var again []int
-		for j, call := range calls {
-			var replies []any
-			err := perr
-			if cmds[j] != nil {
-				replies, err = cmds[j].Slice()
+	wide, full := false, false
+	for try := 0; len(todo) > 0; {
+		again, redo := s.claimPass(ctx, todo, reqs, out, others, wide, full)
+		if len(again) > 0 {
+			err := errors.New("idempotency: claim: the Redis clock keeps moving away from the windows computed for it")
+			if try < 2 {
+				err = s.calibrate(ctx)
 			}
-			for e, i := range call {
-				c := out[i]
-				if err != nil {
-					c.Err = fmt.Errorf("idempotency: claim: %w", classify(err))
-					continue
+			if err != nil {
+				for _, i := range again {
+					out[i].Err = err
 				}
-				var res any
-				if e < len(replies) {
-					res = replies[e]
-				}
-				switch r := res.(type) {
-				case string: // the job runs: acquired or takeover
-					s.parseRunning(ctx, c, r, tokens[i], sent)
-				case []any:
-					if skew := s.parseClaim(c, r); skew {
-						again = append(again, i)
-					}
-				default:
-					c.Err = fmt.Errorf("%w: claim reply without entry %d", ErrCorrupt, e)
-				}
+				again = nil
 			}
+			try++
+			wide = true
 		}
-		if len(again) == 0 {
-			break
-		}
-		if try == 2 {
-			for _, i := range again {
-				out[i].Err = errors.New("idempotency: claim: the Redis clock keeps moving away from the windows computed for it")
-			}
-			break
-		}
-		if err := s.calibrate(ctx); err != nil {
-			for _, i := range again {
-				out[i].Err = err
-			}
-			break
-		}
-		todo, wide = again, true
+		// A short call's entries that found a record go again in a full one.
+		todo, full = append(again, redo...), full || len(redo) > 0
 	}
 	return out
 }
 
+// claimPass sends the claims of the entries todo (indexes into reqs and
+// out), in short calls unless full, and fills their Claims. It returns the
+// entries to send again: again after a skew answer (the windows must be
+// read again), redo when a short call's entry needs the full keys.
+func (s *Store) claimPass(ctx context.Context, todo []int, reqs []Request, out []*Claim, others []liveLayout,
+	wide, full bool) (again, redo []int) {
+	base, n := s.windowRange(s.cfg.windows, wide)
+	olds := s.otherWindows(others)
+	tokens := make([]string, len(out))
+	sent := time.Now()
+	calls := s.group(todo, func(i int) string { return out[i].tag })
+	cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, j int) *redis.Cmd {
+		sc := s.claimCall(calls[j], reqs, out, tokens, base, n, olds, !full)
+		return sc.process(ctx, p)
+	})
+	for j, call := range calls {
+		var replies []any
+		err := perr
+		if cmds[j] != nil {
+			replies, err = cmds[j].Slice()
+		}
+		for e, i := range call {
+			c := out[i]
+			if err != nil {
+				c.Err = fmt.Errorf("idempotency: claim: %w", classify(err))
+				continue
+			}
+			var res any
+			if e < len(replies) {
+				res = replies[e]
+			}
+			switch r := res.(type) {
+			case string: // the job runs: acquired or takeover
+				s.parseRunning(ctx, c, r, tokens[i], sent)
+			case []any:
+				switch s.parseClaim(c, r) {
+				case scripts.IdemSkew:
+					again = append(again, i)
+				case scripts.IdemClaimFull:
+					redo = append(redo, i)
+				}
+			default:
+				c.Err = fmt.Errorf("%w: claim reply without entry %d", ErrCorrupt, e)
+			}
+		}
+	}
+	return again, redo
+}
+
 // claimCall builds one idem_claim.lua call for the entries call (indexes
 // into reqs and out), with a new owner token each in tokens (see scriptCall
-// for the pointers).
-func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int, olds [][2]int64) scriptCall {
-	sc := newScriptCall(scripts.IdemClaim, len(call)*(5+n+len(olds)), 8+5*len(call))
+// for the pointers). A short call passes the keys that the claim of a key
+// without a record reads and writes (the lease and the buckets); a full
+// call all of them.
+func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int,
+	olds [][2]int64, short bool) scriptCall {
+	per := 5 + n + len(olds)
+	if short {
+		per = 1 + n + len(olds)
+	}
+	sc := newScriptCall(scripts.IdemClaim, len(call)*per, 9+5*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds),
-		s.historyMax(), s.historyTTL().Milliseconds())
+		s.historyMax(), s.historyTTL().Milliseconds(), flagArg(short))
 	for e, i := range call {
 		c, r := out[i], &reqs[i]
 		tokens[i] = leasing.NewToken()
@@ -222,16 +241,20 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 		} else {
 			sc.addKey(arg(&c.keys.lease))
 		}
-		sc.addKey(arg(&c.keys.details))
-		sc.addKey(arg(&c.keys.result))
+		if !short {
+			sc.addKey(arg(&c.keys.details))
+			sc.addKey(arg(&c.keys.result))
+		}
 		for b := range c.bucketKeys(s, base, n) {
 			sc.addKey(arg(&c.buckets.keys[b]))
 		}
 		for _, o := range olds {
 			sc.addKey(s.otherBucketKey(c.tag, o[0], o[1]))
 		}
-		sc.addKey(arg(&c.keys.history))
-		sc.addKey(arg(&c.keys.cancel))
+		if !short {
+			sc.addKey(arg(&c.keys.history))
+			sc.addKey(arg(&c.keys.cancel))
+		}
 		sc.addArgs(arg(&c.keys.field), arg(&c.keys.fp), arg(&tokens[i]), arg(&c.keys.ttl), arg(&c.args.entry))
 	}
 	return sc
@@ -337,12 +360,13 @@ func (s *Store) pipeline(ctx context.Context, n int, add func(p redis.Pipeliner,
 }
 
 // parseClaim fills c from a claim script's reply that does not run the job
-// (a table; parseRunning reads the others). It reports a skew answer (the
-// claim must be sent again with fresh windows).
-func (s *Store) parseClaim(c *Claim, res []any) (skew bool) {
-	bad := func(why string) bool {
+// (a table; parseRunning reads the others). It returns the code of an
+// answer that asks for the claim to be sent again: scripts.IdemSkew (with
+// fresh windows) or scripts.IdemClaimFull (in a full call); else 0.
+func (s *Store) parseClaim(c *Claim, res []any) (again int64) {
+	bad := func(why string) int64 {
 		c.Err = fmt.Errorf("%w: claim reply %s", ErrCorrupt, why)
-		return false
+		return 0
 	}
 	if len(res) == 0 {
 		return bad("empty")
@@ -369,7 +393,7 @@ func (s *Store) parseClaim(c *Claim, res []any) (skew bool) {
 		rec, err := decodeRecord([]byte(v), []byte(ext), hasExt)
 		if err != nil {
 			c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
-			return false
+			return 0
 		}
 		c.Record, c.Fence = &rec, rec.Fence
 		c.Outcome = Duplicate
@@ -389,12 +413,12 @@ func (s *Store) parseClaim(c *Claim, res []any) (skew bool) {
 			err = derr
 		}
 		c.Err = fmt.Errorf("idempotency: claim %s: %w", quoteKey(c.Key), err)
-	case scripts.IdemSkew:
-		return true
+	case scripts.IdemSkew, scripts.IdemClaimFull:
+		return code
 	default:
 		return bad("status " + strconv.FormatInt(code, 10))
 	}
-	return false
+	return 0
 }
 
 // runningLen is the length of an acquired or takeover reply's fixed part

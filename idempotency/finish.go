@@ -228,6 +228,7 @@ type finishOp struct {
 	c      *Claim
 	state  State
 	result []byte
+	full   bool // a short call answered IdemCompleteFull: send it in a full one
 }
 
 // begin marks c as finishing; a claim is finished once.
@@ -297,7 +298,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		s.announceOld(ctx)
 	}
 	wide := false
-	for try := 0; len(todo) > 0; try++ {
+	for try := 0; len(todo) > 0; {
 		base, n := s.windowRange(0, wide)
 		// codes[j] is the script's answer for todo[j], errs[j] a failure to get it.
 		codes := make([]int64, len(todo))
@@ -313,33 +314,15 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			codes[0], _ = res.(int64)
 			errs[0] = err
 		} else {
-			calls := s.group(seq(len(todo)), func(j int) string { return todo[j].c.tag })
-			cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
-				sc := s.completeCall(calls[g], todo, base, n)
-				return sc.process(ctx, p)
-			})
-			for g, call := range calls {
-				var replies []any
-				err := perr
-				if cmds[g] != nil {
-					replies, err = cmds[g].Slice()
-				}
-				for e, j := range call {
-					switch {
-					case err != nil:
-						errs[j] = err
-					case e >= len(replies):
-						errs[j] = fmt.Errorf("%w: complete reply without entry %d", ErrCorrupt, e)
-					default:
-						codes[j], _ = replies[e].(int64)
-					}
-				}
-			}
+			s.completePass(ctx, todo, base, n, codes, errs)
 		}
-		var again []finishOp
+		var again, redo []finishOp
 		for j, op := range todo {
 			code, err := codes[j], errs[j]
 			switch {
+			case err == nil && code == scripts.IdemCompleteFull:
+				op.full = true // nothing written: still finishing
+				redo = append(redo, op)
 			case err != nil && errors.Is(err, lease.ErrLost):
 				s.abortFinish(op.c.Lease, true)
 				out[op.i] = s.end(op.c, s.refused(op.c, err))
@@ -363,35 +346,108 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 				out[op.i] = s.end(op.c, fmt.Errorf("%w: complete status %d", ErrCorrupt, code))
 			}
 		}
-		if len(again) == 0 {
-			break
-		}
-		err := s.calibrate(ctx)
-		if err == nil && try == 2 {
-			err = errors.New("idempotency: complete: the Redis clock keeps moving away from the windows computed for it")
-		}
-		if err != nil {
-			for _, op := range again {
-				s.abortFinish(op.c.Lease, false)
-				out[op.i] = s.end(op.c, err)
+		if len(again) > 0 {
+			err := errors.New("idempotency: complete: the Redis clock keeps moving away from the windows computed for it")
+			if try < 2 {
+				err = s.calibrate(ctx)
 			}
-			break
+			if err != nil {
+				for _, op := range again {
+					s.abortFinish(op.c.Lease, false)
+					out[op.i] = s.end(op.c, err)
+				}
+				again = nil
+			}
+			try++
+			wide = true
 		}
-		todo, wide = again, true
+		todo = append(again, redo...)
 	}
 }
 
+// completePass sends the completions todo in one pipeline of
+// idem_complete_batch.lua calls, with the windows base..base+n-1, and
+// stores each entry's answer in codes or the failure to get it in errs.
+// The entries that need no key but their lease and their claim's bucket
+// (shortCompletion) go in short calls, the others in full ones.
+func (s *Store) completePass(ctx context.Context, todo []finishOp, base int64, n int, codes []int64, errs []error) {
+	idx, ns := make([]int, len(todo)), 0 // the short entries, then the full ones (from the end)
+	for j, op := range todo {
+		if s.shortCompletion(op, base, n) {
+			idx[ns], ns = j, ns+1
+		} else {
+			idx[len(todo)-1-(j-ns)] = j
+		}
+	}
+	tag := func(j int) string { return todo[j].c.tag }
+	calls := s.group(idx[:ns], tag)
+	nshort := len(calls)
+	calls = append(calls, s.group(idx[ns:], tag)...)
+	cmds, perr := s.pipeline(ctx, len(calls), func(p redis.Pipeliner, g int) *redis.Cmd {
+		sc := s.completeCall(calls[g], todo, base, n, g < nshort)
+		return sc.process(ctx, p)
+	})
+	for g, call := range calls {
+		var replies []any
+		err := perr
+		if cmds[g] != nil {
+			replies, err = cmds[g].Slice()
+		}
+		for e, j := range call {
+			switch {
+			case err != nil:
+				errs[j] = err
+			case e >= len(replies):
+				errs[j] = fmt.Errorf("%w: complete reply without entry %d", ErrCorrupt, e)
+			default:
+				codes[j], _ = replies[e].(int64)
+			}
+		}
+	}
+}
+
+// shortCompletion reports whether op may go in a short call: its claim's
+// window is the one of Redis time (base, alone), and it has no external
+// result to write, no details to delete and no history list to end (its
+// record carries its entry, or there is no history). The script checks the
+// same and answers IdemCompleteFull otherwise.
+func (s *Store) shortCompletion(op finishOp, base int64, n int) bool {
+	c := op.c
+	if op.full || n != 1 || c.window != base || outcomeLen+len(op.result) > s.inline ||
+		s.historyMax() > 0 && !c.carries {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.details
+}
+
 // completeCall builds one idem_complete_batch.lua call for the entries
-// call (indexes into todo), with the windows base..base+n-1. An entry's
+// call (indexes into todo), with the windows base..base+n-1; a short call
+// passes an entry's lease key and its claim's bucket alone. An entry's
 // arguments go as two: its fixed fields packed into one string
 // (completeEntry) and its result.
-func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int) scriptCall {
-	sc := newScriptCall(scripts.IdemCompleteBatch, len(call)*(5+n), 6+2*len(call))
+func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int, short bool) scriptCall {
+	per := 5 + n
+	if short {
+		per = 2
+	}
+	sc := newScriptCall(scripts.IdemCompleteBatch, len(call)*per, 7+2*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.retention.Milliseconds(), n,
-		s.historyMax(), s.historyTTL().Milliseconds())
+		s.historyMax(), s.historyTTL().Milliseconds(), flagArg(short))
 	for e, j := range call {
-		s.completeKeys(&sc, e == 0, todo[j].c, base, n)
-		sc.addKey(arg(&todo[j].c.keys.history))
+		c := todo[j].c
+		if short {
+			if e == 0 {
+				sc.addKey(c.keys.lease)
+			} else {
+				sc.addKey(arg(&c.keys.lease))
+			}
+			sc.addKey(arg(&c.keys.bucket))
+		} else {
+			s.completeKeys(&sc, e == 0, c, base, n)
+			sc.addKey(arg(&c.keys.history))
+		}
 		sc.addArgs(s.completeEntry(todo[j]), bytesArg{&todo[j].result})
 	}
 	return sc

@@ -27,7 +27,7 @@
 -- fields (an end written by idem_history.lua, compensation steps) win.
 --
 -- With W = ARGV[5] windows and O = ARGV[6] other buckets passed, entry i
--- (from 0) uses the keys from KEYS[i*(5+W+O)+1]:
+-- (from 0) uses the keys from KEYS[i*(5+W+O)+1] (a full call, ARGV[9] "0"):
 --   +1            lease key (a string, lease_acquire.lua's layout), PX = the entry's lease TTL
 --   +2            heartbeat details key (string), read back on a retry or a takeover
 --   +3            external result key (string), read when the record's result lives there
@@ -40,7 +40,15 @@
 --                 entry layout: idem_history.lua)
 --   +5+W+O        the key's cancel mark (string, <prefix>idem:x:<tag>:<key>: the
 --                 fence of the attempt an operator cancelled; lease_cancel.lua)
--- and the arguments ARGV[9+i*5] to ARGV[13+i*5]: record field (16-byte hash
+-- A short call (ARGV[9] "1") passes only the keys a key without a record
+-- needs, from KEYS[i*(1+W+O)+1]: the lease key, then the W windows' and the
+-- O other buckets, as above. An entry that finds a record which needs the
+-- other keys (a retry or a takeover would run, or a duplicate's result
+-- lives in the external result key) answers {8} and writes nothing: the
+-- caller claims it again in a full call. Nearly every claim is of a new key,
+-- and Redis parses and copies each key a call passes (bench/luacost:
+-- lua_key_us): a new key's claim passes 4 keys instead of 8.
+-- The arguments ARGV[10+i*5] to ARGV[14+i*5]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
 -- the history entry of the attempt the claim starts, binary (owner digest,
@@ -54,6 +62,7 @@
 -- ARGV[6]   number of other layouts' buckets passed per entry
 -- ARGV[7]   the most attempts a history keeps; 0: no history is written
 -- ARGV[8]   history TTL in milliseconds (the record's retention)
+-- ARGV[9]   "1": a short call (above); "0": a full call
 -- A claim that runs the job (acquired, takeover) of a key with a record
 -- appends the attempt's start entry to the history (RPUSH, and LTRIM past
 -- the bound: the list is not read); a takeover first ends the previous
@@ -90,6 +99,8 @@
 --           {7, record}                                          the stored record is corrupt (shorter than
 --                                                                its 18-byte header, an unknown state or
 --                                                                flag, a fence above 2^53): nothing is written
+--           {8}                                                  a short call's entry needs the full keys:
+--                                                                nothing is written
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -110,6 +121,7 @@ local expat = (cw + 1) * wlen + retention
 local expats = string.format('%.0f', expat)
 local nowuss = string.format('%.0f', nowus)
 local skew = cw - keep < base or cw > base + nw - 1
+local short = ARGV[9] == '1'
 
 -- extend sets bucket b's expiry to at unless it already expires later:
 -- layouts whose windows start at the same instants name the same buckets,
@@ -170,22 +182,33 @@ local function flush(hk, f, fn, tr, att, over)
   push(hk, cjson.encode(e))
 end
 
+-- held answers the claim of a key whose lease key k is held.
+local function held(k)
+  return {3, string.match(redis.call('GET', KEYS[k]), '^%S*'), redis.call('PTTL', KEYS[k])}
+end
+
+-- claim claims the entry whose keys start at KEYS[k] and arguments at
+-- ARGV[a]; kw is the index of its first window bucket.
 local function claim(k, a)
   if skew then
     return {6, cw}
   end
+  local kw = k + 3
+  if short then
+    kw = k + 1
+  end
   local field, fp = ARGV[a], ARGV[a + 1]
   local rec, rkey
   for w = cw, cw - keep, -1 do
-    local v = redis.call('HGET', KEYS[k + 3 + w - base], field)
+    local v = redis.call('HGET', KEYS[kw + w - base], field)
     if v then
       rec = v
-      rkey = KEYS[k + 3 + w - base]
+      rkey = KEYS[kw + w - base]
       break
     end
   end
   if not rec then
-    for j = k + 3 + nw, k + 2 + nw + no do
+    for j = kw + nw, kw + nw + no - 1 do
       local v = redis.call('HGET', KEYS[j], field)
       if v then
         rec = v
@@ -217,6 +240,9 @@ local function claim(k, a)
     end
     local ext = false
     if state >= 3 and st % 32 >= 16 then
+      if short then
+        return {8}
+      end
       ext = redis.call('GET', KEYS[k + 2])
     end
     if state >= 3 and st % 32 >= 16 and not ext then
@@ -238,6 +264,14 @@ local function claim(k, a)
           return {3, '', hold - nowms}
         end
       end
+      if short then
+        -- A retry or a takeover would run: it reads the details and the
+        -- cancel mark and writes the history.
+        if redis.call('EXISTS', KEYS[k]) == 1 then
+          return held(k)
+        end
+        return {8}
+      end
       prev = fen
       att = ra
     end
@@ -249,12 +283,12 @@ local function claim(k, a)
   local fs = fence == nowus and nowuss or string.format('%.0f', fence)
   -- Take the lease (lease_acquire.lua's layout) unless somebody holds it.
   if not redis.call('SET', KEYS[k], ARGV[a + 2] .. ' ' .. fs .. ' ' .. ARGV[a + 3], 'NX', 'PX', ARGV[a + 3]) then
-    return {3, string.match(redis.call('GET', KEYS[k]), '^%S*'), redis.call('PTTL', KEYS[k])}
+    return held(k)
   end
   if att < 65535 then
     att = att + 1
   end
-  local b = KEYS[k + 3 + cw - base]
+  local b = KEYS[kw + cw - base]
   local entry = hmax > 0 and ARGV[a + 4] ~= '' and ARGV[a + 4]
   -- Only a key without a record or an earlier fence carries its entry in
   -- its record: its fence is nowus, the entry's start.
@@ -282,14 +316,14 @@ local function claim(k, a)
     if state == 1 then
       code = 2
     end
-    local mk = KEYS[k + 4 + nw + no]
+    local mk = KEYS[kw + nw + no + 1]
     if redis.call('GET', mk) == string.format('%.0f', prev) then
       redis.call('SET', mk, fs, 'KEEPTTL')
       cancelled = 1
     end
   end
   if entry and not carry then
-    local hk = KEYS[k + 3 + nw + no]
+    local hk = KEYS[kw + nw + no]
     if tr or code == 2 then
       flush(hk, string.format('%.0f', prev), prev, tr, tra, code == 2)
     end
@@ -307,7 +341,10 @@ end
 
 local out = {}
 local per = 5 + nw + no
-for i = 0, (#ARGV - 8) / 5 - 1 do
-  out[i + 1] = claim(i * per + 1, 9 + i * 5)
+if short then
+  per = 1 + nw + no
+end
+for i = 0, (#ARGV - 9) / 5 - 1 do
+  out[i + 1] = claim(i * per + 1, 10 + i * 5)
 end
 return out

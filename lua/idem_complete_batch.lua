@@ -9,14 +9,25 @@
 -- groups them). Record value layout: see idem_claim.lua.
 --
 -- With W = ARGV[4] windows passed, entry i (from 0) uses the keys from
--- KEYS[i*(4+W)+1]:
+-- KEYS[i*(5+W)+1] (a full call, ARGV[7] "0"):
 --   +1        lease key (deleted when the entry's delete flag is "1")
 --   +2        heartbeat details key (deleted when the entry's details flag is "1")
 --   +3        external result key (written when the entry's external flag is "1")
 --   +4        record bucket of the claim's window (its PROCESSING record is removed)
 --   +5..+4+W  record buckets of consecutive windows, the first being ARGV[1]
 --   +5+W      the key's attempt history (list; entry layout: idem_history.lua)
--- and the arguments ARGV[7+i*2] and ARGV[8+i*2]: the entry's fixed fields
+-- A short call (ARGV[7] "1") passes two keys an entry, from KEYS[i*2+1]:
+-- the lease key and the bucket of the claim's window, which must be the
+-- window of Redis time, ARGV[1] (W is then 1). The caller sends an entry
+-- so only when it needs no other key: no external result, no details to
+-- delete, and no history list to write (the record carries the entry, or
+-- there is no history). An entry that finds its lease not held (the
+-- windows are read to find an outcome written by an earlier send), or the
+-- window moved on, or that needs another key, answers -4 and writes
+-- nothing: the caller sends it again in a full call. Redis parses and
+-- copies each key a call passes: nearly every completion passes 2 keys
+-- instead of 6.
+-- The arguments ARGV[8+i*2] and ARGV[9+i*2]: the entry's fixed fields
 -- packed in one string (struct format '>BBBBBI2I7c16c8I2c0I2c0';
 -- idempotency/finish.go's completeEntry): state (3 completed, 4 failed),
 -- external flag, details flag, delete-lease flag (each 1 or 0), how the
@@ -33,6 +44,7 @@
 -- ARGV[4]   number of windows passed per entry
 -- ARGV[5]   the most attempts a history keeps; 0: no history is written
 -- ARGV[6]   history TTL in milliseconds (the record's retention)
+-- ARGV[7]   "1": a short call (above); "0": a full call
 -- An entry that writes its outcome ends its attempt's history entry with
 -- Redis time (the owner's account replaces a takeover's taken_over). When
 -- the PROCESSING record carries the entry (a first attempt: see
@@ -45,7 +57,8 @@
 -- Returns   one code per entry: 1 written (or this outcome already written
 --           by this fence), -1 lease lost (nothing written), -2 the windows
 --           passed do not cover Redis time (nothing written), -3 another
---           outcome already written by this fence (nothing written)
+--           outcome already written by this fence (nothing written), -4 a
+--           short call's entry needs the full keys (nothing written)
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local nowms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -58,6 +71,7 @@ local cw = math.floor(nowms / wlen)
 local expat = (cw + 1) * wlen + tonumber(ARGV[3])
 local skew = cw < base or cw > base + nw - 1
 local hmax = tonumber(ARGV[5])
+local short = ARGV[7] == '1'
 
 local function decoded(v, f)
   if not v then
@@ -121,9 +135,16 @@ local ends = {'completed', 'failed'}
 local function complete(k, p, res)
   local st, ext, det, del, xend, att, fence, field, fp, want, carried =
     struct.unpack('>BBBBBI2I7c16c8I2c0I2c0', p)
+  local x = ends[xend]
+  if short and (ext == 1 or det == 1 or cw ~= base or hmax > 0 and x and carried == '') then
+    return -4
+  end
   local owner = redis.call('GET', KEYS[k])
   -- The lease value starts with want (a plain find: no substring made).
   if not owner or string.find(owner, want, 1, true) ~= 1 then
+    if short then
+      return -4
+    end
     for w = k + 4, k + 3 + nw do
       local v = redis.call('HGET', KEYS[w], field)
       if v and #v >= 22 then
@@ -154,8 +175,13 @@ local function complete(k, p, res)
     redis.call('SET', KEYS[k + 2], res, 'PXAT', expat)
     res = ''
   end
-  local b = KEYS[k + 4 + cw - base]
-  local x = ends[xend]
+  local cb, b -- the claim's bucket, this window's
+  if short then
+    cb = KEYS[k + 1]
+    b = cb
+  else
+    cb, b = KEYS[k + 3], KEYS[k + 4 + cw - base]
+  end
   -- The record carries the attempt's history entry, ended here, when the
   -- claim's record carried it. One concatenation makes the record.
   local carry = hmax > 0 and x and carried ~= ''
@@ -166,14 +192,14 @@ local function complete(k, p, res)
     rec = struct.pack('>BI7c8I2', st, fence, fp, att) .. secpack .. res
   end
   redis.call('HSET', b, field, rec)
-  if KEYS[k + 3] ~= b then
+  if cb ~= b then
     -- The claim's bucket already expires at expat or later when it is b.
     -- Another layout's records may share b: its expiry is only raised.
     local ttl = redis.call('PTTL', b)
     if ttl < 0 or nowms + ttl < expat then
       redis.call('PEXPIREAT', b, expat)
     end
-    redis.call('HDEL', KEYS[k + 3], field)
+    redis.call('HDEL', cb, field)
   end
   if del == 1 then
     redis.call('DEL', KEYS[k])
@@ -189,7 +215,10 @@ end
 
 local out = {}
 local per = 5 + nw
-for i = 0, (#ARGV - 6) / 2 - 1 do
-  out[i + 1] = complete(i * per + 1, ARGV[7 + i * 2], ARGV[8 + i * 2])
+if short then
+  per = 2
+end
+for i = 0, (#ARGV - 7) / 2 - 1 do
+  out[i + 1] = complete(i * per + 1, ARGV[8 + i * 2], ARGV[9 + i * 2])
 end
 return out

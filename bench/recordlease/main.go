@@ -212,28 +212,70 @@ func (j *job) bucket(w int64) string {
 	return "idem:b:" + j.tag + ":" + strconv.FormatInt(w*windowLen.Milliseconds(), 10)
 }
 
-// claim runs one claim call for jobs and returns each entry's code; on codes
-// 1 and 2 it stores the fence, attempt and window in the job.
+// claim runs the claim of jobs and returns each entry's code; on codes 1
+// and 2 it stores the fence, attempt and window in the job. The library's
+// script is sent as the Store sends it: a short call first, then a full one
+// for the entries that found a record (code 8).
 func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]int64, error) {
+	codes, err := v.claimCall(ctx, c, jobs, !v.record)
+	if err != nil || v.record {
+		return codes, err
+	}
+	var redo []int
+	for i, code := range codes {
+		if code == scripts.IdemClaimFull {
+			redo = append(redo, i)
+		}
+	}
+	return v.again(codes, redo, func(sub []*job) ([]int64, error) { return v.claimCall(ctx, c, sub, false) }, jobs)
+}
+
+// again sends the entries redo of jobs once more with send and puts their
+// codes into codes.
+func (v *variant) again(codes []int64, redo []int, send func([]*job) ([]int64, error), jobs []*job) ([]int64, error) {
+	if len(redo) == 0 {
+		return codes, nil
+	}
+	sub := make([]*job, len(redo))
+	for i, r := range redo {
+		sub[i] = jobs[r]
+	}
+	got, err := send(sub)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range redo {
+		codes[r] = got[i]
+	}
+	return codes, nil
+}
+
+// claimCall runs one claim call for jobs (short: the library's short call,
+// the lease key and the buckets alone) and returns each entry's code.
+func (v *variant) claimCall(ctx context.Context, c *redis.Client, jobs []*job, short bool) ([]int64, error) {
 	now := time.Now() // the server is local: no TIME call a batch, as the Store keeps a calibrated clock
 	wl := windowLen.Milliseconds()
 	base, nw := now.UnixMilli()/wl-windows, windows+1
 	var keys []string
 	args := []any{base, wl, windows, retention.Milliseconds(), nw}
 	if !v.record {
-		args = append(args, 0, 0, 0) // no other layouts' buckets, no history
+		args = append(args, 0, 0, 0, short) // no other layouts' buckets, no history
 	}
 	for _, j := range jobs {
 		if !v.record {
 			keys = append(keys, j.leaseKey())
 		}
-		keys = append(keys, j.detailsKey(), j.resultKey())
+		if !short {
+			keys = append(keys, j.detailsKey(), j.resultKey())
+		}
 		for w := base; w < base+int64(nw); w++ {
 			keys = append(keys, j.bucket(w))
 		}
 		args = append(args, j.field, j.fp, j.token, j.ttl.Milliseconds())
 		if !v.record {
-			keys = append(keys, j.historyKey(), j.cancelKey())
+			if !short {
+				keys = append(keys, j.historyKey(), j.cancelKey())
+			}
 			args = append(args, "") // no history entry
 		}
 	}
@@ -264,26 +306,53 @@ func (v *variant) claim(ctx context.Context, c *redis.Client, jobs []*job) ([]in
 	return codes, nil
 }
 
-// complete runs one completion call (state completed, empty result) for jobs
-// and returns each entry's code.
+// complete runs the completion (state completed, empty result) of jobs
+// and returns each entry's code. The library's script is sent as the Store
+// sends it: in a short call when the claims' window is the current one
+// (nearly always), then in a full one for the entries that answered -4.
 func (v *variant) complete(ctx context.Context, c *redis.Client, jobs []*job) ([]int64, error) {
-	now := time.Now() // the server is local: no TIME call a batch, as the Store keeps a calibrated clock
+	cur := time.Now().UnixMilli() / windowLen.Milliseconds()
+	short := !v.record
+	for _, j := range jobs {
+		short = short && j.window == cur
+	}
+	codes, err := v.completeCall(ctx, c, jobs, cur, short)
+	if err != nil || !short {
+		return codes, err
+	}
+	var redo []int
+	for i, code := range codes {
+		if code == scripts.IdemCompleteFull {
+			redo = append(redo, i)
+		}
+	}
+	return v.again(codes, redo, func(sub []*job) ([]int64, error) { return v.completeCall(ctx, c, sub, cur, false) }, jobs)
+}
+
+// completeCall runs one completion call for jobs in window cur (short: the
+// library's short call, the lease key and the claim's bucket alone).
+func (v *variant) completeCall(ctx context.Context, c *redis.Client, jobs []*job, cur int64, short bool) ([]int64, error) {
 	wl := windowLen.Milliseconds()
-	cur := now.UnixMilli() / wl
 	var keys []string
 	args := []any{cur, wl, retention.Milliseconds(), 1}
 	if !v.record {
-		args = append(args, 0, 0) // no history
+		args = append(args, 0, 0, short) // no history
 	}
 	for _, j := range jobs {
 		if !v.record {
 			keys = append(keys, j.leaseKey())
 		}
-		keys = append(keys, j.detailsKey(), j.resultKey(), j.bucket(j.window), j.bucket(cur))
+		if short {
+			keys = append(keys, j.bucket(j.window))
+		} else {
+			keys = append(keys, j.detailsKey(), j.resultKey(), j.bucket(j.window), j.bucket(cur))
+		}
 		if v.record {
 			args = append(args, j.token, strconv.FormatInt(j.fence, 10), j.field, j.fp, j.attempt, 3, "0", "0", "")
 		} else {
-			keys = append(keys, j.historyKey())
+			if !short {
+				keys = append(keys, j.historyKey())
+			}
 			args = append(args, j.packedCompletion(), "") // delete the lease key; no history
 		}
 	}

@@ -293,6 +293,9 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	switch name {
 	case scriptClaim:
 		stride := 5 + small(arg(5)) + small(arg(6)) // lease, details, result, buckets, history, cancel mark
+		if arg(9) == "1" {
+			stride = 1 + small(arg(5)) + small(arg(6)) // a short call: lease, buckets
+		}
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			ops = append(ops, Op{Kind: OpClaim, Key: recordKey(keys[i*stride]), Out: claimOutput(entry(i))})
 		}
@@ -303,8 +306,11 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 		}
 	case scriptCompleteBatch:
 		stride := 5 + small(arg(4)) // lease, details, result, claim bucket, buckets, history
+		if arg(7) == "1" {
+			stride = 2 // a short call: lease, claim bucket
+		}
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
-			a := 7 + i*2 // the entry's packed fields, then its result
+			a := 8 + i*2 // the entry's packed fields, then its result
 			state, fence := packedCompletion(arg(a))
 			ops = append(ops, Op{Kind: OpCommit, Key: recordKey(keys[i*stride]), Fence: fence,
 				State: state, Result: arg(a + 1), Out: codeOutput(entry(i))})

@@ -106,6 +106,7 @@ func TestHistoryDecodesTheScripts(t *testing.T) {
 		"d": {
 			fmt.Sprintf("claim(d) -> code=1 fence=%d prev=0", d.Fence),
 			fmt.Sprintf("release(d, fence=%d) -> 1", d.Fence),
+			"claim(d) -> code=8 fence=0 prev=0", // a short call finds the record: claimed again in a full one
 			fmt.Sprintf("claim(d) -> code=1 fence=%d prev=%d", d2.Fence, d.Fence),
 		},
 	}

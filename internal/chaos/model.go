@@ -45,6 +45,7 @@ const (
 	ClaimMismatch  = 5
 	ClaimWindow    = 6
 	ClaimCorrupt   = 7
+	ClaimFull      = 8 // a short call's entry found a record: claimed again in a full call
 )
 
 // Commit and release answers (idem_complete.lua, idem_release.lua).
@@ -53,6 +54,7 @@ const (
 	CommitLost    = -1
 	CommitWindow  = -2
 	CommitOther   = -3
+	CommitFull    = -4 // a short call's entry: sent again in a full call
 )
 
 // Write answers.
@@ -219,6 +221,9 @@ func claimStep(s recordState, out OpOutput) (recordState, bool) {
 		return s, s.done
 	case ClaimWindow:
 		return s, true
+	case ClaimFull:
+		// Nothing written; answered only where a record exists.
+		return s, s.fence > 0 || s.maybeNew || s.done
 	}
 	return s, false
 }
@@ -240,7 +245,7 @@ func commitStep(s recordState, op Op, code int64) (recordState, bool) {
 		return s, !mine
 	case CommitOther:
 		return s, mine && !same
-	case CommitWindow:
+	case CommitWindow, CommitFull:
 		return s, true
 	}
 	return s, false

@@ -121,6 +121,9 @@ func TestRecordModelRejectsIllegalHistories(t *testing.T) {
 			{"w1", 2, 3, commit(10, "a", CommitWritten)},
 			{"w2", 4, 5, held()},
 		}},
+		{"a key without a record answers full", []hop{
+			{"w1", 0, 1, Op{Kind: OpClaim, Out: OpOutput{Code: ClaimFull}}},
+		}},
 		{"takeover names a fence that is not the newest", []hop{
 			{"w1", 0, 1, acquired(10)},
 			{"w2", 2, 3, takeover(11, 10)},
@@ -155,6 +158,16 @@ func TestRecordModelAcceptsLegalHistories(t *testing.T) {
 		name string
 		ops  []hop
 	}{
+		{"short calls answer full, their full calls run and commit", []hop{
+			{"w1", 0, 1, acquired(10)},
+			{"w1", 2, 3, release(10, CommitWritten)},
+			{"w2", 4, 5, Op{Kind: OpClaim, Out: OpOutput{Code: ClaimFull}}},
+			{"w2", 6, 7, acquired(11)},
+			{"w1", 8, 9, commit(10, "a", CommitFull)},
+			{"w1", 10, 11, commit(10, "a", CommitLost)},
+			{"w2", 12, 13, commit(11, "b", CommitFull)},
+			{"w2", 14, 15, commit(11, "b", CommitWritten)},
+		}},
 		{"claim, write, commit, duplicate", []hop{
 			{"w1", 0, 1, acquired(10)},
 			{"w2", 1, 2, held()},

@@ -50,6 +50,10 @@ const (
 	// header, or has an unknown state or flag or a fence above 2^53;
 	// nothing was written.
 	IdemCorrupt = 7
+	// IdemClaimFull: the entry of a short call (the keys of a key without a
+	// record) found a record that needs the other keys; nothing was
+	// written: claim it again in a full call.
+	IdemClaimFull = 8
 )
 
 // Status codes of IdemComplete, IdemCompleteBatch (per entry), IdemRelease,
@@ -65,4 +69,9 @@ const (
 	// fence other than the one asked for (IdemComplete and
 	// IdemCompleteBatch): an earlier send wrote it; nothing was written.
 	IdemOtherOutcome = -3
+	// IdemCompleteFull: the entry of a short IdemCompleteBatch call (two
+	// keys) needs the full keys (its lease is not held, the window moved on,
+	// or it has another key to write); nothing was written: send it again in
+	// a full call.
+	IdemCompleteFull = -4
 )
