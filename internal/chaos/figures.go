@@ -234,6 +234,7 @@ func (f Figures) historyLines() []line {
 			line{"history_ambiguous_ops", h.Ambiguous, "ops"},
 			line{"history_keys", h.Keys, "keys"},
 			line{"history_claims", h.Claims, "claims"},
+			line{"history_claims_full", h.ClaimsFull, "claims"},
 			line{"history_linearizable", lin, "bool"},
 		)
 	}

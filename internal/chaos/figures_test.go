@@ -51,6 +51,7 @@ func TestFiguresFormat(t *testing.T) {
 		"partition_zombie_writes_after_newer_applied": "0 writes", "partition_kafka_only_commits": "0 commits",
 		"partition_kafka_only_takeovers": "0 leases", "history_ops": "40 ops", "history_ambiguous_ops": "2 ops",
 		"history_keys": "10 keys", "history_linearizable": "1 bool", "history_claims": "0 claims",
+		"history_claims_full": "0 claims",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("figures (-want +got):\n%s", diff)

@@ -122,4 +122,7 @@ func TestHistoryDecodesTheScripts(t *testing.T) {
 	if err != nil || v.Result != porcupine.Ok {
 		t.Fatalf("the store's own history: %v, %v %v", v.Result, v.Offending, err)
 	}
+	if v.Claims != 7 || v.ClaimsFull != 1 {
+		t.Errorf("counted %d claims and %d answered full, want 7 and 1", v.Claims, v.ClaimsFull)
+	}
 }

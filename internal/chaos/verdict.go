@@ -26,6 +26,11 @@ type HistoryVerdict struct {
 	// again when it wakes), so Claims over the jobs bounds the deliveries
 	// per job from above.
 	Claims int
+	// ClaimsFull counts the claims a short call answered "full" (the key has
+	// a record that needs the full keys: a retry, a takeover, a result in its
+	// own key); each is followed by the same delivery's claim in a full call,
+	// and none is in Claims.
+	ClaimsFull int
 	// Result is porcupine's: Ok (linearizable), Illegal, or Unknown (the
 	// check timed out).
 	Result porcupine.CheckResult
@@ -45,7 +50,11 @@ func CheckHistory(ops []porcupine.Operation, dir string, timeout time.Duration) 
 	for _, op := range ops {
 		keys[op.Input.(Op).Key] = true
 		if op.Input.(Op).Kind == OpClaim {
-			v.Claims++
+			if out := op.Output.(OpOutput); !out.Unknown && out.Code == ClaimFull {
+				v.ClaimsFull++
+			} else {
+				v.Claims++
+			}
 		}
 		if op.Output.(OpOutput).Unknown {
 			v.Ambiguous++
