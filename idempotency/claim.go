@@ -221,13 +221,13 @@ func (s *Store) claimPass(ctx context.Context, todo []int, reqs []Request, out [
 // claimCall builds one idem_claim.lua call for the entries call (indexes
 // into reqs and out), with a new owner token each in tokens (see scriptCall
 // for the pointers). A short call passes the keys that the claim of a key
-// without a record reads and writes (the lease and the buckets); a full
-// call all of them.
+// without a record, or of a finished one, reads and writes (the lease, the
+// external result and the buckets); a full call all of them.
 func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []string, base int64, n int,
 	olds [][2]int64, short bool) scriptCall {
 	per := 5 + n + len(olds)
 	if short {
-		per = 1 + n + len(olds)
+		per = 2 + n + len(olds)
 	}
 	sc := newScriptCall(scripts.IdemClaim, len(call)*per, 9+5*len(call))
 	sc.addArgs(base, s.window.Milliseconds(), s.cfg.windows, s.cfg.retention.Milliseconds(), n, len(olds),
@@ -243,8 +243,8 @@ func (s *Store) claimCall(call []int, reqs []Request, out []*Claim, tokens []str
 		}
 		if !short {
 			sc.addKey(arg(&c.keys.details))
-			sc.addKey(arg(&c.keys.result))
 		}
+		sc.addKey(arg(&c.keys.result))
 		for b := range c.bucketKeys(s, base, n) {
 			sc.addKey(arg(&c.buckets.keys[b]))
 		}

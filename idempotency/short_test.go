@@ -40,12 +40,14 @@ func atoi(s string) int {
 	return n
 }
 
-// A first attempt's claim and completion go in short calls (the lease key
-// and the buckets alone). Every case that needs another key goes in a full
+// A first attempt's claim and completion, and a duplicate's claim, go in
+// short calls (the lease key, the result key and the buckets; the lease key
+// and the claim's bucket). Every case that needs another key goes in a full
 // call: the client sends it so when it knows (details to delete, a result
 // too large for the bucket), and the script answers "full" and writes
-// nothing when only Redis knows (a record to retry, take over or replay
-// from its result key; a lease lost). The answers are those of a full call.
+// nothing when only Redis knows (a record to retry or take over, one that
+// outlived its result key; a lease lost). The answers are those of a full
+// call.
 func TestShortCallsFallBackToFull(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -77,7 +79,15 @@ func TestShortCallsFallBackToFull(t *testing.T) {
 	if dup.Record == nil || string(dup.Record.Result) != big {
 		t.Errorf("the duplicate of a large result replays %+v", dup.Record)
 	}
-	expect("a result in its own key", "claim short", "complete full", "claim short", "claim full")
+	expect("a result in its own key", "claim short", "complete full", "claim short")
+	if err := c.Del(ctx, prefix+"idem:r:"+e.s.Tag("big")+":big").Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := e.claim(t, "big", fp("a"), Acquired)
+	if again.PrevFence != b.Fence {
+		t.Errorf("the claim after the result key expired names previous fence %d, want %d", again.PrevFence, b.Fence)
+	}
+	expect("a record that outlived its result key", "claim short", "claim full")
 
 	d := e.claim(t, "details", fp("a"), Acquired)
 	if err := e.s.SaveDetails(ctx, d, []byte("step 1")); err != nil {

@@ -40,14 +40,15 @@
 --                 entry layout: idem_history.lua)
 --   +5+W+O        the key's cancel mark (string, <prefix>idem:x:<tag>:<key>: the
 --                 fence of the attempt an operator cancelled; lease_cancel.lua)
--- A short call (ARGV[9] "1") passes only the keys a key without a record
--- needs, from KEYS[i*(1+W+O)+1]: the lease key, then the W windows' and the
--- O other buckets, as above. An entry that finds a record which needs the
--- other keys (a retry or a takeover would run, or a duplicate's result
--- lives in the external result key) answers {8} and writes nothing: the
--- caller claims it again in a full call. Nearly every claim is of a new key,
--- and Redis parses and copies each key a call passes (bench/luacost:
--- lua_key_us): a new key's claim passes 4 keys instead of 8.
+-- A short call (ARGV[9] "1") passes only the keys that the claim of a key
+-- without a record, or of a finished one, needs, from KEYS[i*(2+W+O)+1]:
+-- the lease key, the external result key, then the W windows' and the O
+-- other buckets, as above. An entry that finds a record which needs the
+-- other keys (a retry or a takeover would run, or a record outlived its
+-- result key) answers {8} and writes nothing: the caller claims it again in
+-- a full call. Nearly every claim is of a new key or a duplicate, and Redis
+-- parses and copies each key a call passes (bench/luacost: lua_key_us): such
+-- a claim passes 5 keys instead of 8.
 -- The arguments ARGV[10+i*5] to ARGV[14+i*5]: record field (16-byte hash
 -- of the key), payload fingerprint (8 bytes), owner token for a new lease,
 -- lease TTL in milliseconds (each entry has its own: job types differ), and
@@ -193,9 +194,9 @@ local function claim(k, a)
   if skew then
     return {6, cw}
   end
-  local kw = k + 3
+  local kw, kr = k + 3, k + 2 -- the first window bucket, the external result key
   if short then
-    kw = k + 1
+    kw, kr = k + 2, k + 1
   end
   local field, fp = ARGV[a], ARGV[a + 1]
   local rec, rkey
@@ -240,16 +241,16 @@ local function claim(k, a)
     end
     local ext = false
     if state >= 3 and st % 32 >= 16 then
-      if short then
-        return {8}
-      end
-      ext = redis.call('GET', KEYS[k + 2])
+      ext = redis.call('GET', KEYS[kr])
     end
     if state >= 3 and st % 32 >= 16 and not ext then
       -- The result key has expired (with the retention of the layout
       -- that wrote it) while the record lives on in a bucket another
       -- layout's write kept longer: the record has expired too. The key
       -- runs again, as after any record's expiry, above its fence.
+      if short then
+        return {8}
+      end
       rec, tr, state, prev = nil, nil, 0, fen
     else
       if rfp ~= fp then
@@ -342,7 +343,7 @@ end
 local out = {}
 local per = 5 + nw + no
 if short then
-  per = 1 + nw + no
+  per = 2 + nw + no
 end
 for i = 0, (#ARGV - 9) / 5 - 1 do
   out[i + 1] = claim(i * per + 1, 10 + i * 5)

@@ -61,17 +61,23 @@ func leaseholdWorker(ctx context.Context, rdb *redis.Client, addrs []string, top
 }
 
 // historyLen is the attempts the worker's store keeps per key (-history);
-// shards its shard count (-shards, 0: the default).
+// shards its shard count (-shards, 0: the default); windows the windows its
+// retention is cut into (-windows, 0: the default).
 var (
 	historyLen = idempotency.DefaultHistory
 	shards     int
+	windows    int
 )
 
-// storeOpts are the idempotency options of the -history and -shards flags.
+// storeOpts are the idempotency options of the -history, -shards and
+// -windows flags.
 func storeOpts() []idempotency.Opt {
 	opts := []idempotency.Opt{idempotency.WithHistory(historyLen)}
 	if shards > 0 {
 		opts = append(opts, idempotency.WithShards(shards))
+	}
+	if windows > 0 {
+		opts = append(opts, idempotency.WithWindows(windows))
 	}
 	return opts
 }

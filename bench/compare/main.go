@@ -96,6 +96,7 @@ func main() {
 	flag.StringVar(&c.kafka, "kafka", "kfake", "the broker: kfake (embedded, in a child process) or apache (Apache Kafka: leasehold, a bare consumer and the SET NX pattern on it)")
 	flag.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "with -kafka apache: the brokers to use (comma-separated; default: start one from $KAFKA_LIBS)")
 	flag.IntVar(&shards, "shards", 0, "shards of leasehold's store (idempotency.WithShards; 0: the default, idempotency.DefaultShards), to measure what the shard count costs")
+	flag.IntVar(&windows, "windows", 0, "windows leasehold's store cuts its retention into (idempotency.WithWindows; 0: the default, 2): a claim looks up windows+1 buckets, to measure what that costs")
 	flag.IntVar(&historyLen, "history", idempotency.DefaultHistory, "attempts leasehold's store keeps per key (idempotency.WithHistory; 0: no history writes, to measure what they cost)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile of the whole run to this file (at its end)")

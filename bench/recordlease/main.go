@@ -251,7 +251,8 @@ func (v *variant) again(codes []int64, redo []int, send func([]*job) ([]int64, e
 }
 
 // claimCall runs one claim call for jobs (short: the library's short call,
-// the lease key and the buckets alone) and returns each entry's code.
+// the lease key, the result key and the buckets alone) and returns each
+// entry's code.
 func (v *variant) claimCall(ctx context.Context, c *redis.Client, jobs []*job, short bool) ([]int64, error) {
 	now := time.Now() // the server is local: no TIME call a batch, as the Store keeps a calibrated clock
 	wl := windowLen.Milliseconds()
@@ -266,8 +267,9 @@ func (v *variant) claimCall(ctx context.Context, c *redis.Client, jobs []*job, s
 			keys = append(keys, j.leaseKey())
 		}
 		if !short {
-			keys = append(keys, j.detailsKey(), j.resultKey())
+			keys = append(keys, j.detailsKey())
 		}
+		keys = append(keys, j.resultKey())
 		for w := base; w < base+int64(nw); w++ {
 			keys = append(keys, j.bucket(w))
 		}

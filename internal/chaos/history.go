@@ -294,7 +294,7 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 	case scriptClaim:
 		stride := 5 + small(arg(5)) + small(arg(6)) // lease, details, result, buckets, history, cancel mark
 		if arg(9) == "1" {
-			stride = 1 + small(arg(5)) + small(arg(6)) // a short call: lease, buckets
+			stride = 2 + small(arg(5)) + small(arg(6)) // a short call: lease, result, buckets
 		}
 		for i := 0; stride > 0 && (i+1)*stride <= len(keys); i++ {
 			ops = append(ops, Op{Kind: OpClaim, Key: recordKey(keys[i*stride]), Out: claimOutput(entry(i))})

@@ -27,9 +27,9 @@ type HistoryVerdict struct {
 	// per job from above.
 	Claims int
 	// ClaimsFull counts the claims a short call answered "full" (the key has
-	// a record that needs the full keys: a retry, a takeover, a result in its
-	// own key); each is followed by the same delivery's claim in a full call,
-	// and none is in Claims.
+	// a record that needs the full keys: a retry, a takeover, a record that
+	// outlived its result key); each is followed by the same delivery's
+	// claim in a full call, and none is in Claims.
 	ClaimsFull int
 	// Result is porcupine's: Ok (linearizable), Illegal, or Unknown (the
 	// check timed out).

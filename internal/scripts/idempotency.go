@@ -50,9 +50,10 @@ const (
 	// header, or has an unknown state or flag or a fence above 2^53;
 	// nothing was written.
 	IdemCorrupt = 7
-	// IdemClaimFull: the entry of a short call (the keys of a key without a
-	// record) found a record that needs the other keys; nothing was
-	// written: claim it again in a full call.
+	// IdemClaimFull: the entry of a short call (the keys that the claim of a
+	// new or a finished key needs) found a record that needs the other keys
+	// (a retry or a takeover would run); nothing was written: claim it again
+	// in a full call.
 	IdemClaimFull = 8
 )
 
