@@ -208,6 +208,10 @@ func (s *Store) claimPass(ctx context.Context, todo []int, reqs []Request, out [
 				case scripts.IdemSkew:
 					again = append(again, i)
 				case scripts.IdemClaimFull:
+					if full { // a full call never answers so: do not loop
+						c.Err = fmt.Errorf("%w: a full claim call answered %d", ErrCorrupt, scripts.IdemClaimFull)
+						continue
+					}
 					redo = append(redo, i)
 				}
 			default:

@@ -320,7 +320,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 		for j, op := range todo {
 			code, err := codes[j], errs[j]
 			switch {
-			case err == nil && code == scripts.IdemCompleteFull:
+			case err == nil && code == scripts.IdemCompleteFull && !op.full:
 				op.full = true // nothing written: still finishing
 				redo = append(redo, op)
 			case err != nil && errors.Is(err, lease.ErrLost):
