@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -150,11 +149,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []Request) []*Claim {
 	for try := 0; len(todo) > 0; {
 		again, redo := s.claimPass(ctx, todo, reqs, out, others, wide, full)
 		if len(again) > 0 {
-			err := errors.New("idempotency: claim: the Redis clock keeps moving away from the windows computed for it")
-			if try < 2 {
-				err = s.calibrate(ctx)
-			}
-			if err != nil {
+			if err := s.recalibrate(ctx, try, "claim"); err != nil {
 				for _, i := range again {
 					out[i].Err = err
 				}
@@ -185,11 +180,7 @@ func (s *Store) claimPass(ctx context.Context, todo []int, reqs []Request, out [
 		return sc.process(ctx, p)
 	})
 	for j, call := range calls {
-		var replies []any
-		err := perr
-		if cmds[j] != nil {
-			replies, err = cmds[j].Slice()
-		}
+		replies, err := callReplies(cmds, perr, j)
 		for e, i := range call {
 			c := out[i]
 			if err != nil {
@@ -361,6 +352,15 @@ func (s *Store) pipeline(ctx context.Context, n int, add func(p redis.Pipeliner,
 		}
 	}
 	return cmds, nil
+}
+
+// callReplies returns the replies of call j of a pipeline that answered
+// cmds and perr (Store.pipeline), or the error that stands for them.
+func callReplies(cmds []*redis.Cmd, perr error, j int) ([]any, error) {
+	if cmds[j] == nil {
+		return nil, perr
+	}
+	return cmds[j].Slice()
 }
 
 // parseClaim fills c from a claim script's reply that does not run the job

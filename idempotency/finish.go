@@ -168,10 +168,8 @@ func (s *Store) release(ctx context.Context, c *Claim, hold int64, del any,
 			return nil
 		case code != scripts.IdemWindowSkew:
 			return fmt.Errorf("%w: release status %d", ErrCorrupt, code)
-		case try == 2:
-			return errors.New("idempotency: release: the Redis clock keeps moving away from the windows computed for it")
 		}
-		if err := s.calibrate(ctx); err != nil {
+		if err := s.recalibrate(ctx, try, "release"); err != nil {
 			return err
 		}
 		wide = true
@@ -347,11 +345,7 @@ func (s *Store) finish(ctx context.Context, ops []finishOp, out []error) {
 			}
 		}
 		if len(again) > 0 {
-			err := errors.New("idempotency: complete: the Redis clock keeps moving away from the windows computed for it")
-			if try < 2 {
-				err = s.calibrate(ctx)
-			}
-			if err != nil {
+			if err := s.recalibrate(ctx, try, "complete"); err != nil {
 				for _, op := range again {
 					s.abortFinish(op.c.Lease, false)
 					out[op.i] = s.end(op.c, err)
@@ -388,11 +382,7 @@ func (s *Store) completePass(ctx context.Context, todo []finishOp, base int64, n
 		return sc.process(ctx, p)
 	})
 	for g, call := range calls {
-		var replies []any
-		err := perr
-		if cmds[g] != nil {
-			replies, err = cmds[g].Slice()
-		}
+		replies, err := callReplies(cmds, perr, g)
 		for e, j := range call {
 			switch {
 			case err != nil:

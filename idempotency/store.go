@@ -228,6 +228,16 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	return nil
 }
 
+// recalibrate reads the Redis clock again after the try-th pass (from 0) of
+// what (claim, complete, release) whose scripts answered that the windows
+// sent do not cover Redis time; after the third it gives up instead.
+func (s *Store) recalibrate(ctx context.Context, try int, what string) error {
+	if try >= 2 {
+		return fmt.Errorf("idempotency: %s: the Redis clock keeps moving away from the windows computed for it", what)
+	}
+	return s.calibrate(ctx)
+}
+
 // calibrate reads the Redis clock. Windows are picked from it (the scripts
 // check them against TIME and answer a skew status when they are off).
 func (s *Store) calibrate(ctx context.Context) error {
