@@ -3,6 +3,7 @@ package idempotency
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,21 +24,13 @@ func (h *argsHook) shapes() []string {
 			name, flag = "complete", 7
 		}
 		shape := "full"
-		if nkeys := atoi(a[2]); len(a) > 2+nkeys+flag && a[2+nkeys+flag] == "1" {
+		if nkeys, _ := strconv.Atoi(a[2]); len(a) > 2+nkeys+flag && a[2+nkeys+flag] == "1" {
 			shape = "short"
 		}
 		out = append(out, name+" "+shape)
 	}
 	h.calls = nil
 	return out
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // A first attempt's claim and completion, and a duplicate's claim, go in

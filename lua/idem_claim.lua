@@ -183,13 +183,13 @@ local function flush(hk, f, fn, tr, att, over)
   push(hk, cjson.encode(e))
 end
 
--- held answers the claim of a key whose lease key k is held.
+-- held answers the claim of a key whose lease key, KEYS[k], is held.
 local function held(k)
   return {3, string.match(redis.call('GET', KEYS[k]), '^%S*'), redis.call('PTTL', KEYS[k])}
 end
 
 -- claim claims the entry whose keys start at KEYS[k] and arguments at
--- ARGV[a]; kw is the index of its first window bucket.
+-- ARGV[a].
 local function claim(k, a)
   if skew then
     return {6, cw}
