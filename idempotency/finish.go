@@ -396,6 +396,11 @@ func (s *Store) completePass(ctx context.Context, todo []finishOp, base int64, n
 	}
 }
 
+// external reports whether result goes to the record's own result key: a
+// completed record holding it would be longer than the server's
+// hash-max-listpack-value, which would turn its bucket into a hash table.
+func (s *Store) external(result []byte) bool { return outcomeLen+len(result) > s.inline }
+
 // shortCompletion reports whether op may go in a short call: its claim's
 // window is the one of Redis time (base, alone), and it has no external
 // result to write, no details to delete and no history list to end (its
@@ -403,7 +408,7 @@ func (s *Store) completePass(ctx context.Context, todo []finishOp, base int64, n
 // same and answers IdemCompleteFull otherwise.
 func (s *Store) shortCompletion(op finishOp, base int64, n int) bool {
 	c := op.c
-	if op.full || n != 1 || c.window != base || outcomeLen+len(op.result) > s.inline ||
+	if op.full || n != 1 || c.window != base || s.external(op.result) ||
 		s.historyMax() > 0 && !c.carries {
 		return false
 	}
@@ -471,7 +476,7 @@ func (s *Store) completeEntry(op finishOp) strArg {
 	var b strings.Builder
 	b.Grow(38 + 2 + len(c.args.token) + len(fence) + 2 + 2 + len(carried))
 	var head [38]byte
-	head[0], head[1], head[2], head[3], head[4] = byte(op.state), flagByte(outcomeLen+len(op.result) > s.inline),
+	head[0], head[1], head[2], head[3], head[4] = byte(op.state), flagByte(s.external(op.result)),
 		flagByte(details), flagByte(s.inScript), end
 	binary.BigEndian.PutUint16(head[5:], uint16(c.Attempt)) //nolint:gosec // attempts stop at 65,535 (idem_claim.lua)
 	var f [8]byte
@@ -551,7 +556,7 @@ func (s *Store) completeKeys(sc *scriptCall, first bool, c *Claim, base int64, n
 func (s *Store) appendComplete(sc *scriptCall, op finishOp, base int64, n int) {
 	c := op.c
 	s.completeKeys(sc, true, c, base, n)
-	external := outcomeLen+len(op.result) > s.inline
+	external := s.external(op.result)
 	c.mu.Lock()
 	details := c.details
 	c.mu.Unlock()
