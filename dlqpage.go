@@ -33,16 +33,18 @@ func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLett
 	if err != nil {
 		return page, err
 	}
-	cl, err := kgo.NewClient(w.connOpts()...)
+	// One client a page: it lists the topic's offsets and reads its
+	// partitions in turn.
+	rd, err := deadletter.NewReader(w.scanOpts(q), w.cfg.dlqTopic)
 	if err != nil {
 		return page, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
-	defer cl.Close()
-	id, end, err := w.deadLetterEnds(ctx, cl)
+	defer rd.Close()
+	id, end, err := w.deadLetterEnds(ctx, rd.Client())
 	if err != nil {
 		return page, err
 	}
-	got, err := w.scanDeadLetters(ctx, cl, q, cp, co, end, &page)
+	got, err := w.scanDeadLetters(ctx, rd, q, cp, co, end, &page)
 	if err != nil {
 		return page, err
 	}
@@ -61,19 +63,26 @@ func (s deadLetterSource) DeadLetterPage(ctx context.Context, q inspect.DeadLett
 	return page, nil
 }
 
-// scanDeadLetters reads the dead-letter topic for one page of q from
-// partition cp at offset co on, up to end: the matching records, up to one
-// past q.Limit, or fewer when q's scan bounds stop the read, which sets
-// page's Next (the offset after the last record read), Cut and Scanned.
-func (w *Worker) scanDeadLetters(ctx context.Context, cl *kgo.Client, q inspect.DeadLetterQuery, cp int32, co int64,
-	end map[int32]int64, page *inspect.DeadLetterPage) ([]DeadLetter, error) {
-	scanOpts := w.connOpts()
+// scanOpts are the options of the client that reads a page of q: the
+// connection's, with fetches sized to q's byte bound when it has one.
+func (w *Worker) scanOpts(q inspect.DeadLetterQuery) []kgo.Opt {
+	opts := w.connOpts()
 	if q.MaxScanBytes > 0 {
 		// A fetch brings at least one batch whatever these say, and at most
 		// this much more than the bound.
 		part := int32(min(q.MaxScanBytes, 1<<20))
-		scanOpts = append(slices.Clip(scanOpts), kgo.FetchMaxBytes(part), kgo.FetchMaxPartitionBytes(part))
+		opts = append(opts, kgo.FetchMaxBytes(part), kgo.FetchMaxPartitionBytes(part))
 	}
+	return opts
+}
+
+// scanDeadLetters reads the dead-letter topic for one page of q from
+// partition cp at offset co on, up to end, with rd: the matching records,
+// up to one past q.Limit, or fewer when q's scan bounds stop the read,
+// which sets page's Next (the offset after the last record read), Cut and
+// Scanned.
+func (w *Worker) scanDeadLetters(ctx context.Context, rd *deadletter.Reader, q inspect.DeadLetterQuery, cp int32, co int64,
+	end map[int32]int64, page *inspect.DeadLetterPage) ([]DeadLetter, error) {
 	f := DeadLetterFilter{Reason: q.Reason, Type: q.Type, Key: q.Key}
 	var (
 		got       []DeadLetter
@@ -89,7 +98,7 @@ func (w *Worker) scanDeadLetters(ctx context.Context, cl *kgo.Client, q inspect.
 		if p == cp {
 			from[p] = co
 		}
-		err := deadletter.Scan(ctx, cl, scanOpts, w.cfg.dlqTopic, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
+		err := rd.Scan(ctx, from, map[int32]int64{p: end[p]}, func(r *kgo.Record) bool {
 			page.Scanned++
 			bytesRead += recordSize(r)
 			if d := parseDeadLetter(r); f.match(&d) {

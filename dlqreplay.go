@@ -90,12 +90,12 @@ type ReplayResult struct {
 // records matching f, at most f.Limit, in partition and offset order. It
 // works before [Worker.Start].
 func (w *Worker) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
-	cl, err := kgo.NewClient(w.connOpts()...)
+	rd, err := deadletter.NewReader(w.connOpts(), w.cfg.dlqTopic)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
-	defer cl.Close()
-	dls, _, err := w.readDeadLetters(ctx, cl, f)
+	defer rd.Close()
+	dls, _, err := w.readDeadLetters(ctx, rd, f)
 	return dls, err
 }
 
@@ -108,17 +108,17 @@ func (w *Worker) connOpts() []kgo.Opt {
 // readDeadLetters reads the dead-letter topic (see DeadLetters) and the
 // replay markers of the records it returns; it also returns the topic's ID,
 // which names the markers.
-func (w *Worker) readDeadLetters(ctx context.Context, cl *kgo.Client, f DeadLetterFilter) ([]DeadLetter, string, error) {
-	topic, limit := w.cfg.dlqTopic, f.Limit
+func (w *Worker) readDeadLetters(ctx context.Context, rd *deadletter.Reader, f DeadLetterFilter) ([]DeadLetter, string, error) {
+	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultDeadLetterLimit
 	}
-	id, end, err := w.deadLetterEnds(ctx, cl)
+	id, end, err := w.deadLetterEnds(ctx, rd.Client())
 	if err != nil {
 		return nil, "", err
 	}
 	var out []DeadLetter
-	err = deadletter.Scan(ctx, cl, w.connOpts(), topic, nil, end, func(r *kgo.Record) bool {
+	err = rd.Scan(ctx, nil, end, func(r *kgo.Record) bool {
 		if d := parseDeadLetter(r); f.match(&d) {
 			out = append(out, d)
 		}
@@ -216,12 +216,14 @@ func (w *Worker) readReplayMarkers(ctx context.Context, topicID string, dls []De
 // With dryRun nothing is produced or marked. Each replay is logged and
 // traced as a `dlq replay` span.
 func (w *Worker) ReplayDeadLetters(ctx context.Context, f DeadLetterFilter, dryRun bool) ([]ReplayResult, error) {
-	cl, err := kgo.NewClient(append(w.connOpts(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	// One client reads the dead-letter topic and produces the copies.
+	rd, err := deadletter.NewReader(append(w.connOpts(), kgo.RecordPartitioner(kgo.ManualPartitioner())), w.cfg.dlqTopic)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: kafka client: %w", err)
 	}
-	defer cl.Close()
-	dls, topicID, err := w.readDeadLetters(ctx, cl, f)
+	defer rd.Close()
+	cl := rd.Client()
+	dls, topicID, err := w.readDeadLetters(ctx, rd, f)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/internal/deadletter"
 	"github.com/leasehold/leasehold/internal/testkit"
 )
 
@@ -31,10 +32,10 @@ func TestReplayAtMostOnce(t *testing.T) {
 
 	ops, err := New(h.rdb, h.opts()...)
 	must(t, err)
-	cl, err := kgo.NewClient(ops.connOpts()...)
+	rd, err := deadletter.NewReader(ops.connOpts(), ops.cfg.dlqTopic)
 	must(t, err)
-	defer cl.Close()
-	dls, topicID, err := ops.readDeadLetters(ctx, cl, DeadLetterFilter{Key: "u-2"})
+	defer rd.Close()
+	dls, topicID, err := ops.readDeadLetters(ctx, rd, DeadLetterFilter{Key: "u-2"})
 	must(t, err)
 	if len(dls) != 1 || topicID == "" {
 		t.Fatalf("dead letters of u-2: %+v, topic ID %q", dls, topicID)

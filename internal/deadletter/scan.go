@@ -51,29 +51,26 @@ func listOffsets(ctx context.Context, cl *kgo.Client, topic string, end bool) (m
 	return out, nil
 }
 
-// Scan reads topic with a client of its own (connOpts: seed brokers, TLS,
-// SASL, no group options), every partition of end from its offset in from
-// (the log start, listed through adm, for a partition from lacks or for an
-// offset below the log start) up to its offset in end, and calls fn with
-// each record that is not a control record, until fn returns false or every
-// partition was read to its end. It returns an error, with fn's answers so
-// far standing, if ctx ends before that.
-func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string, from, end map[int32]int64, fn func(*kgo.Record) bool) error {
-	start, err := StartOffsets(ctx, adm, topic)
-	if err != nil {
-		return err
-	}
-	parts := make(map[int32]kgo.Offset)
-	for p, e := range end {
-		if s := max(from[p], start[p]); s < e {
-			parts[p] = kgo.NewOffset().At(s)
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
+// Reader reads one topic partition by partition over one client of its
+// own, which also serves the caller's metadata and offset requests
+// (Client): a caller that reads several partitions in turn (a page of the
+// dead-letter topic, partition after partition, until the page is full)
+// opens one connection set, not one a partition. A Reader is not safe for
+// concurrent use.
+type Reader struct {
+	cl    *kgo.Client
+	topic string
+	prev  []int32 // the partitions the last Scan consumed
+}
+
+// NewReader opens a Reader of topic. connOpts are the client's connection
+// options (seed brokers, TLS, SASL, no group options); they may add others
+// (fetch sizes, a partitioner for a caller that also produces with
+// Client).
+func NewReader(connOpts []kgo.Opt, topic string) (*Reader, error) {
 	cl, err := kgo.NewClient(append(slices.Clip(connOpts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		// A direct consumer of no partition yet: each Scan adds its own.
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		// Control records (transaction markers) occupy offsets too: keep
@@ -82,12 +79,73 @@ func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string
 		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
-		return fmt.Errorf("deadletter: client to read %s: %w", topic, err)
+		return nil, fmt.Errorf("deadletter: client to read %s: %w", topic, err)
 	}
-	defer cl.Close()
+	return &Reader{cl: cl, topic: topic}, nil
+}
+
+// Client returns the Reader's client, for requests of the caller's own
+// (kadm, produce); the Reader closes it.
+func (r *Reader) Client() *kgo.Client { return r.cl }
+
+// Close closes the Reader's client.
+func (r *Reader) Close() { r.cl.Close() }
+
+// Scan reads topic with a client of its own (connOpts: see NewReader): see
+// Reader.Scan. The adm client lists the log start offsets.
+func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string, from, end map[int32]int64, fn func(*kgo.Record) bool) error {
+	start, err := StartOffsets(ctx, adm, topic)
+	if err != nil {
+		return err
+	}
+	r, err := NewReader(connOpts, topic)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.scan(ctx, start, from, end, fn)
+}
+
+// Scan reads every partition of end from its offset in from (the log
+// start, listed through the Reader's client, for a partition from lacks or
+// for an offset below the log start) up to its offset in end, and calls fn
+// with each record that is not a control record, until fn returns false or
+// every partition was read to its end. It returns an error, with fn's
+// answers so far standing, if ctx ends before that.
+func (r *Reader) Scan(ctx context.Context, from, end map[int32]int64, fn func(*kgo.Record) bool) error {
+	start, err := StartOffsets(ctx, r.cl, r.topic)
+	if err != nil {
+		return err
+	}
+	return r.scan(ctx, start, from, end, fn)
+}
+
+// scan is Scan with the log start offsets listed.
+func (r *Reader) scan(ctx context.Context, start, from, end map[int32]int64, fn func(*kgo.Record) bool) error {
+	topic := r.topic
+	parts := make(map[int32]kgo.Offset)
+	low := make(map[int32]int64)
+	for p, e := range end {
+		if s := max(from[p], start[p]); s < e {
+			parts[p], low[p] = kgo.NewOffset().At(s), s
+		}
+	}
+	if len(r.prev) > 0 {
+		// The last Scan's partitions stop being fetched; what was buffered
+		// for them is dropped, and a stray record is skipped below (low).
+		r.cl.RemoveConsumePartitions(map[string][]int32{topic: r.prev})
+		r.prev = nil
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	for p := range parts {
+		r.prev = append(r.prev, p)
+	}
+	r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 	var lastErr error
 	for len(parts) > 0 {
-		fs := cl.PollFetches(ctx)
+		fs := r.cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			if lastErr != nil {
 				err = fmt.Errorf("%w (last fetch error: %w)", err, lastErr)
@@ -96,16 +154,16 @@ func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string
 		}
 		fs.EachError(func(_ string, _ int32, err error) { lastErr = err })
 		more := true
-		fs.EachRecord(func(r *kgo.Record) {
-			e, ok := end[r.Partition]
-			if !more || !ok || r.Offset >= e {
+		fs.EachRecord(func(rec *kgo.Record) {
+			e, ok := end[rec.Partition]
+			if !more || !ok || rec.Offset >= e || rec.Offset < low[rec.Partition] {
 				return
 			}
-			if r.Offset == e-1 {
-				delete(parts, r.Partition)
+			if rec.Offset == e-1 {
+				delete(parts, rec.Partition)
 			}
-			if !r.Attrs.IsControl() {
-				more = fn(r)
+			if !rec.Attrs.IsControl() {
+				more = fn(rec)
 			}
 		})
 		if !more {
