@@ -98,6 +98,13 @@ func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string
 	if err != nil {
 		return err
 	}
+	todo := false
+	for p, e := range end {
+		todo = todo || max(from[p], start[p]) < e
+	}
+	if !todo {
+		return nil // nothing to read: no client opened
+	}
 	r, err := NewReader(connOpts, topic)
 	if err != nil {
 		return err
