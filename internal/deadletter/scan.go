@@ -60,7 +60,8 @@ func listOffsets(ctx context.Context, cl *kgo.Client, topic string, end bool) (m
 type Reader struct {
 	cl    *kgo.Client
 	topic string
-	prev  []int32 // the partitions the last Scan consumed
+	prev  []int32         // the partitions the last Scan consumed
+	start map[int32]int64 // the log start offsets, listed at the first Scan
 }
 
 // NewReader opens a Reader of topic. connOpts are the client's connection
@@ -114,17 +115,22 @@ func Scan(ctx context.Context, adm *kgo.Client, connOpts []kgo.Opt, topic string
 }
 
 // Scan reads every partition of end from its offset in from (the log
-// start, listed through the Reader's client, for a partition from lacks or
-// for an offset below the log start) up to its offset in end, and calls fn
-// with each record that is not a control record, until fn returns false or
-// every partition was read to its end. It returns an error, with fn's
-// answers so far standing, if ctx ends before that.
+// start for a partition from lacks or for an offset below the log start)
+// up to its offset in end, and calls fn with each record that is not a
+// control record, until fn returns false or every partition was read to its
+// end. It returns an error, with fn's answers so far standing, if ctx ends
+// before that. The log start offsets are listed once, at the Reader's first
+// Scan: a start that has moved on since is an offset out of range to the
+// client, which then reads from the new start (ConsumeResetOffset).
 func (r *Reader) Scan(ctx context.Context, from, end map[int32]int64, fn func(*kgo.Record) bool) error {
-	start, err := StartOffsets(ctx, r.cl, r.topic)
-	if err != nil {
-		return err
+	if r.start == nil {
+		start, err := StartOffsets(ctx, r.cl, r.topic)
+		if err != nil {
+			return err
+		}
+		r.start = start
 	}
-	return r.scan(ctx, start, from, end, fn)
+	return r.scan(ctx, r.start, from, end, fn)
 }
 
 // scan is Scan with the log start offsets listed.
