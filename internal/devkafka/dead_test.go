@@ -1,6 +1,7 @@
 package devkafka
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,6 +34,39 @@ func TestMemberDead(t *testing.T) {
 	} {
 		if got := tc.m.dead(tc.state, ago(tc.stable), now); got != tc.want {
 			t.Errorf("%s: dead = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStragglers checks the overdue-rebalance rule: once a rebalance that
+// began after start has run past 1.5 times the longest rebalance timeout
+// among the members, those that sent no JoinGroup since start are
+// stragglers; none before that, and none when no timeout is known.
+func TestStragglers(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	seen := map[string]member{
+		"rejoined":   {joined: ago(time.Second), rebalance: 4 * time.Second},
+		"old":        {joined: ago(time.Minute), rebalance: 2 * time.Second},
+		"unrecorded": {},
+	}
+	all := []string{"rejoined", "old", "unrecorded"}
+	for _, tc := range []struct {
+		name  string
+		ids   []string
+		start time.Duration // how long ago the rebalance began, at most
+		want  []string
+	}{
+		{"overdue: the longest timeout (4s) times 1.5 has passed", all, 7 * time.Second, []string{"old", "unrecorded"}},
+		{"not yet: 6s is not past 1.5 times 4s", all, 6 * time.Second, nil},
+		{"only the shorter timeout known, and passed", []string{"old"}, 4 * time.Second, []string{"old"}},
+		{"no timeout known", []string{"unrecorded"}, time.Hour, nil},
+		{"everyone rejoined", []string{"rejoined"}, time.Minute, nil},
+	} {
+		got := stragglers(tc.ids, seen, ago(tc.start), now)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: stragglers = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -24,6 +24,19 @@
 // JoinGroup waits, so a member silent for twice its session timeout in a
 // rebalancing group is one whose timer never started: the Reaper evicts it.
 //
+// That rule ends a wait held up by one dead member, not one that members
+// keep holding up: while some members' requests are lost (a partitioned
+// network) and their clients come back under new member IDs, a new straggler
+// joins before the last is evicted, and every JoinGroup and every eviction
+// restarts kfake's wait. Apache Kafka's wait does not restart: when the
+// longest rebalance timeout of the members has passed since the rebalance
+// began, it removes every member that has not rejoined and completes the
+// rebalance. The Reaper does that too, a little later (at 1.5 times that
+// timeout, so that kfake's own wait ends first where it can): it makes every
+// member of a group rebalancing for that long that sent no JoinGroup since
+// the rebalance began leave at once, in one LeaveGroup, so that the members
+// left are all waiting in their JoinGroup and the rebalance completes.
+//
 // Against a real broker none of this is used.
 package devkafka
 
@@ -110,13 +123,48 @@ type Reaper struct {
 	mu     sync.Mutex
 	seen   map[memberKey]member // guarded by mu
 	stable map[string]time.Time // group -> since when it is seen stable; loop only
+	// preparing: group -> the rebalance it is seen preparing began after
+	// this instant (the start of the last sweep that did not see it
+	// preparing); loop only.
+	preparing map[string]time.Time
+	swept     time.Time // the start of the last sweep that described the groups; loop only
 }
 
 type memberKey struct{ group, id string }
 
 type member struct {
-	last    time.Time
-	session time.Duration
+	last      time.Time     // its last request
+	joined    time.Time     // its last JoinGroup
+	session   time.Duration // its session timeout
+	rebalance time.Duration // its rebalance timeout
+}
+
+// overdueFactor times the longest rebalance timeout of a group's members is
+// how long the Reaper lets a rebalance run before it removes the members that
+// have not rejoined (Apache Kafka does at 1 times).
+const overdueFactor = 1.5
+
+// stragglers returns the members of a group preparing a rebalance that began
+// after start, among ids (members' records in seen, by ID), that sent no
+// JoinGroup since start, once the rebalance has run past overdueFactor times
+// the longest rebalance timeout known among them; nil before, and when no
+// member's timeout is known. A member without a record is a straggler: every
+// member of a group the Reaper watched from its start has sent a JoinGroup.
+func stragglers(ids []string, seen map[string]member, start, now time.Time) []string {
+	var longest time.Duration
+	for _, id := range ids {
+		longest = max(longest, seen[id].rebalance)
+	}
+	if longest <= 0 || now.Sub(start) <= time.Duration(overdueFactor*float64(longest)) {
+		return nil
+	}
+	var out []string
+	for _, id := range ids {
+		if !seen[id].joined.After(start) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // dead reports whether m, silent since m.last, is dead at now in a group in
@@ -150,6 +198,7 @@ func StartReaper(c *kfake.Cluster, log *slog.Logger, interval time.Duration) (*R
 	r := &Reaper{
 		log: log, cl: cl, interval: interval, cancel: cancel, done: make(chan struct{}),
 		seen: map[memberKey]member{}, stable: map[string]time.Time{},
+		preparing: map[string]time.Time{}, swept: time.Now(),
 	}
 	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.LeaveGroup} {
 		c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -175,7 +224,8 @@ func (r *Reaper) observe(req kmsg.Request) {
 	switch q := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		if q.MemberID != "" {
-			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now, session: time.Duration(q.SessionTimeoutMillis) * time.Millisecond}
+			r.seen[memberKey{q.Group, q.MemberID}] = member{last: now, joined: now,
+				session: time.Duration(q.SessionTimeoutMillis) * time.Millisecond, rebalance: time.Duration(q.RebalanceTimeoutMillis) * time.Millisecond}
 		}
 	case *kmsg.SyncGroupRequest:
 		r.touch(memberKey{q.Group, q.MemberID}, now)
@@ -215,12 +265,14 @@ func (r *Reaper) loop(ctx context.Context) {
 }
 
 // sweep evicts, in every group stable for longer than a member's session
-// timeout, each member not heard from for that long, and in every
-// rebalancing group each member silent for twice its session timeout (see
-// the package doc).
+// timeout, each member not heard from for that long; in every rebalancing
+// group each member silent for twice its session timeout, and, once the
+// rebalance is overdue, every member that has not rejoined (see the package
+// doc). It then forgets the members no group lists any more.
 func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 	cctx, cancel := context.WithTimeout(ctx, r.interval*4)
 	defer cancel()
+	began := time.Now()
 	listed, err := adm.ListGroups(cctx)
 	if err != nil {
 		return
@@ -230,63 +282,121 @@ func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 		return
 	}
 	now := time.Now()
+	listedMembers := make(map[memberKey]bool)
 	for _, g := range described {
-		since := now
-		if g.State != "Stable" {
-			delete(r.stable, g.Group)
-		} else if s, ok := r.stable[g.Group]; ok {
-			since = s
-		} else {
-			r.stable[g.Group] = now
-		}
-		var dead []string
-		r.mu.Lock()
 		for _, m := range g.Members {
-			s, ok := r.seen[memberKey{g.Group, m.MemberID}]
-			if ok && s.dead(g.State, since, now) {
-				dead = append(dead, m.MemberID)
-			}
+			listedMembers[memberKey{g.Group, m.MemberID}] = true
 		}
-		r.mu.Unlock()
-		for _, id := range dead {
-			r.evict(cctx, g.Group, g.State, id)
+		dead, late := r.judge(g, now)
+		if len(dead) > 0 {
+			r.evict(cctx, g.Group, g.State, reasonSilent, dead)
+		}
+		if len(late) > 0 {
+			r.evict(cctx, g.Group, g.State, reasonNotRejoined, late)
 		}
 	}
+	r.forget(described, listedMembers, now)
+	r.swept = began
 }
 
-// evict makes member id leave group on its behalf.
-func (r *Reaper) evict(ctx context.Context, group, state, id string) {
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = group
-	m := kmsg.NewLeaveGroupRequestMember()
-	m.MemberID = id
-	reason := "leasehold devkafka: no request from the member for its session timeout"
-	m.Reason = &reason
-	req.Members = append(req.Members, m)
-	resp, err := req.RequestWith(ctx, r.cl)
-	if err == nil {
-		err = firstLeaveErr(resp)
+// Why the Reaper evicts a member: the LeaveGroup's reason.
+const (
+	reasonSilent      = "leasehold devkafka: no request from the member for its session timeout"
+	reasonNotRejoined = "leasehold devkafka: the member did not rejoin a rebalance overdue past its rebalance timeout"
+)
+
+// judge returns the members of g that are dead (member.dead) and, of the
+// others, the stragglers of an overdue rebalance.
+func (r *Reaper) judge(g kadm.DescribedGroup, now time.Time) (dead, late []string) {
+	since := now
+	if g.State != "Stable" {
+		delete(r.stable, g.Group)
+	} else if s, ok := r.stable[g.Group]; ok {
+		since = s
+	} else {
+		r.stable[g.Group] = now
 	}
-	if err != nil {
-		r.log.Warn("evicting a silent group member failed", slog.String("group", group), slog.String("state", state),
-			slog.String("member", id), slog.Any("err", err))
-		return
+	preparing := g.State == "PreparingRebalance"
+	start, ok := r.preparing[g.Group]
+	if !preparing {
+		delete(r.preparing, g.Group)
+	} else if !ok {
+		// The last sweep saw it in another state, or not at all.
+		start = r.swept
+		r.preparing[g.Group] = start
 	}
 	r.mu.Lock()
-	delete(r.seen, memberKey{group, id})
-	r.mu.Unlock()
-	delete(r.stable, group) // the leave rebalances the group
-	r.log.Warn("evicted a silent group member", slog.String("group", group), slog.String("state", state), slog.String("member", id))
+	defer r.mu.Unlock()
+	var alive []string
+	seen := make(map[string]member, len(g.Members))
+	for _, m := range g.Members {
+		s, ok := r.seen[memberKey{g.Group, m.MemberID}]
+		if ok && s.dead(g.State, since, now) {
+			dead = append(dead, m.MemberID)
+			continue
+		}
+		alive = append(alive, m.MemberID)
+		seen[m.MemberID] = s
+	}
+	if preparing {
+		late = stragglers(alive, seen, start, now)
+	}
+	return dead, late
 }
 
-func firstLeaveErr(resp *kmsg.LeaveGroupResponse) error {
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err
-	}
-	for _, m := range resp.Members {
-		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
-			return err
+// forget drops the records of members that no group lists (left, evicted,
+// or removed by kfake) and that have been silent for twice their session
+// timeout (a minute when it is not known), and the state of groups no
+// longer listed, so that the Reaper's memory stays bounded on a broker that
+// runs for weeks.
+func (r *Reaper) forget(described kadm.DescribedGroups, listed map[memberKey]bool, now time.Time) {
+	r.mu.Lock()
+	for k, m := range r.seen {
+		if !listed[k] && now.Sub(m.last) > max(2*m.session, time.Minute) {
+			delete(r.seen, k)
 		}
 	}
-	return nil
+	r.mu.Unlock()
+	for _, m := range []map[string]time.Time{r.preparing, r.stable} {
+		for g := range m {
+			if _, ok := described[g]; !ok {
+				delete(m, g)
+			}
+		}
+	}
+}
+
+// evict makes members ids of group leave, in one LeaveGroup (so that a
+// rebalance waiting on all of them completes at once), for reason.
+func (r *Reaper) evict(ctx context.Context, group, state, reason string, ids []string) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = group
+	for _, id := range ids {
+		m := kmsg.NewLeaveGroupRequestMember()
+		m.MemberID = id
+		m.Reason = &reason
+		req.Members = append(req.Members, m)
+	}
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		r.log.Warn("evicting group members failed", slog.String("group", group), slog.String("state", state),
+			slog.Any("members", ids), slog.Any("err", err))
+		return
+	}
+	delete(r.stable, group) // the leave rebalances the group
+	for _, m := range resp.Members {
+		if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
+			r.log.Warn("evicting a group member failed", slog.String("group", group), slog.String("state", state),
+				slog.String("member", m.MemberID), slog.Any("err", err))
+			continue
+		}
+		r.mu.Lock()
+		delete(r.seen, memberKey{group, m.MemberID})
+		r.mu.Unlock()
+		r.log.Warn("evicted a group member", slog.String("group", group), slog.String("state", state),
+			slog.String("member", m.MemberID), slog.String("reason", reason))
+	}
 }

@@ -297,6 +297,76 @@ func TestStalledRebalanceEnds(t *testing.T) {
 	t.Fatalf("in %d attempts kfake's own session timer always removed the dead member: the scenario did not happen\n%s", attempt, logged.String())
 }
 
+// TestOverdueRebalanceEnds builds a rebalance that kfake alone would keep
+// waiting: a member that never rejoins and is not silent long enough for the
+// dead-member rule (its 60s session), and a live member that resends its
+// JoinGroup every 2s, each restarting kfake's 5s wait. kfake would end it
+// only when its own session timer removes the straggler, 60s after its last
+// answer. Apache Kafka ends it after the 5s rebalance timeout. The Reaper
+// must make the straggler leave once the rebalance has run past 1.5 times
+// that timeout, so that the live member's JoinGroup is answered with the
+// live member alone.
+func TestOverdueRebalanceEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test needs a Kafka broker")
+	}
+	var logged syncBuffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	c, err := devkafka.NewCluster(log, 100*time.Millisecond, clusterOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	addr := c.ListenAddrs()[0]
+
+	live := newBareMember(ctx, t, addr, "live", 2*time.Minute, 5*time.Second)
+	live.sync(t, live.join(t).Generation)
+	waitStable(ctx, t, c.ListenAddrs(), 1)
+	straggler := newBareMember(ctx, t, addr, "straggler", time.Minute, 5*time.Second)
+	straggler.send(t, straggler.id) // its JoinGroup with its ID: a rebalance
+	live.sync(t, live.rejoin(ctx, t).Generation)
+	if resp := readJoin(t, straggler.conn); resp.ErrorCode != 0 {
+		t.Fatalf("straggler's join: error code %d", resp.ErrorCode)
+	}
+	waitStable(ctx, t, c.ListenAddrs(), 2)
+	// The Reaper dates a rebalance from its last sweep that did not see it:
+	// the third of its sweeps to start from now began after the second,
+	// which began once the group was stable (only the Reaper lists groups).
+	sweeps := make(chan struct{}, 3)
+	c.ControlKey(int16(kmsg.ListGroups), func(kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case sweeps <- struct{}{}:
+		default:
+		}
+		return nil, nil, false
+	})
+	for range 3 {
+		select {
+		case <-sweeps:
+		case <-ctx.Done():
+			t.Fatal("the Reaper did not sweep")
+		}
+	}
+
+	// The live member rejoins (a new rebalance) and resends its JoinGroup
+	// every 2s; the straggler sends nothing more.
+	start := time.Now()
+	resp := live.rejoinUntilAnswered(ctx, t)
+	took := time.Since(start)
+	if resp.ErrorCode != 0 || len(resp.Members) != 1 || resp.Members[0].MemberID != live.id {
+		t.Fatalf("rebalance answer after %s: error %d, members %v", took, resp.ErrorCode, resp.Members)
+	}
+	// The Reaper logs the eviction once kfake has answered its LeaveGroup,
+	// which may be after the live member's answer.
+	want := "state=PreparingRebalance member=" + straggler.id + ` reason="leasehold devkafka: the member did not rejoin`
+	if !logged.waitFor(ctx, want) {
+		t.Fatalf("the rebalance ended after %s without the Reaper's eviction of the straggler:\n%s", took, logged.String())
+	}
+	t.Logf("the Reaper evicted the straggler; the rebalance ended after %s (the straggler's session: 60s)", took.Round(time.Millisecond))
+}
+
 // deadInStableGroup joins a second member and closes its socket while its
 // JoinGroup waits; live's rejoin completes the rebalance, and the dead
 // member's answer goes to the closed socket. It returns the dead member's ID
@@ -438,14 +508,40 @@ func (m *bareMember) sync(t *testing.T, generation int32) {
 
 // syncBuffer is a bytes.Buffer safe for the reaper's goroutine and the test.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed and replaced at each Write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
 	return b.b.Write(p)
+}
+
+// waitFor waits until the buffer holds s, reporting false if ctx ends first.
+func (b *syncBuffer) waitFor(ctx context.Context, s string) bool {
+	for {
+		b.mu.Lock()
+		if strings.Contains(b.b.String(), s) {
+			b.mu.Unlock()
+			return true
+		}
+		if b.written == nil {
+			b.written = make(chan struct{})
+		}
+		written := b.written
+		b.mu.Unlock()
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {
