@@ -300,12 +300,12 @@ func TestStalledRebalanceEnds(t *testing.T) {
 // TestOverdueRebalanceEnds builds a rebalance that kfake alone would keep
 // waiting: a member that never rejoins and is not silent long enough for the
 // dead-member rule (its 60s session), and a live member that resends its
-// JoinGroup every 2s, each restarting kfake's 5s wait. kfake would end it
-// only when its own session timer removes the straggler, 60s after its last
-// answer. Apache Kafka ends it after the 5s rebalance timeout. The Reaper
-// must make the straggler leave once the rebalance has run past 1.5 times
-// that timeout, so that the live member's JoinGroup is answered with the
-// live member alone.
+// JoinGroup every 2s, each restarting kfake's 10s wait (long enough that a
+// starved test does not let it run out). kfake would end it only when its own
+// session timer removes the straggler, 60s after its last answer. Apache
+// Kafka ends it after the 10s rebalance timeout. The Reaper must make the
+// straggler leave once the rebalance has run past 1.5 times that timeout, so
+// that the live member's JoinGroup is answered with the live member alone.
 func TestOverdueRebalanceEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test needs a Kafka broker")
@@ -321,10 +321,10 @@ func TestOverdueRebalanceEnds(t *testing.T) {
 	defer cancel()
 	addr := c.ListenAddrs()[0]
 
-	live := newBareMember(ctx, t, addr, "live", 2*time.Minute, 5*time.Second)
+	live := newBareMember(ctx, t, addr, "live", 2*time.Minute, 10*time.Second)
 	live.sync(t, live.join(t).Generation)
 	waitStable(ctx, t, c.ListenAddrs(), 1)
-	straggler := newBareMember(ctx, t, addr, "straggler", time.Minute, 5*time.Second)
+	straggler := newBareMember(ctx, t, addr, "straggler", time.Minute, 10*time.Second)
 	straggler.send(t, straggler.id) // its JoinGroup with its ID: a rebalance
 	live.sync(t, live.rejoin(ctx, t).Generation)
 	if resp := readJoin(t, straggler.conn); resp.ErrorCode != 0 {
