@@ -256,13 +256,7 @@ func TestStalledRebalanceEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test needs a Kafka broker")
 	}
-	var logged syncBuffer
-	log := slog.New(slog.NewTextHandler(&logged, nil))
-	c, err := devkafka.NewCluster(log, 100*time.Millisecond, clusterOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, logged := reapedCluster(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	addr := c.ListenAddrs()[0]
@@ -310,13 +304,7 @@ func TestOverdueRebalanceEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: this test needs a Kafka broker")
 	}
-	var logged syncBuffer
-	log := slog.New(slog.NewTextHandler(&logged, nil))
-	c, err := devkafka.NewCluster(log, 100*time.Millisecond, clusterOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, logged := reapedCluster(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	addr := c.ListenAddrs()[0]
@@ -365,6 +353,19 @@ func TestOverdueRebalanceEnds(t *testing.T) {
 		t.Fatalf("the rebalance ended after %s without the Reaper's eviction of the straggler:\n%s", took, logged.String())
 	}
 	t.Logf("the Reaper evicted the straggler; the rebalance ended after %s (the straggler's session: 60s)", took.Round(time.Millisecond))
+}
+
+// reapedCluster starts a one-broker kfake cluster with a Reaper sweeping
+// every 100ms, closed at the test's end, and the buffer the Reaper logs to.
+func reapedCluster(t *testing.T) (*devkafka.Cluster, *syncBuffer) {
+	t.Helper()
+	logged := new(syncBuffer)
+	c, err := devkafka.NewCluster(slog.New(slog.NewTextHandler(logged, nil)), 100*time.Millisecond, clusterOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, logged
 }
 
 // deadInStableGroup joins a second member and closes its socket while its
