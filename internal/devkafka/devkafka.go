@@ -112,7 +112,9 @@ func (c *Cluster) Close() {
 }
 
 // Reaper evicts classic group members that stay silent for their session
-// timeout in a stable group (see the package doc).
+// timeout in a stable group (twice that in a rebalancing one), and those
+// that do not rejoin a rebalance overdue past their rebalance timeout (see
+// the package doc).
 type Reaper struct {
 	log      *slog.Logger
 	cl       *kgo.Client
