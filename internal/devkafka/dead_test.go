@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TestMemberDead checks the eviction rule by group state: in a stable group
@@ -68,5 +70,37 @@ func TestStragglers(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: stragglers = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestJudgeOneLeave checks that a sweep which finds, in one rebalancing
+// group, a dead member and a straggler makes both leave in one LeaveGroup,
+// each with its reason, and keeps the member that rejoined: two requests
+// would let the first end the rebalance, and kfake would answer the second
+// with UNKNOWN_MEMBER_ID.
+func TestJudgeOneLeave(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	r := &Reaper{
+		seen: map[memberKey]member{
+			{"g", "silent"}:    {last: ago(5 * time.Second), joined: ago(time.Minute), session: time.Second, rebalance: 2 * time.Second},
+			{"g", "straggler"}: {last: ago(time.Second), joined: ago(time.Minute), session: 10 * time.Second, rebalance: 2 * time.Second},
+			{"g", "rejoined"}:  {last: now, joined: ago(time.Second), session: 10 * time.Second, rebalance: 2 * time.Second},
+		},
+		stable:    map[string]time.Time{},
+		preparing: map[string]time.Time{},
+		swept:     ago(10 * time.Second), // the rebalance began after it: overdue past 3 s
+	}
+	g := kadm.DescribedGroup{Group: "g", State: "PreparingRebalance", Members: []kadm.DescribedGroupMember{
+		{MemberID: "silent"}, {MemberID: "straggler"}, {MemberID: "rejoined"},
+	}}
+	got := r.judge(g, now)
+	want := []leave{{"silent", reasonSilent}, {"straggler", reasonNotRejoined}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("judge = %v, want %v", got, want)
+	}
+	if r.preparing["g"] != r.swept {
+		t.Errorf("the rebalance is dated %v, want the last sweep's start %v", r.preparing["g"], r.swept)
 	}
 }

@@ -289,12 +289,8 @@ func (r *Reaper) sweep(ctx context.Context, adm *kadm.Client) {
 		for _, m := range g.Members {
 			listedMembers[memberKey{g.Group, m.MemberID}] = true
 		}
-		dead, late := r.judge(g, now)
-		if len(dead) > 0 {
-			r.evict(cctx, g.Group, g.State, reasonSilent, dead)
-		}
-		if len(late) > 0 {
-			r.evict(cctx, g.Group, g.State, reasonNotRejoined, late)
+		if leaves := r.judge(g, now); len(leaves) > 0 {
+			r.evict(cctx, g.Group, g.State, leaves)
 		}
 	}
 	r.forget(described, listedMembers, now)
@@ -307,9 +303,15 @@ const (
 	reasonNotRejoined = "leasehold devkafka: the member did not rejoin a rebalance overdue past its rebalance timeout"
 )
 
-// judge returns the members of g that are dead (member.dead) and, of the
-// others, the stragglers of an overdue rebalance.
-func (r *Reaper) judge(g kadm.DescribedGroup, now time.Time) (dead, late []string) {
+// leave is a member the Reaper makes leave, and why (the LeaveGroup's
+// reason).
+type leave struct{ id, reason string }
+
+// judge returns the members of g to evict: those that are dead
+// (member.dead) and, of the others, the stragglers of an overdue rebalance.
+// Both go in one LeaveGroup: were the dead sent first, that leave could end
+// the rebalance, and kfake would answer the stragglers' UNKNOWN_MEMBER_ID.
+func (r *Reaper) judge(g kadm.DescribedGroup, now time.Time) []leave {
 	since := now
 	if g.State != "Stable" {
 		delete(r.stable, g.Group)
@@ -329,21 +331,24 @@ func (r *Reaper) judge(g kadm.DescribedGroup, now time.Time) (dead, late []strin
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var leaves []leave
 	var alive []string
 	seen := make(map[string]member, len(g.Members))
 	for _, m := range g.Members {
 		s, ok := r.seen[memberKey{g.Group, m.MemberID}]
 		if ok && s.dead(g.State, since, now) {
-			dead = append(dead, m.MemberID)
+			leaves = append(leaves, leave{m.MemberID, reasonSilent})
 			continue
 		}
 		alive = append(alive, m.MemberID)
 		seen[m.MemberID] = s
 	}
 	if preparing {
-		late = stragglers(alive, seen, start, now)
+		for _, id := range stragglers(alive, seen, start, now) {
+			leaves = append(leaves, leave{id, reasonNotRejoined})
+		}
 	}
-	return dead, late
+	return leaves
 }
 
 // forget drops the records of members that no group lists (left, evicted,
@@ -368,16 +373,20 @@ func (r *Reaper) forget(described kadm.DescribedGroups, listed map[memberKey]boo
 	}
 }
 
-// evict makes members ids of group leave, in one LeaveGroup (so that a
-// rebalance waiting on all of them completes at once), for reason.
-func (r *Reaper) evict(ctx context.Context, group, state, reason string, ids []string) {
+// evict makes members leaves of group leave, in one LeaveGroup (so that a
+// rebalance waiting on all of them completes at once), each for its reason.
+func (r *Reaper) evict(ctx context.Context, group, state string, leaves []leave) {
 	req := kmsg.NewPtrLeaveGroupRequest()
 	req.Group = group
-	for _, id := range ids {
+	ids := make([]string, 0, len(leaves))
+	reasons := make(map[string]string, len(leaves))
+	for _, l := range leaves {
 		m := kmsg.NewLeaveGroupRequestMember()
-		m.MemberID = id
-		m.Reason = &reason
+		m.MemberID = l.id
+		m.Reason = &l.reason
 		req.Members = append(req.Members, m)
+		ids = append(ids, l.id)
+		reasons[l.id] = l.reason
 	}
 	resp, err := req.RequestWith(ctx, r.cl)
 	if err == nil {
@@ -399,6 +408,6 @@ func (r *Reaper) evict(ctx context.Context, group, state, reason string, ids []s
 		delete(r.seen, memberKey{group, m.MemberID})
 		r.mu.Unlock()
 		r.log.Warn("evicted a group member", slog.String("group", group), slog.String("state", state),
-			slog.String("member", m.MemberID), slog.String("reason", reason))
+			slog.String("member", m.MemberID), slog.String("reason", reasons[m.MemberID]))
 	}
 }
