@@ -51,7 +51,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		_ = m.Shutdown(context.WithoutCancel(ctx))
 		return nil, nil, mapStoreErr(fmt.Errorf("leasehold: %w", err))
 	}
-	rs := &redisStore{rdb: rdb, m: m, s: s, completions: make(chan completion), completeDone: make(chan struct{})}
+	rs := &redisStore{rdb: rdb, m: m, s: s, completions: make(chan completion, maxCompleteBatch), completeDone: make(chan struct{})}
 	stop := make(chan struct{})
 	go rs.completeLoop(context.WithoutCancel(ctx), stop)
 	stopBatcher := func() { close(stop); <-rs.completeDone }
@@ -180,37 +180,62 @@ type completion struct {
 const maxCompleteBatch = 256
 
 // completeLoop runs the completion batcher until stop is closed; requests
-// still queued then are answered.
+// queued then are still sent and answered.
+//
+// The queue is buffered (maxCompleteBatch): a job hands its completion in
+// without waiting for the batcher to take it, and parks once, on its answer.
+// Unbuffered, each job parked twice (on the hand-in while a batch was in
+// flight, then on its answer), and the batcher woke every job it took.
 func (rs *redisStore) completeLoop(base context.Context, stop <-chan struct{}) {
 	defer close(rs.completeDone)
 	batch := make([]completion, 0, maxCompleteBatch)
 	for {
-		var first completion
 		select {
-		case first = <-rs.completions:
-		case <-stop:
-			return
-		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxCompleteBatch {
-			select {
-			case r := <-rs.completions:
-				batch = append(batch, r)
-			default:
-				break drain
+		case <-stop: // first, so that a stopped batcher never waits again
+			for {
+				select {
+				case first := <-rs.completions:
+					rs.completeBatch(base, rs.gather(batch, first))
+				default:
+					return
+				}
 			}
+		default:
 		}
-		cs := make([]idempotency.Completion, len(batch))
-		for i, r := range batch {
-			cs[i] = idempotency.Completion{Claim: r.c, Result: r.result}
+		select {
+		case first := <-rs.completions:
+			rs.completeBatch(base, rs.gather(batch, first))
+		case <-stop:
 		}
-		ctx, cancel := context.WithTimeout(base, 10*time.Second)
-		errs := rs.s.CompleteBatch(ctx, cs)
-		cancel()
-		for i, r := range batch {
-			r.done <- errs[i]
+	}
+}
+
+// gather returns first and what else is queued, up to maxCompleteBatch, in
+// batch's array.
+func (rs *redisStore) gather(batch []completion, first completion) []completion {
+	batch = append(batch[:0], first)
+	for len(batch) < maxCompleteBatch {
+		select {
+		case r := <-rs.completions:
+			batch = append(batch, r)
+		default:
+			return batch
 		}
+	}
+	return batch
+}
+
+// completeBatch sends batch in one pipeline and answers each request.
+func (rs *redisStore) completeBatch(base context.Context, batch []completion) {
+	cs := make([]idempotency.Completion, len(batch))
+	for i, r := range batch {
+		cs[i] = idempotency.Completion{Claim: r.c, Result: r.result}
+	}
+	ctx, cancel := context.WithTimeout(base, 10*time.Second)
+	errs := rs.s.CompleteBatch(ctx, cs)
+	cancel()
+	for i, r := range batch {
+		r.done <- errs[i]
 	}
 }
 
@@ -268,9 +293,26 @@ func (a *redisAttempt) Complete(ctx context.Context, result []byte) error {
 	case a.rs.completions <- req:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-a.rs.completeDone:
+		return errBatcherStopped
 	}
-	return mapStoreErr(<-req.done)
+	select {
+	case err := <-req.done:
+		return mapStoreErr(err)
+	case <-a.rs.completeDone:
+		// The batcher answers every request it took before it stops.
+		select {
+		case err := <-req.done:
+			return mapStoreErr(err)
+		default:
+			return errBatcherStopped
+		}
+	}
 }
+
+// errBatcherStopped answers a completion handed in after the store began
+// to close: nothing was written.
+var errBatcherStopped = fmt.Errorf("%w: the store is closing: the completion was not sent", ErrClosed)
 
 func (a *redisAttempt) Fail(ctx context.Context, cause error, terminal bool) error {
 	p := idempotency.Retryable
