@@ -311,8 +311,10 @@ func (a *redisAttempt) Complete(ctx context.Context, result []byte) error {
 }
 
 // errBatcherStopped answers a completion handed in after the store began
-// to close: nothing was written.
-var errBatcherStopped = fmt.Errorf("%w: the store is closing: the completion was not sent", ErrClosed)
+// to close: nothing was written, and the attempt ends as one whose lease
+// the worker gave up at shutdown (ErrShutdown, an ErrLeaseLost): its record
+// is not marked done and the key runs again after the lease expires.
+var errBatcherStopped = fmt.Errorf("%w: the store closed before the completion was sent", ErrShutdown)
 
 func (a *redisAttempt) Fail(ctx context.Context, cause error, terminal bool) error {
 	p := idempotency.Retryable

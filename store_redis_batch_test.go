@@ -14,8 +14,9 @@ import (
 // TestCompletionBatcherStops checks the completion queue's shutdown: what a
 // job handed in before the batcher was told to stop is still sent and
 // answered (its record COMPLETED), and a completion handed in after the
-// batcher stopped is refused with ErrClosed at once instead of waiting for
-// an answer that never comes.
+// batcher stopped is refused at once as a lease given up at shutdown
+// (ErrShutdown, an ErrLeaseLost: the key runs again elsewhere, never marked
+// done or failed) instead of waiting for an answer that never comes.
 func TestCompletionBatcherStops(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testkit.SharedRedis(t)
@@ -63,8 +64,8 @@ func TestCompletionBatcherStops(t *testing.T) {
 	}
 	<-q.completeDone
 	late := &redisAttempt{rs: q, ic: claim("late")}
-	if err := late.Complete(ctx, []byte("ok")); !errors.Is(err, ErrClosed) {
-		t.Errorf("Complete after the batcher stopped = %v; want ErrClosed", err)
+	if err := late.Complete(ctx, []byte("ok")); !errors.Is(err, ErrShutdown) || !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Complete after the batcher stopped = %v; want ErrShutdown, an ErrLeaseLost", err)
 	}
 	if info, err := rs.s.Lookup(ctx, "late"); err != nil || info.State != idempotency.Processing {
 		t.Errorf("late after a refused completion: %v, %v; want PROCESSING (nothing written)", info.State, err)
