@@ -74,7 +74,7 @@ func (rj *runningJob) LeaseCancelled() {
 func (w *Worker) newJob(d *delivery, c *claim) *Job {
 	// w.baseCtx: the start context's values, never cancelled (the
 	// dispatcher's stop does not end a running job).
-	jctx, cancel := context.WithCancelCause(traceContext(w.baseCtx, d))
+	jctx, cancel := context.WithCancelCause(traceContext(w.baseCtx, w.baseSpan, d))
 	rj := &runningJob{act: activeJob{cancel: cancel, started: time.Now()}}
 	job := &rj.job
 	*job = Job{

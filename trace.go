@@ -118,13 +118,15 @@ func endSpan(d *delivery, o outcome.Name, err error) {
 }
 
 // traceContext puts d's job span into ctx, so that the handler's spans are
-// its children.
-func traceContext(ctx context.Context, d *delivery) context.Context {
+// its children. ctxSpan tells whether ctx carries a valid span (the worker
+// looks it up once: each lookup that reaches a context.WithoutCancel boxes
+// it, an allocation a job).
+func traceContext(ctx context.Context, ctxSpan bool, d *delivery) context.Context {
 	if d.tj == nil {
 		return ctx
 	}
 	sp := d.tj.Span()
-	if !sp.SpanContext().IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
+	if !sp.SpanContext().IsValid() && !ctxSpan {
 		return ctx // no span either way (nothing records): no context to make
 	}
 	return trace.ContextWithSpan(ctx, sp)

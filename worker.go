@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/leasehold/leasehold/compensation"
@@ -99,6 +100,7 @@ type Worker struct {
 	dlq     deadLetterWriter   // dead-letter copies, exactly once; set by start
 
 	baseCtx    context.Context // parents leases; not cancelled by shutdown
+	baseSpan   bool            // baseCtx carries a valid span (traceContext)
 	stopCtx    context.Context // cancelled when shutdown begins
 	stopLoop   context.CancelFunc
 	loopDone   chan struct{}
@@ -443,6 +445,7 @@ func (w *Worker) start(ctx context.Context) error {
 		return err
 	}
 	w.baseCtx = context.WithoutCancel(ctx)
+	w.baseSpan = trace.SpanContextFromContext(ctx).IsValid() // baseCtx carries ctx's values
 	w.obs = w.newObservers()
 	w.stopCtx, w.stopLoop = context.WithCancel(w.baseCtx)
 	w.loopDone = make(chan struct{})
