@@ -51,7 +51,8 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, c *config) (*
 		_ = m.Shutdown(context.WithoutCancel(ctx))
 		return nil, nil, mapStoreErr(fmt.Errorf("leasehold: %w", err))
 	}
-	rs := &redisStore{rdb: rdb, m: m, s: s, completions: make(chan completion, maxCompleteBatch), completeDone: make(chan struct{})}
+	rs := &redisStore{rdb: rdb, m: m, s: s}
+	rs.initBatcher()
 	stop := make(chan struct{})
 	go rs.completeLoop(context.WithoutCancel(ctx), stop)
 	stopBatcher := func() { close(stop); <-rs.completeDone }
@@ -176,8 +177,16 @@ type completion struct {
 	done   chan error
 }
 
-// maxCompleteBatch bounds one completion pipeline.
+// maxCompleteBatch bounds one completion pipeline, and the completions
+// queued for the batcher.
 const maxCompleteBatch = 256
+
+// initBatcher makes the completion batcher's queue (buffered: see
+// completeLoop) and its done channel; completeLoop runs it.
+func (rs *redisStore) initBatcher() {
+	rs.completions = make(chan completion, maxCompleteBatch)
+	rs.completeDone = make(chan struct{})
+}
 
 // completeLoop runs the completion batcher until stop is closed; requests
 // queued then are still sent and answered.

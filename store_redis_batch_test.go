@@ -34,7 +34,8 @@ func TestCompletionBatcherStops(t *testing.T) {
 	}
 	// A batcher of its own over the same store, not started yet: the
 	// requests wait in its queue when it is told to stop.
-	q := &redisStore{s: rs.s, completions: make(chan completion, maxCompleteBatch), completeDone: make(chan struct{})}
+	q := &redisStore{s: rs.s}
+	q.initBatcher()
 	var reqs []completion
 	for i := range 3 {
 		r := completion{c: claim(fmt.Sprintf("queued-%d", i)), result: []byte("ok"), done: make(chan error, 1)}
