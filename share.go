@@ -51,8 +51,9 @@ import (
 //     be archived by the broker on that release, with no trace, so shutdown
 //     copies it to the dead-letter topic first and accepts it once the copy
 //     exists (shareEndHeld): parked for a held key, a lost lease, a paused
-//     type or a limit group, waiting on its key's probe, or polled and not
-//     dispatched. dlq replay brings it back.
+//     type or a limit group, waiting on its key's probe, polled and not
+//     dispatched, or of a job still running past the drain. dlq replay
+//     brings it back.
 //
 // The catch, from franz-go: a record of the last poll that has no final
 // acknowledgement when PollRecords is called again is accepted
@@ -719,9 +720,12 @@ func (w *Worker) stopShareRenewer() {
 // not written loses the record), and no more. The renewer stops
 // first: starting a record's span writes its Context, which franz-go reads
 // to renew it. A record whose lock lapses meanwhile is archived and its
-// accept refused; its copy stands. A job still running (its handler ignored
-// the drain's cancellation) keeps its record. It returns the deliveries of
-// parked it did not dead-letter, whose attempts shutdown ends as revoked.
+// accept refused; its copy stands. A job still running at its last delivery
+// (its handler ignored the drain's cancellation) is copied too: its attempt
+// may yet land, and the copy is then a spare that a replay refuses as
+// needs-reset, but if it does not, the record would be archived with no
+// trace. It returns the deliveries of parked it did not dead-letter, whose
+// attempts shutdown ends as revoked.
 func (w *Worker) shareEndHeld(ctx context.Context, parked []*delivery) []*delivery {
 	if w.share == nil {
 		return parked
@@ -730,12 +734,12 @@ func (w *Worker) shareEndHeld(ctx context.Context, parked []*delivery) []*delive
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalCommitTimeout)
 	defer cancel()
 	w.waitAux(dctx) // copies the stop cut short: their records are finished, or still held
-	last := w.shareHeldLast()
+	last, running := w.shareHeldLast()
 	if len(last) == 0 {
 		return parked
 	}
 	for _, d := range last {
-		reason, cause := w.shareLastCopy(d)
+		reason, cause := w.shareLastCopy(d, running[d])
 		w.deadLetterUntil(dctx, d, reason, cause, nil)
 	}
 	w.waitAux(dctx)
@@ -760,23 +764,24 @@ func (w *Worker) waitAux(ctx context.Context) {
 }
 
 // shareHeldLast returns the deliveries of the round that are their
-// record's last, but for those of jobs still running.
-func (w *Worker) shareHeldLast() []*delivery {
-	running := make(map[*delivery]bool)
+// record's last, and which of them are of jobs still running.
+func (w *Worker) shareHeldLast() (last []*delivery, running map[*delivery]bool) {
+	active := make(map[*delivery]bool)
 	w.activeMu.Lock()
 	for j := range w.active {
-		running[j.d] = true
+		active[j.d] = true
 	}
 	w.activeMu.Unlock()
+	running = make(map[*delivery]bool)
 	w.share.mu.Lock()
 	defer w.share.mu.Unlock()
-	var last []*delivery
 	for _, d := range w.share.round {
-		if !running[d] && w.lastDelivery(d) {
+		if w.lastDelivery(d) {
 			last = append(last, d)
+			running[d] = active[d]
 		}
 	}
-	return last
+	return last, running
 }
 
 // shareDecided keeps on d, in share mode, the dead-letter copy decided for
@@ -791,18 +796,22 @@ func (w *Worker) shareDecided(d *delivery, reason string, cause error) {
 }
 
 // shareLastCopy returns the reason and cause of the dead-letter copy of d,
-// held at its last delivery when the worker stopped: the copy decided for
-// it, if any, else ReasonDeliveryLimit.
-func (w *Worker) shareLastCopy(d *delivery) (reason string, cause error) {
+// held at its last delivery when the worker stopped (running: its job had
+// not returned): the copy decided for it, if any, else ReasonDeliveryLimit.
+func (w *Worker) shareLastCopy(d *delivery, running bool) (reason string, cause error) {
 	w.share.mu.Lock()
 	reason, cause = d.dlqReason, d.dlqCause
 	w.share.mu.Unlock()
 	if reason != "" {
 		return reason, cause
 	}
-	return ReasonDeliveryLimit, fmt.Errorf("leasehold: held without an outcome at share delivery %d of %d "+
+	held := "held without an outcome"
+	if running {
+		held = "its job still running (the handler ignored the drain's cancellation)"
+	}
+	return ReasonDeliveryLimit, fmt.Errorf("leasehold: %s at share delivery %d of %d "+
 		"(share.delivery.count.limit) when the worker stopped; released, the broker would have archived it",
-		d.rec.DeliveryCount(), w.share.limit)
+		held, d.rec.DeliveryCount(), w.share.limit)
 }
 
 // logHeldLeft warns of each record of last still in the round: its copy

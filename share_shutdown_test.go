@@ -200,6 +200,74 @@ func TestShareShutdownDeadLettersHeldKeyLastDelivery(t *testing.T) {
 	}
 }
 
+// TestShareShutdownDeadLettersRunningLastDelivery: a job at its record's
+// last delivery whose handler ignores the drain's cancellation is still
+// running when its worker stops. Its record is copied to the dead-letter
+// topic (delivery-limit, the cause saying the job still ran) and accepted;
+// before, the client's close released it and the broker archived it, with
+// no trace, though the attempt never landed (fails: no copy). The attempt
+// returns after the stop, too late to commit, and a replay of the copy runs
+// the key again, to completion.
+func TestShareShutdownDeadLettersRunningLastDelivery(t *testing.T) {
+	h := setup(t, 1)
+	h.produce(t, []*kgo.Record{jobRecord(t, NewJob{Type: "t", Key: "stuck"})})
+	h.releaseDeliveries(t, "stuck", shareTestLimit-1)
+	var done atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	register := func(w *Worker) {
+		must(t, w.Register("t", func(context.Context, *Job) ([]byte, error) {
+			select {
+			case <-entered: // a later run: the replay's
+			default:
+				close(entered)
+				<-release // ignores its context's cancellation
+			}
+			done.Add(1)
+			return nil, nil
+		}))
+	}
+	w := h.start(t, h.rdb, register, h.shareOpts(WithShutdownTimeout(200*time.Millisecond))...)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job did not start")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := w.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown with a handler ignoring its cancellation: %v, want the drain's deadline", err)
+	}
+	var found bool
+	for _, r := range h.kafka.ReadAll(t, h.dlq) {
+		if keyOf(r) != "stuck" {
+			continue
+		}
+		found = true
+		reason, msg := string(headerValue(r.Headers, HeaderDLQReason)), string(headerValue(r.Headers, HeaderDLQError))
+		if reason != ReasonDeliveryLimit || !strings.Contains(msg, "still running") {
+			t.Errorf("copy of the running job's record: reason %q, error %q; want %q, still running", reason, msg,
+				ReasonDeliveryLimit)
+		}
+	}
+	if !found {
+		t.Fatal("the record of the job running at its last delivery was not dead-lettered")
+	}
+	close(release)
+	testkit.Eventually(t, 30*time.Second, "the stopped worker's attempt returned", func() bool {
+		return done.Load() == 1
+	})
+
+	next := h.start(t, h.rdb, register, h.shareOpts()...)
+	res, err := next.ReplayDeadLetters(t.Context(), DeadLetterFilter{Key: "stuck"}, false)
+	must(t, err)
+	if len(res) != 1 || res[0].Outcome != ReplayProduced {
+		t.Fatalf("replay of the copy: %+v, want one %s", res, ReplayProduced)
+	}
+	testkit.Eventually(t, 60*time.Second, "the replayed record ran to completion", func() bool {
+		return next.Stats().Succeeded == 1
+	})
+}
+
 // cutShortWriter is a dead-letter writer whose first Write waits until its
 // context ends and fails, as a copy that Kafka or Redis holds up until the
 // worker stops; later Writes go to the worker's writer.
