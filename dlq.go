@@ -55,10 +55,10 @@ const (
 	// store's bound ([ErrResultTooLarge]).
 	ReasonResultTooLarge = deadletter.ReasonResultTooLarge
 	// ReasonDeliveryLimit is the reason of a share-mode record that its
-	// worker held without an outcome (parked, not yet dispatched) at its
-	// last delivery (the group's share.delivery.count.limit) when it
-	// stopped: closing the client would release it and the broker archive
-	// it ([WithShareGroup]).
+	// worker held without an outcome (parked, not yet dispatched, or its
+	// job still running past the drain) at its last delivery (the group's
+	// share.delivery.count.limit) when it stopped: closing the client would
+	// release it and the broker archive it ([WithShareGroup]).
 	ReasonDeliveryLimit = deadletter.ReasonDeliveryLimit
 )
 

@@ -47,8 +47,9 @@ const (
 	ReasonCorruptRecord    = "corrupt-record"
 	ReasonResultTooLarge   = "result-too-large"
 	// ReasonDeliveryLimit is a share group's record that its worker held
-	// without an outcome at its last delivery when it stopped: the release
-	// its close makes would let the broker archive it.
+	// without an outcome (parked, or its job still running) at its last
+	// delivery when it stopped: the release its close makes would let the
+	// broker archive it.
 	ReasonDeliveryLimit = "delivery-limit"
 )
 
