@@ -70,6 +70,18 @@ func (h *harness) deadLetterReasons(t *testing.T) map[string]string {
 	return out
 }
 
+// deadLetterCopy returns the reason and error headers of the dead-letter
+// copy of key, and whether there is one.
+func (h *harness) deadLetterCopy(t *testing.T, key string) (reason, msg string, ok bool) {
+	t.Helper()
+	for _, r := range h.kafka.ReadAll(t, h.dlq) {
+		if keyOf(r) == key {
+			return string(headerValue(r.Headers, HeaderDLQReason)), string(headerValue(r.Headers, HeaderDLQError)), true
+		}
+	}
+	return "", "", false
+}
+
 // shutdownNow shuts w down within 30 s.
 func shutdownNow(t *testing.T, w *Worker) {
 	t.Helper()
@@ -237,20 +249,13 @@ func TestShareShutdownDeadLettersRunningLastDelivery(t *testing.T) {
 	if err := w.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown with a handler ignoring its cancellation: %v, want the drain's deadline", err)
 	}
-	var found bool
-	for _, r := range h.kafka.ReadAll(t, h.dlq) {
-		if keyOf(r) != "stuck" {
-			continue
-		}
-		found = true
-		reason, msg := string(headerValue(r.Headers, HeaderDLQReason)), string(headerValue(r.Headers, HeaderDLQError))
-		if reason != ReasonDeliveryLimit || !strings.Contains(msg, "still running") {
-			t.Errorf("copy of the running job's record: reason %q, error %q; want %q, still running", reason, msg,
-				ReasonDeliveryLimit)
-		}
-	}
-	if !found {
+	reason, msg, ok := h.deadLetterCopy(t, "stuck")
+	if !ok {
 		t.Fatal("the record of the job running at its last delivery was not dead-lettered")
+	}
+	if reason != ReasonDeliveryLimit || !strings.Contains(msg, "still running") {
+		t.Errorf("copy of the running job's record: reason %q, error %q; want %q, still running", reason, msg,
+			ReasonDeliveryLimit)
 	}
 	close(release)
 	testkit.Eventually(t, 30*time.Second, "the stopped worker's attempt returned", func() bool {
@@ -319,20 +324,13 @@ func TestShareShutdownDeadLettersFailureCutShort(t *testing.T) {
 	if n := attempts.Load(); n != 1 {
 		t.Fatalf("%d attempts, want 1", n)
 	}
-	var found bool
-	for _, r := range h.kafka.ReadAll(t, h.dlq) {
-		if keyOf(r) != "cut" {
-			continue
-		}
-		found = true
-		reason, msg := string(headerValue(r.Headers, HeaderDLQReason)), string(headerValue(r.Headers, HeaderDLQError))
-		if reason != ReasonAttemptsExceeded || !strings.Contains(msg, "boom") {
-			t.Errorf("copy of the failure: reason %q, error %q; want %q with the handler's error", reason, msg,
-				ReasonAttemptsExceeded)
-		}
+	reason, msg, ok := h.deadLetterCopy(t, "cut")
+	if !ok {
+		t.Fatal("the failure at the last delivery was not dead-lettered")
 	}
-	if !found {
-		t.Error("the failure at the last delivery was not dead-lettered")
+	if reason != ReasonAttemptsExceeded || !strings.Contains(msg, "boom") {
+		t.Errorf("copy of the failure: reason %q, error %q; want %q with the handler's error", reason, msg,
+			ReasonAttemptsExceeded)
 	}
 }
 
