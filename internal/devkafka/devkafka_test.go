@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -134,7 +135,7 @@ func deadJoiner(t *testing.T, c *kfake.Cluster) string {
 	if _, err := conn.Write(format.AppendRequest(nil, join, 2)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the JoinGroup reaches the broker and waits
+	waitJoined(ctx, t, c.ListenAddrs(), 2) // the JoinGroup reached the broker
 	_ = conn.Close()
 
 	waitStable(ctx, t, c.ListenAddrs(), 2)
@@ -192,6 +193,25 @@ func readJoin(t *testing.T, conn net.Conn) *kmsg.JoinGroupResponse {
 // waitStable waits until the group is stable with n members.
 func waitStable(ctx context.Context, t *testing.T, addrs []string, n int) {
 	t.Helper()
+	waitGroup(ctx, t, addrs, fmt.Sprintf("stable with %d members", n), func(g kadm.DescribedGroup) bool {
+		return g.State == "Stable" && len(g.Members) == n
+	})
+}
+
+// waitJoined waits until the broker has taken a JoinGroup that started a
+// rebalance: the group is past Stable, or stable again with n members (a
+// rebalance that ended before a look at it).
+func waitJoined(ctx context.Context, t *testing.T, addrs []string, n int) {
+	t.Helper()
+	waitGroup(ctx, t, addrs, "rebalancing", func(g kadm.DescribedGroup) bool {
+		return g.State == "PreparingRebalance" || g.State == "CompletingRebalance" ||
+			g.State == "Stable" && len(g.Members) == n
+	})
+}
+
+// waitGroup waits until the group, described, is as ok wants it.
+func waitGroup(ctx context.Context, t *testing.T, addrs []string, what string, ok func(kadm.DescribedGroup) bool) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
@@ -200,12 +220,12 @@ func waitStable(ctx context.Context, t *testing.T, addrs []string, n int) {
 	adm := kadm.NewClient(cl)
 	for {
 		gs, err := adm.DescribeGroups(ctx, group)
-		if err == nil && gs[group].State == "Stable" && len(gs[group].Members) == n {
+		if err == nil && ok(gs[group]) {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("group not stable with %d members: %v %+v", n, err, gs)
+			t.Fatalf("group not %s: %v %+v", what, err, gs)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -314,6 +334,11 @@ func TestOverdueRebalanceEnds(t *testing.T) {
 	waitStable(ctx, t, c.ListenAddrs(), 1)
 	straggler := newBareMember(ctx, t, addr, "straggler", time.Minute, 10*time.Second)
 	straggler.send(t, straggler.id) // its JoinGroup with its ID: a rebalance
+	// The live member rejoins once the broker has taken that JoinGroup: a
+	// rejoin taken first ends a rebalance of its own at once, and the
+	// straggler's JoinGroup then starts another, which fails the live
+	// member's SyncGroup (REBALANCE_IN_PROGRESS).
+	waitJoined(ctx, t, c.ListenAddrs(), 2)
 	live.sync(t, live.rejoin(ctx, t).Generation)
 	if resp := readJoin(t, straggler.conn); resp.ErrorCode != 0 {
 		t.Fatalf("straggler's join: error code %d", resp.ErrorCode)
@@ -376,7 +401,7 @@ func deadInStableGroup(ctx context.Context, t *testing.T, addrs []string, live *
 	t.Helper()
 	dead := newBareMember(ctx, t, addrs[0], "dead", time.Second, 2*time.Second)
 	dead.send(t, dead.id) // JoinGroup with its ID: the rebalance starts
-	time.Sleep(300 * time.Millisecond)
+	waitJoined(ctx, t, addrs, 2)
 	dead.close()
 	time.Sleep(300 * time.Millisecond) // kfake reads the close before it answers
 	live.sync(t, live.rejoin(ctx, t).Generation)
