@@ -46,7 +46,7 @@ test-short: deps ## the fast loop (under 2 min): unit and fake-store tests with 
 
 FLAKES_COUNT ?= 3
 .PHONY: flakes
-flakes: deps ## the root package and internal/cli under -race, FLAKES_COUNT (3) runs each, beside two busy loops; names every failed test
+flakes: deps ## the root package, internal/cli and internal/devkafka under -race, FLAKES_COUNT (3) runs each, beside two busy loops; names every failed test
 	FLAKES_COUNT=$(FLAKES_COUNT) tools/flakes/run.sh
 
 .PHONY: test-kafka

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# make flakes: runs the packages most exposed to timing (the root package and internal/cli) under -race,
-# FLAKES_COUNT times each (go test -count), while FLAKES_BUSY CPU-bound loops (default 2: one per core of the
-# project's machines) run beside them, so that a test which only passes on an idle machine fails here.
-# At the end it lists every failed test by name, with how many of its runs failed, and exits 1 on any
-# failure. The busy loops are killed on exit, whatever ends the script.
+# make flakes: runs the packages most exposed to timing (the root package, internal/cli and the embedded
+# broker's internal/devkafka) under -race, FLAKES_COUNT times each (go test -count), while FLAKES_BUSY
+# CPU-bound loops (default 2: one per core of the project's machines) run beside them, so that a test
+# which only passes on an idle machine fails here. At the end it lists every failed test by name, with how
+# many of its runs failed, and exits 1 on any failure. The busy loops are killed on exit, whatever ends the script.
 #
-# env: FLAKES_COUNT (3) runs of each test; FLAKES_PKGS (". ./internal/cli"); FLAKES_BUSY (2);
+# env: FLAKES_COUNT (3) runs of each test; FLAKES_PKGS (". ./internal/cli ./internal/devkafka"); FLAKES_BUSY (2);
 #      FLAKES_RUN (a -run filter, empty: every test); FLAKES_TIMEOUT (60m, go test -timeout);
 #      TEST_KAFKA / KAFKA_BROKERS as for every test (kfake by default); FLAKES_LOG (a directory for the
 #      full test logs, default a temporary one, kept when a test failed).
@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 count=${FLAKES_COUNT:-3}
-pkgs=${FLAKES_PKGS:-. ./internal/cli}
+pkgs=${FLAKES_PKGS:-. ./internal/cli ./internal/devkafka}
 busy=${FLAKES_BUSY:-2}
 logdir=${FLAKES_LOG:-$(mktemp -d -t leasehold-flakes.XXXXXX)}
 mkdir -p "$logdir"
