@@ -89,6 +89,10 @@ bench: ## benchmark programs of this module (not bench/compare: make compare); o
 compare: deps ## leasehold beside asynq, DBOS and the SET NX pattern in one run; rewrites the table in docs/benchmarks.md; ARGS passes flags (ARGS='-kafka apache': on Apache Kafka beside a bare consumer)
 	cd bench/compare && $(GO) run . -table=../../docs/benchmarks.md $(ARGS)
 
+.PHONY: redisperf
+redisperf: deps ## where Redis spends a leasehold job, by function: perf on a frame-pointer build of the installed redis-server (Debian's source); redis_pct_*/redis_us_* lines
+	@tools/redisperf/run.sh
+
 .PHONY: jaeger
 jaeger: ## build the pinned Jaeger v2 binary into the user cache (once per version); prints its path
 	@tools/jaeger/build.sh

@@ -449,11 +449,13 @@ func (s *Store) completeCall(call []int, todo []finishOp, base int64, n int, sho
 }
 
 // completeEntry packs op's fixed arguments of idem_complete_batch.lua into
-// one string, in the layout the script unpacks ('>BBBBBI2I7c16c8I2c0I2c0'):
-// state, external, details and delete-lease flags, how the history entry
-// ends (1 completed, 2 failed), attempt, fence, record field, payload
-// fingerprint, the lease value's prefix the fence check compares
-// ("<token> <fence> ") and the history entry the PROCESSING record carries.
+// one string, in the layout the script cuts (its header): state, external,
+// details and delete-lease flags, how the history entry ends (1 completed, 2
+// failed), a zero byte; the head of the record to write (its state byte,
+// fence, payload fingerprint, attempt, and the length of its tail when it
+// carries the history entry) and the entry it carries; then the record
+// field and the lease value's prefix the fence check compares ("<token>
+// <fence> "). The script writes the head as it is, so that it packs nothing.
 // Redis pays for each argument a call passes (it parses it, then copies it
 // into the script's ARGV table: about 0.05 us), and go-redis writes each
 // with its own header: one string an entry instead of eleven. It is kept in
@@ -463,46 +465,44 @@ func (s *Store) completeEntry(op finishOp) strArg {
 	c.mu.Lock()
 	details := c.details
 	c.mu.Unlock()
-	carried := ""
-	if c.carries {
-		carried = c.args.entry
-	}
-	end := byte(1)
+	ext := s.external(op.result)
+	end, x := byte(1), "completed"
 	if op.state == Failed {
-		end = 2
+		end, x = 2, "failed"
+	}
+	// The record carries the entry when the PROCESSING record did and the
+	// store keeps a history (idem_complete_batch.lua: what follows the
+	// head is the entry, its end time (6 bytes), its end and the
+	// completion time (4 bytes)).
+	carried, tail, st := "", 0, byte(op.state)
+	if c.carries && s.historyMax() > 0 {
+		carried, tail, st = c.args.entry, len(c.args.entry)+6+len(x), st+32
+	}
+	if ext {
+		st += 16
 	}
 	var num [24]byte
 	fence := strconv.AppendUint(num[:0], c.Fence, 10)
-	var b strings.Builder
-	b.Grow(38 + 2 + len(c.args.token) + len(fence) + 2 + 2 + len(carried))
-	var head [38]byte
-	head[0], head[1], head[2], head[3], head[4] = byte(op.state), flagByte(s.external(op.result)),
-		flagByte(details), flagByte(s.inScript), end
-	binary.BigEndian.PutUint16(head[5:], uint16(c.Attempt)) //nolint:gosec // attempts stop at 65,535 (idem_claim.lua)
+	var head [26]byte
+	head[0], head[1], head[2], head[3], head[4] = byte(op.state), flagByte(ext), flagByte(details), flagByte(s.inScript), end
+	head[6] = st
 	var f [8]byte
 	binary.BigEndian.PutUint64(f[:], c.Fence)
 	copy(head[7:14], f[1:]) // 7 bytes: fences are below 2^53
-	copy(head[14:30], c.keys.field)
-	copy(head[30:38], c.keys.fp)
+	copy(head[14:22], c.keys.fp)
+	binary.BigEndian.PutUint16(head[22:], uint16(c.Attempt)) //nolint:gosec // attempts stop at 65,535 (idem_claim.lua)
+	binary.BigEndian.PutUint16(head[24:], uint16(tail))      //nolint:gosec // an entry's fields are bounded: history.go
+	var b strings.Builder
+	b.Grow(len(head) + len(carried) + len(c.keys.field) + len(c.args.token) + len(fence) + 2)
 	b.Write(head[:])
-	writeLen16(&b, len(c.args.token)+len(fence)+2)
+	b.WriteString(carried)
+	b.WriteString(c.keys.field)
 	b.WriteString(c.args.token)
 	b.WriteByte(' ')
 	b.Write(fence)
 	b.WriteByte(' ')
-	writeLen16(&b, len(carried))
-	b.WriteString(carried)
 	c.args.completion = b.String()
 	return arg(&c.args.completion)
-}
-
-// writeLen16 writes n as two bytes, big-endian: the length of a packed
-// string (a token and a fence, or a history entry, whose fields are
-// bounded: history.go).
-func writeLen16(b *strings.Builder, n int) {
-	var l [2]byte
-	binary.BigEndian.PutUint16(l[:], uint16(n)) //nolint:gosec // below 64 KiB: see above
-	b.Write(l[:])
 }
 
 // flagByte is a packed flag: 1 or 0.

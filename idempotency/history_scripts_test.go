@@ -132,6 +132,21 @@ func TestHistoryWrittenByClaimAndComplete(t *testing.T) {
 		t.Fatalf("failed key's history = %+v", hs)
 	}
 
+	// A result too large for the bucket lives in its own key; the record
+	// still carries the entry, ended.
+	big := strings.Repeat("r", 4*e.s.inline)
+	b, _ := e.s.Claim(ctx, "big", fp("d"))
+	if err := e.s.Complete(ctx, b, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = e.s.History(ctx, "big")
+	if len(hs) != 1 || hs[0].End != string(outcome.Completed) || hs[0].Fence != b.Fence || hs[0].Worker != "" {
+		t.Fatalf("large result's history = %+v", hs)
+	}
+	if dup, _ := e.s.Claim(ctx, "big", fp("d")); dup.Outcome != Duplicate || string(dup.Record.Result) != big {
+		t.Fatalf("the large result's duplicate: %v", dup.Outcome)
+	}
+
 	s, _ := e.s.Claim(ctx, "scan", fp("c"))
 	if err := e.s.HistoryStart(ctx, "scan", Attempt{Fence: s.Fence + 1}, 0); err != nil {
 		t.Fatal(err)

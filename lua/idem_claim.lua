@@ -123,6 +123,11 @@ local expats = string.format('%.0f', expat)
 local nowuss = string.format('%.0f', nowus)
 local skew = cw - keep < base or cw > base + nw - 1
 local short = ARGV[9] == '1'
+-- What the new keys of a call share, packed once a call when the first one
+-- needs it: the fence (nowus) as a record holds it, and the reply (code 1,
+-- attempt 1, no previous fence, not cancelled, no details). struct.pack and
+-- the strings it makes cost Redis more than the concatenation below.
+local newFence, newReply
 
 -- extend sets bucket b's expiry to at unless it already expires later:
 -- layouts whose windows start at the same instants name the same buckets,
@@ -294,7 +299,18 @@ local function claim(k, a)
   -- Only a key without a record or an earlier fence carries its entry in
   -- its record: its fence is nowus, the entry's start.
   local carry = entry and prev == 0
-  if carry then
+  if prev == 0 and att == 1 and #fp == 8 then
+    -- The usual claim, of a new key (no earlier fence: its fence is nowus):
+    -- its record made in one concatenation, state 33 ('!') and the entry's
+    -- length and the entry when it carries it, else state 1.
+    newFence = newFence or struct.pack('>I7', nowus)
+    if carry then
+      local n = #entry
+      redis.call('HSET', b, field, '!' .. newFence .. fp .. '\0\1' .. string.char(math.floor(n / 256), n % 256) .. entry)
+    else
+      redis.call('HSET', b, field, '\1' .. newFence .. fp .. '\0\1')
+    end
+  elseif carry then
     redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)
   else
     redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
@@ -336,6 +352,10 @@ local function claim(k, a)
   end
   if details then
     return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, cancelled, 1) .. details
+  end
+  if not rec and prev == 0 then
+    newReply = newReply or struct.pack('>BI7I2I7I7BB', 1, nowus, 1, 0, cw, 0, 0)
+    return newReply
   end
   return struct.pack('>BI7I2I7I7BB', code, fence, att, prev, cw, cancelled, 0)
 end

@@ -28,16 +28,26 @@
 -- copies each key a call passes: nearly every completion passes 2 keys
 -- instead of 6.
 -- The arguments ARGV[8+i*2] and ARGV[9+i*2]: the entry's fixed fields
--- packed in one string (struct format '>BBBBBI2I7c16c8I2c0I2c0';
--- idempotency/finish.go's completeEntry): state (3 completed, 4 failed),
--- external flag, details flag, delete-lease flag (each 1 or 0), how the
--- attempt's history entry ends (1 completed, 2 failed), attempt, fence,
--- record field, payload fingerprint, the lease value's prefix that the
--- fence check compares ("<owner token> <fence> "), and the history entry
--- the PROCESSING record carries, as the claim wrote it (binary:
--- idempotency/history.go; "" when the record carries none); then the
--- result. (Each argument a call passes costs Redis a parse and a copy;
--- one unpack costs less than the ten arguments it replaces.)
+-- packed in one string (idempotency/finish.go's completeEntry), then the
+-- result. The packed string, by byte (from 1):
+--   1       state (3 completed, 4 failed)
+--   2..4    external, details and delete-lease flags (each 1 or 0)
+--   5       how the attempt's history entry ends (1 completed, 2 failed)
+--   6       0
+--   7..26   the head of the record to write ('>BI7c8I2I2'): its state byte
+--           (the state, +16 with the external flag, +32 when it carries
+--           the history entry), fence, payload fingerprint, attempt, and
+--           the length of what follows the head when it carries the entry
+--           (the entry, its end time, its end, the completion time), else 0
+--   27..    the history entry the PROCESSING record carries, as the claim
+--           wrote it (binary: idempotency/history.go), when the record to
+--           write carries it (the length above less 6 and the end's length)
+--   then    the record field (16 bytes), and the lease value's prefix that
+--           the fence check compares ("<owner token> <fence> "), to the end
+-- The record to write is the head (and the entry) as sent, then what only
+-- Redis knows (its time): the string is cut, not unpacked and packed again
+-- (struct.pack and struct.unpack cost Redis more than string.sub), and no
+-- value the usual completion does not use is made into a Lua value.
 -- ARGV[1]   window index of the first window bucket of each entry
 -- ARGV[2]   window length in milliseconds
 -- ARGV[3]   retention in milliseconds
@@ -133,18 +143,24 @@ end
 local ends = {'completed', 'failed'}
 
 local function complete(k, p, res)
-  local st, ext, det, del, xend, att, fence, field, fp, want, carried =
-    struct.unpack('>BBBBBI2I7c16c8I2c0I2c0', p)
+  local st, ext, det, del, xend = string.byte(p, 1, 5)
   local x = ends[xend]
-  if short and (ext == 1 or det == 1 or cw ~= base or hmax > 0 and x and carried == '') then
+  local hi, lo = string.byte(p, 25, 26)
+  local m = hi * 256 + lo
+  local n = 0 -- the carried entry's length
+  if m > 0 then
+    n = m - 6 - #x
+  end
+  if short and (ext == 1 or det == 1 or cw ~= base or hmax > 0 and x and m == 0) then
     return -4
   end
   local owner = redis.call('GET', KEYS[k])
-  -- The lease value starts with want (a plain find: no substring made).
-  if not owner or string.find(owner, want, 1, true) ~= 1 then
+  -- The lease value starts with the prefix sent (a plain find).
+  if not owner or string.find(owner, string.sub(p, 43 + n), 1, true) ~= 1 then
     if short then
       return -4
     end
+    local field, fence = string.sub(p, 27 + n, 42 + n), struct.unpack('>I7', p, 8)
     for w = k + 4, k + 3 + nw do
       local v = redis.call('HGET', KEYS[w], field)
       if v and #v >= 22 then
@@ -171,7 +187,6 @@ local function complete(k, p, res)
     return -2
   end
   if ext == 1 then
-    st = st + 16
     redis.call('SET', KEYS[k + 2], res, 'PXAT', expat)
     res = ''
   end
@@ -183,14 +198,16 @@ local function complete(k, p, res)
     cb, b = KEYS[k + 3], KEYS[k + 4 + cw - base]
   end
   -- The record carries the attempt's history entry, ended here, when the
-  -- claim's record carried it. One concatenation makes the record.
-  local carry = hmax > 0 and x and carried ~= ''
+  -- claim's record carried it (the head says so). One concatenation makes
+  -- the record.
+  local carry = m > 0
   local rec
   if carry then
-    rec = struct.pack('>BI7c8I2I2', st + 32, fence, fp, att, #carried + 6 + #x) .. carried .. endpack .. x .. secpack .. res
+    rec = string.sub(p, 7, 26 + n) .. endpack .. x .. secpack .. res
   else
-    rec = struct.pack('>BI7c8I2', st, fence, fp, att) .. secpack .. res
+    rec = string.sub(p, 7, 24) .. secpack .. res
   end
+  local field = string.sub(p, 27 + n, 42 + n)
   redis.call('HSET', b, field, rec)
   if cb ~= b then
     -- The claim's bucket already expires at expat or later when it is b.
@@ -208,7 +225,7 @@ local function complete(k, p, res)
     redis.call('DEL', KEYS[k + 1])
   end
   if hmax > 0 and x and not carry then
-    historyEnd(KEYS[k + 4 + nw], string.format('%.0f', fence), x)
+    historyEnd(KEYS[k + 4 + nw], string.format('%.0f', struct.unpack('>I7', p, 8)), x)
   end
   return 1
 end

@@ -370,18 +370,17 @@ func (v *variant) completeCall(ctx context.Context, c *redis.Client, jobs []*job
 
 // packedCompletion is j's completion entry as idem_complete_batch.lua
 // takes it (idempotency's completeEntry): state completed, no external
-// result, no details, the lease key deleted, ended as completed, then the
-// attempt, fence, field, fingerprint, the lease value's prefix and no
-// carried history entry.
+// result, no details, the lease key deleted, ended as completed; the head of
+// the record to write (state completed, fence, fingerprint, attempt, no
+// carried history entry), then the field and the lease value's prefix.
 func (j *job) packedCompletion() string {
-	b := []byte{3, 0, 0, 1, 1}
-	b = binary.BigEndian.AppendUint16(b, uint16(j.attempt)) //nolint:gosec // a first attempt
+	b := []byte{3, 0, 0, 1, 1, 0, 3}
 	var f [8]byte
 	binary.BigEndian.PutUint64(f[:], uint64(j.fence)) //nolint:gosec // fences are positive
-	b = append(append(append(b, f[1:]...), j.field...), j.fp...)
-	want := j.token + " " + strconv.FormatInt(j.fence, 10) + " "
-	b = binary.BigEndian.AppendUint16(b, uint16(len(want))) //nolint:gosec // a token and a fence
-	return string(binary.BigEndian.AppendUint16(append(b, want...), 0))
+	b = append(append(b, f[1:]...), j.fp...)
+	b = binary.BigEndian.AppendUint16(b, uint16(j.attempt)) //nolint:gosec // a first attempt
+	b = append(binary.BigEndian.AppendUint16(b, 0), j.field...)
+	return string(b) + j.token + " " + strconv.FormatInt(j.fence, 10) + " "
 }
 
 // check runs the cases the measurement relies on and fails unless each

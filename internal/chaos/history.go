@@ -324,8 +324,9 @@ func decodeCall(name string, keys, argv []string, reply *respValue) []Op {
 }
 
 // packedCompletion reads the state and the fence of an entry's packed fields
-// in idem_complete_batch.lua (struct format '>BBBBBI2I7...': state, three
-// flags, history end, attempt, fence); -1 and 0 when too short.
+// in idem_complete_batch.lua (bytes from 0: the state, three flags, the
+// history end, a zero, the record's state byte, then the fence in 7 bytes);
+// -1 and 0 when too short.
 func packedCompletion(p string) (state int, fence uint64) {
 	if len(p) < 14 {
 		return -1, 0
