@@ -46,7 +46,9 @@ if [[ ! -x $bin ]]; then
 	(
 		cd "$src/redis-$upstream"
 		grep -v '^#' debian/patches/series | while read -r p; do
-			[[ -n $p ]] && patch -p1 -s <"debian/patches/$p"
+			if [[ -n $p ]]; then
+				patch -p1 -s <"debian/patches/$p"
+			fi
 		done
 		# Debian links its own jemalloc (libjemalloc-dev); the bundled one would do as well, but the
 		# patched Makefile expects this.
@@ -60,7 +62,7 @@ fi
 echo "redisperf_redis_version=$ver"
 
 out=$(mktemp -t redisperf.XXXXXX.out)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.bin" "$out.perf"' EXIT
 (cd bench/compare && go build -o "$out.bin" .)
 PATH=$(dirname "$bin"):$PATH "$out.bin" -only leasehold -rounds 1 -skip-long -n "$n" >"$out" 2>&1 &
 bench=$!
@@ -75,7 +77,13 @@ for _ in $(seq 1 300); do
 done
 [[ -n $pid ]] || { kill "$bench" 2>/dev/null; echo "redisperf: the bench's redis-server did not start" >&2; exit 1; }
 sleep "$warmup"
-perf record -q -F 1999 -g -p "$pid" -o "$data" -- sleep "$secs" 2>/dev/null
+if ! perf record -q -F 1999 -g -p "$pid" -o "$data" -- sleep "$secs" 2>"$out.perf"; then
+	kill "$bench" 2>/dev/null
+	cat "$out.perf" >&2
+	echo "redisperf: perf record failed (kernel.perf_event_paranoid: $(cat /proc/sys/kernel/perf_event_paranoid))" >&2
+	exit 1
+fi
+rm -f "$out.perf"
 wait "$bench" || { cat "$out" >&2; echo "redisperf: the bench failed" >&2; exit 1; }
 rm -f "$out.bin"
 grep -E '^(host_|leasehold_(jobs_per_s|redis_cpu_us_per_job|worker_cpu_us_per_job))' "$out"
@@ -102,7 +110,11 @@ report=$(perf report -i "$data" --children --sort sym -g none 2>/dev/null | grep
 for kv in "${pieces[@]}"; do
 	piece=${kv%%=*} fn=${kv#*=}
 	pct=$(awk -v f="$fn" '$NF == f { sub("%", "", $1); print $1; exit }' <<<"$report")
-	pct=${pct:-0}
+	if [[ -z $pct ]]; then
+		# A function no sample reached (the build changed, or the recording missed the rounds).
+		[[ $piece == script ]] && { echo "redisperf: no sample in $fn: did the recording cover the rounds?" >&2; exit 1; }
+		pct=0
+	fi
 	echo "redis_pct_$piece=$pct %"
 	awk -v p="$pct" -v j="$perjob" -v k="$piece" 'BEGIN { printf "redis_us_%s=%.2f us\n", k, p * j / 100 }'
 done
