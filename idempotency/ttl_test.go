@@ -103,7 +103,24 @@ func TestPerKeyTTLTakeoverAndHold(t *testing.T) {
 	if c1.Outcome != Acquired || c1.Err != nil {
 		t.Fatalf("claim = %v (%v)", c1.Outcome, c1.Err)
 	}
-	time.Sleep(short / 3) // renewed at least once meanwhile
+	// Wait until the renewer has renewed the lease (its PTTL goes up), and
+	// check that it renewed it for the key's TTL, not the store's.
+	key := a.m.Key(c1.Lease.Name())
+	last := c.PTTL(t.Context(), key).Val()
+	for end := time.Now().Add(5 * time.Second); ; {
+		ttl := c.PTTL(t.Context(), key).Val()
+		if ttl > last {
+			if ttl > short {
+				t.Fatalf("renewed for %s, want at most the key's TTL %s", ttl, short)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the lease was not renewed within 5s (PTTL %s)", ttl)
+		}
+		last = ttl
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := a.m.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
