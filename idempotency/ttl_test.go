@@ -106,9 +106,16 @@ func TestPerKeyTTLTakeoverAndHold(t *testing.T) {
 	// Wait until the renewer has renewed the lease (its PTTL goes up), and
 	// check that it renewed it for the key's TTL, not the store's.
 	key := a.m.Key(c1.Lease.Name())
-	last := c.PTTL(t.Context(), key).Val()
+	pttl := func() time.Duration {
+		ttl, err := c.PTTL(t.Context(), key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", key, err)
+		}
+		return ttl
+	}
+	last := pttl()
 	for end := time.Now().Add(5 * time.Second); ; {
-		ttl := c.PTTL(t.Context(), key).Val()
+		ttl := pttl()
 		if ttl > last {
 			if ttl > short {
 				t.Fatalf("renewed for %s, want at most the key's TTL %s", ttl, short)

@@ -24,6 +24,9 @@ data=${REDISPERF_DATA:-$(mktemp -t redisperf.XXXXXX.data)}
 for tool in perf curl make cc dpkg-query; do
 	command -v "$tool" >/dev/null || { echo "redisperf: $tool not found (perf: apt-get install linux-perf)" >&2; exit 1; }
 done
+# Debian's build links its own jemalloc (the patched Makefile expects it).
+dpkg-query -W -f '${Status}' libjemalloc-dev 2>/dev/null | grep -q installed ||
+	{ echo "redisperf: libjemalloc-dev is needed (apt-get install libjemalloc-dev)" >&2; exit 1; }
 
 # The installed package's version, e.g. 5:7.0.15-1~deb12u10: upstream 7.0.15, Debian revision 1~deb12u10.
 full=$(dpkg-query -W -f '${Version}' redis-server)
@@ -32,6 +35,8 @@ upstream=${ver%%-*}
 src=$cache/redis-$ver
 bin=$src/redis-$upstream/src/redis-server
 if [[ ! -x $bin ]]; then
+	# From scratch: a build that failed half-way leaves patched sources, which patch would refuse.
+	rm -rf "$src"
 	mkdir -p "$src"
 	for pool in debian-security/pool/updates debian/pool; do
 		base=http://deb.debian.org/$pool/main/r/redis
@@ -50,10 +55,6 @@ if [[ ! -x $bin ]]; then
 				patch -p1 -s <"debian/patches/$p"
 			fi
 		done
-		# Debian links its own jemalloc (libjemalloc-dev); the bundled one would do as well, but the
-		# patched Makefile expects this.
-		dpkg-query -W -f '${Status}' libjemalloc-dev 2>/dev/null | grep -q installed ||
-			{ echo "redisperf: libjemalloc-dev is needed (apt-get install libjemalloc-dev)" >&2; exit 1; }
 		make -j"$(nproc)" USE_SYSTEM_JEMALLOC=yes MALLOC=jemalloc \
 			OPTIMIZATION="-O2 -fno-omit-frame-pointer" CFLAGS="-fno-omit-frame-pointer" >"$src/build.log" 2>&1 ||
 			{ echo "redisperf: build failed; see $src/build.log" >&2; exit 1; }
@@ -80,7 +81,8 @@ sleep "$warmup"
 if ! perf record -q -F 1999 -g -p "$pid" -o "$data" -- sleep "$secs" 2>"$out.perf"; then
 	kill "$bench" 2>/dev/null
 	cat "$out.perf" >&2
-	echo "redisperf: perf record failed (kernel.perf_event_paranoid: $(cat /proc/sys/kernel/perf_event_paranoid))" >&2
+	echo "redisperf: perf record failed (kernel.perf_event_paranoid: $(cat /proc/sys/kernel/perf_event_paranoid);" \
+		"or the bench ended before REDISPERF_WARMUP + REDISPERF_SECONDS: raise REDISPERF_N)" >&2
 	exit 1
 fi
 rm -f "$out.perf"
