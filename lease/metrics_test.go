@@ -32,9 +32,46 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("acquired a held lease")
 	}
 	steal(t, c, m.Key("b"))
-	waitDone(t, b, time.Second)
-	time.Sleep(2 * interval)
+	waitDone(t, b, 5*time.Second)
 
+	// The instruments are recorded around the renewal round that found b
+	// stolen, not all before Done closed: collect until they show.
+	want := map[string]int64{
+		"leasehold.lease.held":                     1,
+		"leasehold.lease.lost cause=stolen":        1,
+		"leasehold.lease.acquire outcome=acquired": 2,
+		"leasehold.lease.acquire outcome=held":     1,
+	}
+	var got map[string]int64
+	settled := func() bool {
+		got = collect(ctx, t, reader)
+		for k, w := range want {
+			if got[k] != w {
+				return false
+			}
+		}
+		return got["leasehold.lease.renew.duration"] > 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); !settled() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], w, got)
+		}
+	}
+	if got["leasehold.lease.renew.duration"] == 0 {
+		t.Errorf("no renew duration recorded: %v", got)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collect reads reader's metrics: a sum's points by name and attributes
+// ("name key=value ..."), a histogram's count by name.
+func collect(ctx context.Context, t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
@@ -58,22 +95,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	for k, want := range map[string]int64{
-		"leasehold.lease.held":                     1,
-		"leasehold.lease.lost cause=stolen":        1,
-		"leasehold.lease.acquire outcome=acquired": 2,
-		"leasehold.lease.acquire outcome=held":     1,
-	} {
-		if got[k] != want {
-			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], want, got)
-		}
-	}
-	if got["leasehold.lease.renew.duration"] == 0 {
-		t.Errorf("no renew duration recorded: %v", got)
-	}
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	return got
 }
 
 func TestSpans(t *testing.T) {

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,12 +57,38 @@ func TestRedisAOFSurvivesBounceAndKill(t *testing.T) {
 		t.Fatalf("after bounce: %q, %v; want the key kept by the AOF", got, err)
 	}
 
-	// SIGKILL: everything written more than a second before survives
-	// (appendfsync everysec).
+	// SIGKILL: what Redis has written to the append-only file survives (the
+	// file's pages outlive the process; fsync, every second, matters for a
+	// crash of the machine). Redis writes a command there before it answers,
+	// unless an fsync in flight postpones the write (up to 2 s): wait until
+	// the file has grown.
+	size := func() int64 {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "aof_current_size:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("aof_current_size %q: %v", v, err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("INFO persistence has no aof_current_size:\n%s", info)
+		return 0
+	}
+	before := size()
 	if err := c.Set(ctx, "before-kill", "2", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	for size() <= before {
+		if ctx.Err() != nil {
+			t.Fatalf("the append-only file did not grow after SET: %v", ctx.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
 	}
