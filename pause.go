@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/leasing"
@@ -31,8 +32,34 @@ func (w *Worker) watchPaused(m *lease.Manager) {
 		if err != nil {
 			return // the last read stands until Redis answers
 		}
-		w.typesPaused.Store(&p)
+		w.setPaused(p)
 	})
+}
+
+// The messages setPaused logs.
+const (
+	logPaused  = "job type paused: holding its records"
+	logResumed = "job type resumed"
+)
+
+// setPaused keeps p as the paused types and logs each type that this read
+// paused or resumed, so that an operator sees every worker follow a pause.
+func (w *Worker) setPaused(p pausedSet) {
+	old := w.typesPaused.Swap(&p)
+	var was pausedSet
+	if old != nil {
+		was = *old
+	}
+	for typ, at := range p {
+		if _, ok := was[typ]; !ok {
+			w.log.Info(logPaused, slog.String("type", typ), slog.Time("paused_at", at))
+		}
+	}
+	for typ := range was {
+		if _, ok := p[typ]; !ok {
+			w.log.Info(logResumed, slog.String("type", typ))
+		}
+	}
 }
 
 // loadPaused reads the paused types once before the dispatcher starts (a
@@ -47,7 +74,7 @@ func (w *Worker) loadPaused(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leasehold: reading the paused job types: %w", mapStoreErr(err))
 	}
-	w.typesPaused.Store(&p)
+	w.setPaused(p)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package leasehold
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -26,15 +27,17 @@ func TestPauseHoldsAndResumeDrains(t *testing.T) {
 		runs.add(j.Key)
 		return []byte("ok"), nil
 	}
+	sink := &testkit.LogSink{}
 	w := h.start(t, h.rdb, func(w *Worker) {
 		must(t, w.Register("test.paused", handler))
 		must(t, w.Register("test.other", handler))
-	})
+	}, WithLogger(slog.New(sink)))
 	in := w.Inspector()
 	t.Cleanup(func() { _ = in.Close(context.Background()) })
 	ctx := t.Context()
 	must(t, in.Pause(ctx, "test.paused"))
 	testkit.Eventually(t, 10*time.Second, "the worker reads the pause", func() bool { return len(w.PausedTypes()) == 1 })
+	testkit.Eventually(t, 10*time.Second, "the worker logs the pause", func() bool { return sink.Has(logPaused) })
 
 	recs := make([]*kgo.Record, 0, n+1)
 	for i := range n {
@@ -73,6 +76,11 @@ func TestPauseHoldsAndResumeDrains(t *testing.T) {
 	}
 	if len(w.PausedTypes()) != 0 {
 		t.Errorf("paused types after the resume: %v", w.PausedTypes())
+	}
+	testkit.Eventually(t, 10*time.Second, "the worker logs the resume", func() bool { return sink.Has(logResumed) })
+	// Logged once a change, not once a renew round.
+	if n, m := sink.Count(logPaused), sink.Count(logResumed); n != 1 || m != 1 {
+		t.Errorf("pause logged %d times, resume %d times; want once each", n, m)
 	}
 }
 

@@ -256,12 +256,26 @@ func (f *controls) pauseAndResume(t *testing.T, m int) time.Duration {
 	testkit.Eventually(t, 30*time.Second, "the cancelled jobs' offsets committed", func() bool {
 		return sameOffsets(f.committedOffsets(), before)
 	})
+	asked := time.Now()
 	if out := f.operator(t, "pause", "demo.sleep"); !strings.Contains(out, "paused demo.sleep") {
 		t.Fatalf("worker pause printed %q", out)
 	}
 	// The promise under test: every worker follows a pause within one
-	// renew interval (1s more for a loaded machine).
-	time.Sleep(controlsRenew + time.Second)
+	// renew interval (1s more for the command's own start and a loaded
+	// machine). Each says so in its log.
+	testkit.Eventually(t, 30*time.Second, "every worker logs the pause", func() bool {
+		for _, w := range f.workers {
+			if !w.logged("job type paused: holding its records") {
+				return false
+			}
+		}
+		return true
+	})
+	followed := time.Since(asked)
+	t.Logf("pause_followed_s=%.3f s", followed.Seconds())
+	if followed > controlsCancelMax {
+		t.Errorf("the workers followed the pause %s after the command started, want within %s", followed, controlsCancelMax)
+	}
 	keys := make([]string, m)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("paused-%s-%02d", f.topic, i)
