@@ -173,7 +173,18 @@ func TestDLQListReplay(t *testing.T) {
 	if got := list("--key", "pay-1"); len(got) != 1 || got[0].Replay != "done" {
 		t.Fatalf("dlq list after the replay: %+v", got)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Once the group has committed every record of the topic, each has been
+	// settled: a second run would have happened by then.
+	final := k.EndOffsets(t, topic)
+	testkit.Eventually(t, 30*time.Second, "the topic's records committed", func() bool {
+		got := k.Committed(t, "g-"+topic, topic)
+		for p, e := range final {
+			if got[p] != e {
+				return false
+			}
+		}
+		return true
+	})
 	if n := ran.Load(); n != 1 {
 		t.Fatalf("the replayed job ran %d times, want 1", n)
 	}
