@@ -285,6 +285,71 @@ func TestZombieCompleteAfterTakeover(t *testing.T) {
 	}
 }
 
+// A zombie's completion while the new owner holds the key: the completion
+// reads the lease with GETDEL, finds the owner's value and puts it back in
+// the same script with the owner's TTL (from the value), so the owner's
+// lease stands, its expiry no earlier than it was, and the owner completes.
+// A value that is not a lease of that layout goes back with the retention
+// as its TTL.
+func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
+	t.Parallel()
+	c, prefix := testkit.SharedRedis(t)
+	ctx := t.Context()
+	// Renewals every 9 s: neither Manager renews while the test reads TTLs.
+	slow := []lease.Opt{lease.WithTTL(10 * time.Second), lease.WithRenewInterval(9 * time.Second)}
+	zombie := setupOn(t, c, prefix, nil, slow...)
+	owner := setupOn(t, c, prefix, nil, slow...)
+	z := zombie.claim(t, "k", fp("a"), Acquired)
+	key := zombie.m.Key(z.Lease.Name())
+	if err := c.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := owner.claim(t, "k", fp("a"), Takeover)
+	// An expiry shorter than the owner's TTL shows that the value goes back
+	// with the TTL it names (10 s), not with none or a default.
+	if err := c.PExpire(ctx, key, 2*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Get(ctx, key).Val()
+	if !strings.HasSuffix(before, " 10000") {
+		t.Fatalf("the owner's lease value %q does not end with its TTL, 10000 ms", before)
+	}
+	if err := zombie.s.Complete(ctx, z, []byte("zombie")); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("zombie Complete = %v, want ErrLeaseLost", err)
+	}
+	after, err := c.Get(ctx, key).Result()
+	if err != nil || after != before {
+		t.Fatalf("the owner's lease after the zombie's completion: %q (%v), want %q", after, err, before)
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl <= 2*time.Second || ttl > 10*time.Second {
+		t.Fatalf("the owner's lease expires in %v after the zombie's completion, want in (2s, 10s]", ttl)
+	}
+	if err := owner.s.Complete(ctx, n, []byte("owner")); err != nil {
+		t.Fatalf("the owner's Complete: %v", err)
+	}
+	if got := c.Exists(ctx, key).Val(); got != 0 {
+		t.Fatalf("the owner's lease key is still there after its completion (%d)", got)
+	}
+	if d := owner.claim(t, "k", fp("a"), Duplicate); string(d.Record.Result) != "owner" {
+		t.Fatalf("the record holds %q, want the owner's result", d.Record.Result)
+	}
+
+	g := zombie.claim(t, "g", fp("a"), Acquired)
+	gkey := zombie.m.Key(g.Lease.Name())
+	if err := c.Set(ctx, gkey, "not-a-lease", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.s.Complete(ctx, g, []byte("zombie")); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Complete over a foreign value = %v, want ErrLeaseLost", err)
+	}
+	if v := c.Get(ctx, gkey).Val(); v != "not-a-lease" {
+		t.Fatalf("the foreign value after the completion: %q", v)
+	}
+	if ttl := c.PTTL(ctx, gkey).Val(); ttl <= time.Second || ttl > zombie.s.cfg.retention {
+		t.Fatalf("the foreign value expires in %v, want in (1s, the retention %v]", ttl, zombie.s.cfg.retention)
+	}
+}
+
 func TestRetentionExpiryRunsAgain(t *testing.T) {
 	t.Parallel()
 	const retention = 2 * time.Second

@@ -10,7 +10,8 @@
 --
 -- With W = ARGV[4] windows passed, entry i (from 0) uses the keys from
 -- KEYS[i*(5+W)+1] (a full call, ARGV[7] "0"):
---   +1        lease key (deleted when the entry's delete flag is "1")
+--   +1        lease key (read with GETDEL, so deleted, when the entry's
+--             delete flag is "1")
 --   +2        heartbeat details key (deleted when the entry's details flag is "1")
 --   +3        external result key (written when the entry's external flag is "1")
 --   +4        record bucket of the claim's window (its PROCESSING record is removed)
@@ -140,6 +141,21 @@ local function historyEnd(hk, f, x)
   redis.call('PEXPIRE', hk, ARGV[6])
 end
 
+-- restore puts back the lease value v of another owner that GETDEL took
+-- from key k, with that owner's TTL from the value ('<token> <fence> <ttl
+-- ms>', lease/'s layout): its expiry then lies at or past where its holder
+-- had it (the holder's deadline is at most its last renewal + its ttl), as
+-- when the renewer answers a GETEX that found another holder. A value
+-- without a readable TTL is not a lease of that layout: it goes back with
+-- the longest TTL a lease may have here, the retention.
+local function restore(k, v)
+  local ttl = tonumber(string.match(v, '^%S+ %S+ (%d+)'))
+  if not ttl or ttl < 1 then
+    ttl = tonumber(ARGV[3])
+  end
+  redis.call('SET', k, v, 'PX', ttl)
+end
+
 local ends = {'completed', 'failed'}
 
 local function complete(k, p, res)
@@ -154,9 +170,22 @@ local function complete(k, p, res)
   if short and (ext == 1 or det == 1 or cw ~= base or hmax > 0 and x and m == 0) then
     return -4
   end
-  local owner = redis.call('GET', KEYS[k])
+  -- An entry that deletes its lease reads it with GETDEL: the usual
+  -- completion, whose lease is held, so sends one command fewer than GET
+  -- and DEL. A lease found held by another owner is put back at once (same
+  -- script, so no one sees it gone: restore below).
+  local taken = del == 1 and not skew
+  local owner
+  if taken then
+    owner = redis.call('GETDEL', KEYS[k])
+  else
+    owner = redis.call('GET', KEYS[k])
+  end
   -- The lease value starts with the prefix sent (a plain find).
   if not owner or string.find(owner, string.sub(p, 43 + n), 1, true) ~= 1 then
+    if owner and taken then
+      restore(KEYS[k], owner)
+    end
     if short then
       return -4
     end
@@ -217,9 +246,6 @@ local function complete(k, p, res)
       redis.call('PEXPIREAT', b, expat)
     end
     redis.call('HDEL', cb, field)
-  end
-  if del == 1 then
-    redis.call('DEL', KEYS[k])
   end
   if det == 1 then
     redis.call('DEL', KEYS[k + 1])
