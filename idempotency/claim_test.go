@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -348,6 +349,76 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	if ttl := c.PTTL(ctx, gkey).Val(); ttl <= time.Second || ttl > zombie.s.cfg.retention {
 		t.Fatalf("the foreign value expires in %v, want in (1s, the retention %v]", ttl, zombie.s.cfg.retention)
 	}
+}
+
+// A bucket's expiry is set by the claim that writes its mark (the field of
+// empty name), and only by that one: a claim into a bucket that holds the
+// mark sends no PEXPIREAT. A bucket without the mark (new, or deleted,
+// evicted or lost and written again) gets its expiry from the next claim,
+// whether the claim's record is new in the bucket or was already there (a
+// retry).
+func TestBucketMarkSetsExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := setup(t, []Opt{WithShards(1)}) // every key in one bucket a window
+	// claim2 claims two new keys into one bucket (a window may end between
+	// two claims: then two more).
+	claim2 := func(x, y string) (*Claim, *Claim) {
+		for i := range 3 {
+			a := e.claim(t, x+strconv.Itoa(i), fp("a"), Acquired)
+			if err := e.c.Persist(ctx, a.keys.bucket).Err(); err != nil {
+				t.Fatal(err)
+			}
+			b := e.claim(t, y+strconv.Itoa(i), fp("a"), Acquired)
+			if b.keys.bucket == a.keys.bucket {
+				return a, b
+			}
+		}
+		t.Fatal("three pairs of claims each crossed a window's end")
+		return nil, nil
+	}
+	expires := func(step, b string) {
+		t.Helper()
+		at, err := e.c.PExpireTime(ctx, b).Result()
+		if err != nil || at <= 0 {
+			t.Fatalf("%s: bucket %s expires at %v (%v), want an expiry", step, b, at, err)
+		}
+		mark, err := e.c.HGet(ctx, b, "").Result()
+		if err != nil || mark != strconv.FormatInt(at.Milliseconds(), 10) {
+			t.Fatalf("%s: bucket %s holds the mark %q (%v), want its expiry %d", step, b, mark, err, at.Milliseconds())
+		}
+	}
+
+	a, b := claim2("a", "b")
+	if ttl := e.c.PTTL(ctx, b.keys.bucket).Val(); ttl != -1 {
+		t.Fatalf("a claim into a bucket that holds the mark changed its expiry: PTTL %v, want -1 (none, as the test left it)", ttl)
+	}
+	bucket := a.keys.bucket
+	if err := e.c.HDel(ctx, bucket, "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// (A window that ended meanwhile gives c a new bucket: one without the
+	// mark too.)
+	c := e.claim(t, "c", fp("a"), Acquired)
+	expires("a new key's claim into a bucket without the mark", c.keys.bucket)
+
+	// A retry: the released record is in the bucket, whose mark and expiry
+	// are then taken away; the claim of the retry puts both back.
+	if err := e.s.Fail(ctx, a, Retryable, errors.New("again")); err != nil {
+		t.Fatal(err)
+	}
+	bucket = a.keys.bucket
+	if err := e.c.HDel(ctx, bucket, "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Persist(ctx, bucket).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := e.claim(t, a.Key, fp("a"), Acquired)
+	if r.Attempt != 2 {
+		t.Fatalf("the retry's attempt is %d, want 2", r.Attempt)
+	}
+	expires("a retry's claim into its record's bucket without the mark", r.keys.bucket)
 }
 
 func TestRetentionExpiryRunsAgain(t *testing.T) {

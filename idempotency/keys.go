@@ -12,7 +12,8 @@ import (
 // Layout of one idempotency key K (tag = Tag(K), every key in one Cluster slot):
 //
 //	lease     Manager.Key(tag + ":" + K)                 string "<token> <fence> <ttl ms>", PX = lease TTL
-//	bucket    <prefix>idem:b:<tag>:<window start ms>     hash: field = 16-byte hash of K, value = record
+//	bucket    <prefix>idem:b:<tag>:<window start ms>     hash: field = 16-byte hash of K, value = record;
+//	                                                     field "" = the bucket's mark, its expiry (idem_claim.lua)
 //	details   <prefix>idem:d:<tag>:<K>                   string, heartbeat details, PX = retention
 //	result    <prefix>idem:r:<tag>:<K>                   string, a result too large to sit in the bucket
 //	history   <prefix>idem:h:<tag>:<K>                   list of JSON attempts (history.go), PX = retention

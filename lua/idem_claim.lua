@@ -299,6 +299,7 @@ local function claim(k, a)
   -- Only a key without a record or an earlier fence carries its entry in
   -- its record: its fence is nowus, the entry's start.
   local carry = entry and prev == 0
+  local v
   if prev == 0 and att == 1 and #fp == 8 then
     -- The usual claim, of a new key (no earlier fence: its fence is nowus):
     -- its record made in one concatenation, state 33 ('!') and the entry's
@@ -306,20 +307,29 @@ local function claim(k, a)
     newFence = newFence or struct.pack('>I7', nowus)
     if carry then
       local n = #entry
-      redis.call('HSET', b, field, '!' .. newFence .. fp .. '\0\1' .. string.char(math.floor(n / 256), n % 256) .. entry)
+      v = '!' .. newFence .. fp .. '\0\1' .. string.char(math.floor(n / 256), n % 256) .. entry
     else
-      redis.call('HSET', b, field, '\1' .. newFence .. fp .. '\0\1')
+      v = '\1' .. newFence .. fp .. '\0\1'
     end
   elseif carry then
-    redis.call('HSET', b, field, struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry)
+    v = struct.pack('>BI7c8I2I2', 33, fence, fp, att, #entry) .. entry
   else
-    redis.call('HSET', b, field, struct.pack('>BI7c8I2', 1, fence, fp, att))
+    v = struct.pack('>BI7c8I2', 1, fence, fp, att)
   end
   if no > 0 then
     -- Other layouts are live: where their window starts coincide with
     -- ours, their records share this bucket. Its expiry is only raised.
+    redis.call('HSET', b, field, v)
     extend(b, expat)
-  else
+  elseif redis.call('HSET', b, field, v, '', expats) > (rkey == b and 0 or 1) then
+    -- The bucket's mark, the field '' (never a record's: those are 16
+    -- bytes), was not there: the bucket is new, or was deleted, evicted or
+    -- lost and is written again, and its expiry is set now. HSET counts
+    -- the fields it adds, and the record's field was in b only if the
+    -- lookup above found it there (b is read first). So every bucket that
+    -- holds the mark has its expiry (a script's writes replicate together),
+    -- and a claim into it sends one command fewer than an HSET and a
+    -- PEXPIREAT. The mark holds the expiry it was given.
     redis.call('PEXPIREAT', b, expats)
   end
   if rkey and rkey ~= b then
