@@ -2,7 +2,7 @@
 // save in Redis CPU, before anyone rewrites the library for it.
 //
 // Today a claim writes a lease key beside the key's record (one SET NX PX at
-// the claim, a GET and a DEL at the completion). The
+// the claim, a GETDEL at the completion). The
 // prototype scripts in this directory (claim_record.lua, complete_record.lua)
 // keep the owner token and a deadline in the PROCESSING record instead and
 // check them against Redis TIME. The program runs, on a private redis-server,
@@ -51,6 +51,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -176,6 +177,7 @@ type variant struct {
 	completeScript *redis.Script
 
 	cpu, calls, rate []float64 // one per measured run
+	buckets          []int     // the buckets a measured run's claims wrote into, one per run
 }
 
 func newVariants() []*variant {
@@ -473,6 +475,8 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 	if err != nil {
 		return err
 	}
+	var mu sync.Mutex
+	buckets := map[string]bool{}
 	start := time.Now()
 	err = benchkit.Each(batches, conc, func(jobs []*job) error {
 		for _, step := range []func(context.Context, *redis.Client, []*job) ([]int64, error){v.claim, v.complete} {
@@ -484,6 +488,11 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 				return err
 			}
 		}
+		mu.Lock()
+		for _, j := range jobs {
+			buckets[j.bucket(j.window)] = true
+		}
+		mu.Unlock()
 		return nil
 	})
 	elapsed := time.Since(start)
@@ -500,6 +509,7 @@ func (v *variant) measure(ctx context.Context, c *redis.Client, n, batch, conc i
 	}
 	v.cpu = append(v.cpu, (cpu1-cpu0)*1e6/float64(n))
 	v.calls = append(v.calls, float64(calls)/float64(n))
+	v.buckets = append(v.buckets, len(buckets))
 	v.rate = append(v.rate, float64(n)/elapsed.Seconds())
 	return nil
 }
@@ -534,7 +544,7 @@ func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
 
 // scriptCommands are the commands the scripts of both variants call, TIME
 // aside.
-var scriptCommands = []string{"get", "set", "del", "hget", "hmget", "hset", "hdel", "pexpire", "pexpireat", "pttl"}
+var scriptCommands = []string{"get", "getdel", "set", "del", "hget", "hmget", "hset", "hdel", "pexpire", "pexpireat", "pttl"}
 
 // allDone fails unless every job's code is 1 (done), naming the first that
 // is not.

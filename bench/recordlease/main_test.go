@@ -18,11 +18,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestVariantsAnswerAlike runs the checks the measurement relies on for the
 // shipped scripts and the prototype, then a small measured run of each, whose
-// calls per job must be the counts docs/benchmarks.md gives (9 and 7).
+// calls per job must be the counts docs/benchmarks.md gives: 7 for both, and
+// for the shipped scripts one PEXPIREAT more a bucket (its first claim sets
+// its expiry; in a run this small most claims write into a bucket of their
+// own).
 func TestVariantsAnswerAlike(t *testing.T) {
 	ctx := context.Background()
 	c := testkit.StartRedis(t).Client(t)
-	want := map[string]float64{"lease_key": 9, "record_lease": 7}
+	want := map[string]float64{"lease_key": 7, "record_lease": 7}
 	for _, v := range newVariants() {
 		if err := v.check(ctx, c); err != nil {
 			t.Fatalf("%s: %v", v.name, err)
@@ -30,8 +33,12 @@ func TestVariantsAnswerAlike(t *testing.T) {
 		if err := v.measure(ctx, c, 640, 64, 2); err != nil {
 			t.Fatalf("%s: %v", v.name, err)
 		}
-		if v.calls[0] != want[v.name] {
-			t.Errorf("%s: %.4f calls per job, want %.0f", v.name, v.calls[0], want[v.name])
+		w := want[v.name]
+		if !v.record {
+			w += float64(v.buckets[0]) / 640
+		}
+		if v.calls[0] != w {
+			t.Errorf("%s: %.4f calls per job, want %.4f (%d buckets)", v.name, v.calls[0], w, v.buckets[0])
 		}
 		if v.cpu[0] <= 0 || v.rate[0] <= 0 {
 			t.Errorf("%s: CPU %.2f us per job, %.0f jobs/s: not measured", v.name, v.cpu[0], v.rate[0])
