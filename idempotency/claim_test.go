@@ -361,22 +361,6 @@ func TestBucketMarkSetsExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	e := setup(t, []Opt{WithShards(1)}) // every key in one bucket a window
-	// claim2 claims two new keys into one bucket (a window may end between
-	// two claims: then two more).
-	claim2 := func(x, y string) (*Claim, *Claim) {
-		for i := range 3 {
-			a := e.claim(t, x+strconv.Itoa(i), fp("a"), Acquired)
-			if err := e.c.Persist(ctx, a.keys.bucket).Err(); err != nil {
-				t.Fatal(err)
-			}
-			b := e.claim(t, y+strconv.Itoa(i), fp("a"), Acquired)
-			if b.keys.bucket == a.keys.bucket {
-				return a, b
-			}
-		}
-		t.Fatal("three pairs of claims each crossed a window's end")
-		return nil, nil
-	}
 	expires := func(step, b string) {
 		t.Helper()
 		at, err := e.c.PExpireTime(ctx, b).Result()
@@ -389,7 +373,22 @@ func TestBucketMarkSetsExpiry(t *testing.T) {
 		}
 	}
 
-	a, b := claim2("a", "b")
+	// Two new keys claimed into one bucket, its expiry taken away between
+	// them (a window may end between two claims: then two more).
+	var a, b *Claim
+	for i := 0; ; i++ {
+		if i == 3 {
+			t.Fatal("three pairs of claims each crossed a window's end")
+		}
+		a = e.claim(t, "a"+strconv.Itoa(i), fp("a"), Acquired)
+		if err := e.c.Persist(ctx, a.keys.bucket).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b = e.claim(t, "b"+strconv.Itoa(i), fp("a"), Acquired)
+		if b.keys.bucket == a.keys.bucket {
+			break
+		}
+	}
 	if ttl := e.c.PTTL(ctx, b.keys.bucket).Val(); ttl != -1 {
 		t.Fatalf("a claim into a bucket that holds the mark changed its expiry: PTTL %v, want -1 (none, as the test left it)", ttl)
 	}
