@@ -64,8 +64,9 @@ type Store struct {
 // the claim script creates leases in m's key layout, and the Manager renews
 // them. ctx bounds the checks New makes: that Redis answers, that its
 // maxmemory-policy does not evict keys (see WithAllowEviction and
-// WithMaxmemoryPolicy), the listpack limits that decide how records are laid
-// out, the server clock, and loading the scripts.
+// WithMaxmemoryPolicy), that it takes GETDEL (Redis 6.2; the completion
+// reads its lease with it), the listpack limits that decide how records are
+// laid out, the server clock, and loading the scripts.
 func New(ctx context.Context, client redis.UniversalClient, m *lease.Manager, opts ...Opt) (*Store, error) {
 	c := cfg{}
 	for _, o := range opts {
@@ -137,6 +138,16 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	if err := s.checkPolicy(ctx); err != nil {
 		return err
+	}
+	// The completion reads its lease with GETDEL (Redis 6.2): a server
+	// without it, or an ACL user denied it, is refused here rather than at
+	// every completion. GETDEL of a key no one writes changes nothing.
+	if err := s.c.Do(ctx, "getdel", s.cfg.prefix+"probe:getdel").Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if errors.Is(classify(err), ErrUnavailable) {
+			return fmt.Errorf("idempotency: GETDEL probe: %w", classify(err))
+		}
+		return fmt.Errorf("idempotency: the server must take GETDEL (Redis 6.2 or later; an ACL user needs it "+
+			"with +@write): %w", err)
 	}
 	s.inline, s.entries = 64, 128
 	if v, err := s.configInt(ctx, "hash-max-listpack-value"); err == nil {

@@ -116,6 +116,45 @@ func TestConfigDisabled(t *testing.T) {
 	}
 }
 
+// TestGetdelRequired: the completion reads its lease with GETDEL (Redis
+// 6.2), so New refuses a server that does not take it (a server before 6.2
+// answers an unknown command, as one with GETDEL renamed away does here) and
+// an ACL user denied it, each with an error that names GETDEL, instead of
+// failing every completion later.
+func TestGetdelRequired(t *testing.T) {
+	t.Parallel()
+	for name, opt := range map[string]testkit.RedisOption{
+		"renamed":   testkit.WithRedisConfig(`rename-command GETDEL ""`),
+		"acl":       testkit.WithACLUser("w", "s3cret-acl", append(testkit.ProjectACLRules("lh:"), "-getdel")...),
+		"permitted": testkit.WithACLUser("w", "s3cret-acl", testkit.ProjectACLRules("lh:")...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := testkit.StartRedis(t, opt)
+			o := srv.Options()
+			if name != "renamed" {
+				o.Username, o.Password = "w", "s3cret-acl"
+			}
+			c := redis.NewClient(o)
+			t.Cleanup(func() { _ = c.Close() })
+			m, err := lease.NewManager(c, lease.WithPrefix("lh:"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(t.Context(), c, m, WithMaxmemoryPolicy("noeviction"))
+			if name == "permitted" {
+				if err != nil {
+					t.Fatalf("New as the least-privilege user: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "must take GETDEL") {
+				t.Fatalf("New on a server without GETDEL (%s) = %v, want an error naming GETDEL", name, err)
+			}
+		})
+	}
+}
+
 func TestScriptCacheFlushed(t *testing.T) {
 	t.Parallel()
 	// A private server: flushing the shared server's script cache would hit

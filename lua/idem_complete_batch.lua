@@ -147,7 +147,7 @@ end
 -- had it (the holder's deadline is at most its last renewal + its ttl), as
 -- when the renewer answers a GETEX that found another holder. A value
 -- without a readable TTL is not a lease of that layout: it goes back with
--- the longest TTL a lease may have here, the retention.
+-- the retention as its TTL, so that it does not stay forever.
 local function restore(k, v)
   local ttl = tonumber(string.match(v, '^%S+ %S+ (%d+)'))
   if not ttl or ttl < 1 then
