@@ -351,7 +351,7 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	}
 }
 
-// A bucket's expiry is set by the claim that writes its mark (the field of
+// A bucket's expiry is set by the claim that adds its mark (the field of
 // empty name), and only by that one: a claim into a bucket that holds the
 // mark sends no PEXPIREAT. A bucket without the mark (new, or deleted,
 // evicted or lost and written again) gets its expiry from the next claim,

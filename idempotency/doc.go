@@ -39,8 +39,8 @@
 // into the bucket of the current window (by Redis TIME, inside the script),
 // and the bucket expires at the end of its window plus the retention, so a
 // record is kept at least the retention and at most retention + one window.
-// The claim that writes a bucket's mark sets its expiry; later claims find
-// the mark and send no PEXPIREAT.
+// Every claim writes the bucket's mark with its record; the one that adds
+// it sets the bucket's expiry, and the others send no PEXPIREAT.
 // A claim looks up the current window and the WithWindows earlier ones. The
 // record value is 18 bytes (state, 56-bit fence, 64-bit fingerprint,
 // attempt), plus a 4-byte time and the result for an outcome: about 42 bytes
