@@ -296,8 +296,8 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	t.Parallel()
 	c, prefix := testkit.SharedRedis(t)
 	ctx := t.Context()
-	// Renewals every 9 s: neither Manager renews while the test reads TTLs.
-	slow := []lease.Opt{lease.WithTTL(10 * time.Second), lease.WithRenewInterval(9 * time.Second)}
+	// Renewals every 50 s: neither Manager renews while the test reads TTLs.
+	slow := []lease.Opt{lease.WithTTL(60 * time.Second), lease.WithRenewInterval(50 * time.Second)}
 	zombie := setupOn(t, c, prefix, nil, slow...)
 	owner := setupOn(t, c, prefix, nil, slow...)
 	z := zombie.claim(t, "k", fp("a"), Acquired)
@@ -307,13 +307,13 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	}
 	n := owner.claim(t, "k", fp("a"), Takeover)
 	// An expiry shorter than the owner's TTL shows that the value goes back
-	// with the TTL it names (10 s), not with none or a default.
-	if err := c.PExpire(ctx, key, 2*time.Second).Err(); err != nil {
+	// with the TTL it names (60 s), not with none or a default.
+	if err := c.PExpire(ctx, key, 20*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before := c.Get(ctx, key).Val()
-	if !strings.HasSuffix(before, " 10000") {
-		t.Fatalf("the owner's lease value %q does not end with its TTL, 10000 ms", before)
+	if !strings.HasSuffix(before, " 60000") {
+		t.Fatalf("the owner's lease value %q does not end with its TTL, 60000 ms", before)
 	}
 	if err := zombie.s.Complete(ctx, z, []byte("zombie")); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("zombie Complete = %v, want ErrLeaseLost", err)
@@ -322,8 +322,8 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	if err != nil || after != before {
 		t.Fatalf("the owner's lease after the zombie's completion: %q (%v), want %q", after, err, before)
 	}
-	if ttl := c.PTTL(ctx, key).Val(); ttl <= 2*time.Second || ttl > 10*time.Second {
-		t.Fatalf("the owner's lease expires in %v after the zombie's completion, want in (2s, 10s]", ttl)
+	if ttl := c.PTTL(ctx, key).Val(); ttl <= 20*time.Second || ttl > 60*time.Second {
+		t.Fatalf("the owner's lease expires in %v after the zombie's completion, want in (20s, 60s]", ttl)
 	}
 	if err := owner.s.Complete(ctx, n, []byte("owner")); err != nil {
 		t.Fatalf("the owner's Complete: %v", err)
@@ -337,7 +337,7 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 
 	g := zombie.claim(t, "g", fp("a"), Acquired)
 	gkey := zombie.m.Key(g.Lease.Name())
-	if err := c.Set(ctx, gkey, "not-a-lease", time.Second).Err(); err != nil {
+	if err := c.Set(ctx, gkey, "not-a-lease", 20*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := zombie.s.Complete(ctx, g, []byte("zombie")); !errors.Is(err, ErrLeaseLost) {
@@ -346,8 +346,8 @@ func TestZombieCompleteLeavesHoldersLease(t *testing.T) {
 	if v := c.Get(ctx, gkey).Val(); v != "not-a-lease" {
 		t.Fatalf("the foreign value after the completion: %q", v)
 	}
-	if ttl := c.PTTL(ctx, gkey).Val(); ttl <= time.Second || ttl > zombie.s.cfg.retention {
-		t.Fatalf("the foreign value expires in %v, want in (1s, the retention %v]", ttl, zombie.s.cfg.retention)
+	if ttl := c.PTTL(ctx, gkey).Val(); ttl <= 20*time.Second || ttl > zombie.s.cfg.retention {
+		t.Fatalf("the foreign value expires in %v, want in (20s, the retention %v]", ttl, zombie.s.cfg.retention)
 	}
 }
 
