@@ -57,8 +57,18 @@ func (j *Job) unwatch() {
 	}
 }
 
-// LeaseEnded cancels the job's context: its lease ended (leasing.Watcher).
+// LeaseEnded cancels the job's context with a LeaseLostError: its lease was
+// lost, or its Manager closed (leasing.Watcher). A lease ended by the
+// attempt's own recorded end (leasing.ErrReleased: the store wrote the
+// completion, the failure or the release for a retry, which it does only
+// after the handler returned) is not a loss: the context stays live until
+// releaseJob ends it with context.Canceled, after the end was reported, so
+// that OnDone's context can still be used and no code reading the context
+// later finds a lease lost that was not.
 func (rj *runningJob) LeaseEnded(cause error) {
+	if errors.Is(cause, leasing.ErrReleased) {
+		return
+	}
 	rj.act.cancel(&LeaseLostError{Key: rj.job.Key, Fence: rj.job.fence, Err: cause})
 }
 
