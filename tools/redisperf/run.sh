@@ -91,7 +91,8 @@ rm -f "$out.bin"
 grep -E '^(host_|leasehold_(jobs_per_s|redis_cpu_us_per_job|worker_cpu_us_per_job))' "$out"
 perjob=$(sed -n 's/^leasehold_redis_cpu_us_per_job=\([0-9.]*\) us$/\1/p' "$out")
 
-# piece=function: the pieces of a job's Redis CPU, each a function's inclusive share.
+# piece=function: the pieces of a job's Redis CPU, each a function's inclusive share (getGenericCommand, GET, also
+# runs inside getdelCommand, GETDEL).
 pieces=(
 	script=evalGenericCommand
 	script_body=luaV_execute
@@ -105,6 +106,7 @@ pieces=(
 	hget=hgetCommand
 	pexpireat=expireGenericCommand
 	del=delGenericCommand
+	getdel=getdelCommand
 	get=getGenericCommand
 	reply_write=writeToClient
 )
