@@ -143,8 +143,8 @@ func (s *Store) check(ctx context.Context) error {
 	// without it, or an ACL user denied it, is refused here rather than at
 	// every completion. GETDEL of a key no one writes changes nothing.
 	if err := s.c.Do(ctx, "getdel", s.cfg.prefix+"probe:getdel").Err(); err != nil && !errors.Is(err, redis.Nil) {
-		if errors.Is(classify(err), ErrUnavailable) {
-			return fmt.Errorf("idempotency: GETDEL probe: %w", classify(err))
+		if cerr := classify(err); errors.Is(cerr, ErrUnavailable) {
+			return fmt.Errorf("idempotency: GETDEL probe: %w", cerr)
 		}
 		return fmt.Errorf("idempotency: the server must take GETDEL (Redis 6.2 or later; an ACL user needs it "+
 			"with +@write): %w", err)
