@@ -19,9 +19,10 @@ type Hooks struct {
 	// with a WithHeartbeatThrottle shorter than the renew interval).
 	OnHeartbeat func(ctx context.Context, job *Job, details []byte)
 	// OnDone runs after a handler returned and its outcome was recorded; err
-	// is the handler's error (nil on success). ctx is not cancelled: the
-	// job's context for a completion or a retry, which ends when OnDone
-	// returns.
+	// is the handler's error (nil on success). After a completion or a retry
+	// ctx is the job's context, still live (it ends when OnDone returns);
+	// after a terminal failure, a live context of its own; after a lost
+	// lease or a cancel, the job's context, cancelled with that cause.
 	OnDone func(ctx context.Context, job *Job, result []byte, err error)
 	// OnReplay runs for a duplicate whose key already completed or failed
 	// terminally: result is the cached result, failure the cached failure.

@@ -15,9 +15,9 @@ import (
 // completion, a retry's release, a terminal failure), the store ends the
 // job's lease; that end is not a loss. OnDone's context is still live (for
 // a completion and a retry, the job's own), and the handler's context then
-// ends with context.Canceled, not with a cause matching ErrLeaseLost. On Redis and the embedded Kafka, three job types:
-// one that completes, one that fails once and then completes, one that
-// fails for good.
+// ends with context.Canceled, not with a cause matching ErrLeaseLost. On
+// Redis and the embedded Kafka, three job types: one that completes, one
+// that fails once and then completes, one that fails for good.
 func TestJobContextAfterRecordedEnd(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 1)

@@ -70,9 +70,9 @@ func (j *Job) LastHeartbeat() []byte { return j.last }
 
 // Context returns the job's context: cancelled with cause [ErrLeaseLost] when
 // the lease is lost, and with [ErrShutdown] when a shutdown's drain timeout
-// passes. It is the context the handler receives. Once the attempt's end is
-// recorded and reported (after [Hooks].OnDone), it ends with
-// [context.Canceled].
+// passes. It is the context the handler receives. When the attempt is over
+// (its end recorded and reported), it ends with [context.Canceled] unless
+// one of those ended it first.
 func (j *Job) Context() context.Context {
 	if j.ctx == nil {
 		return context.Background() // a Job built by hand
